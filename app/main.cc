@@ -1,0 +1,39 @@
+// wafersim: one executable, one subcommand per job.
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <systemc>
+
+#include "app/fabric_cmd.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: wafersim <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  fabric   simulate the router fabric under synthetic traffic (wafersim fabric --help)\n"
+    "\n"
+    "Every option can also come from an INI file (--config FILE); the command line wins.\n";
+
+}  // namespace
+
+int sc_main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::cout << kUsage;
+    return argc < 2 ? wafersim::kExitUsage : wafersim::kExitOk;
+  }
+  const std::string cmd = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "fabric") return wafersim::run_fabric_command(args, std::cout, std::cerr);
+  std::cerr << "wafersim: error: unknown command '" << cmd << "'\n\n" << kUsage;
+  return wafersim::kExitUsage;
+}
+
+int main(int argc, char** argv) {
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);  // before SystemC prints its banner
+  return sc_core::sc_elab_and_sim(argc, argv);
+}

@@ -1,0 +1,64 @@
+// Immutable parameter structs of the wafer's hardware and of a simulation run. Defaults are the
+// WSE-2 figures of docs/fabric.md (sources in ../shared/reference/wse-facts.md); the CLI fills
+// them from options (app/options.cc) and constructors only read them.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace wafersim {
+
+// Any invalid parameter, route or program: the message is meant for the user as it is.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct FabricConfig {
+  int width = 757;          // PEs west->east (WSE-2 as seen by SDK programs)
+  int height = 996;         // PEs north->south
+  double clock_mhz = 850;   // SDK examples' assumed clock; only converts cycles to seconds
+  void validate() const;
+};
+
+struct RouterConfig {
+  int colors = 24;          // routable colors per router
+  int buffer_depth = 4;     // wavelets per (input port, color) buffer; not published (grade U)
+  int hop_latency = 1;      // cycles from leaving a router to being forwardable at the next
+  int ramp_latency = 2;     // cycles between the core and its router, each direction
+  void validate() const;
+};
+
+struct IoConfig {
+  int channels_per_edge = 60;  // at most this many channels on each of the E and W edges
+  int spacing = 16;            // rows between neighbouring channels
+  int queue_depth = 16;        // wavelets buffered on the host side of a channel, each direction
+  double channel_gbps = 7.0;   // per channel and direction (SDK figure)
+  void validate() const;
+};
+
+enum class VisitOrder { kForward, kReverse, kShuffle };
+
+struct SimConfig {
+  uint64_t cycles = 2000;
+  uint64_t seed = 1;
+  int threads = 1;
+  VisitOrder visit_order = VisitOrder::kForward;  // order active PEs are visited; never changes results
+  uint64_t watchdog_cycles = 10000;               // 0 disables the deadlock watchdog
+  void validate() const;
+};
+
+// Everything the fabric model needs, handed to its constructor as one value.
+struct HwConfig {
+  FabricConfig fabric;
+  RouterConfig router;
+  IoConfig io;
+  SimConfig sim;
+  void validate() const;
+};
+
+const char* visit_order_name(VisitOrder v);
+VisitOrder parse_visit_order(const std::string& s);  // throws ConfigError
+
+}  // namespace wafersim

@@ -1,0 +1,45 @@
+#include "hw/edge_io.h"
+
+#include <algorithm>
+
+#include "hw/fabric.h"
+
+namespace wafersim {
+
+EdgeChannel::EdgeChannel(Fabric* fabric, int side, int index, int row, int depth,
+                         double wavelets_per_cycle)
+    : m_fabric(fabric),
+      m_side(side),
+      m_index(index),
+      m_row(row),
+      m_depth(static_cast<size_t>(depth)),
+      m_period(wavelets_per_cycle >= 1.0 ? 1.0 : 1.0 / wavelets_per_cycle) {}
+
+bool EdgeChannel::try_inject(const Wavelet& w) {
+  if (m_in.size() >= m_depth) return false;
+  m_fabric->wake_edge(*this, w.color);  // throws if the edge router does not route this color in
+  m_in.push_back(w);
+  return true;
+}
+
+bool EdgeChannel::try_receive(Wavelet* w) {
+  if (m_out.empty() || m_out.front().first > m_fabric->cycle()) return false;
+  *w = m_out.front().second;
+  m_out.pop_front();
+  return true;
+}
+
+void EdgeChannel::fabric_took_offer(uint64_t now) {
+  m_in.pop_front();
+  m_in_next = std::max(m_in_next, static_cast<double>(now)) + m_period;
+  ++m_injected;
+}
+
+void EdgeChannel::fabric_deliver(const Wavelet& w, uint64_t now, uint64_t ready) {
+  m_out_next = std::max(m_out_next, static_cast<double>(now)) + m_period;
+  ++m_received;
+  if (m_record) m_log.emplace_back(ready, w);
+  if (!m_auto_drain) m_out.emplace_back(ready, w);
+}
+
+}  // namespace wafersim

@@ -1,0 +1,65 @@
+// Edge I/O channels: where the host injects wavelets into the fabric and drains them from it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "hw/wavelet.h"
+
+namespace wafersim {
+
+class Fabric;
+
+// One host channel on the East or West edge of the fabric, attached to the edge router of its row.
+// Both directions are rate-limited on the fabric side (io.channel_gbps at the fabric clock) and
+// buffered on the host side (io.queue_depth). Backpressure reaches the host: try_inject() fails
+// while the inject queue is full, and the queue only drains as fast as the edge router accepts.
+//
+//   EdgeChannel* ch = fabric.channel(kEast, 0);
+//   if (!ch->try_inject({payload, color, false})) { /* fabric backed up: retry next cycle */ }
+//   Wavelet w; while (ch->try_receive(&w)) consume(w);
+class EdgeChannel {
+ public:
+  EdgeChannel(Fabric* fabric, int side, int index, int row, int depth, double wavelets_per_cycle);
+
+  // Host side; call between cycles.
+  bool try_inject(const Wavelet& w);
+  bool try_receive(Wavelet* w);
+  void set_auto_drain(bool on) { m_auto_drain = on; }  // the host takes every arrival at once
+  void set_record(bool on) { m_record = on; }          // keep what arrives, for tests
+  const std::vector<std::pair<uint64_t, Wavelet>>& log() const { return m_log; }
+
+  int side() const { return m_side; }
+  int index() const { return m_index; }
+  int row() const { return m_row; }
+  uint64_t injected() const { return m_injected; }    // wavelets that entered the fabric
+  uint64_t received() const { return m_received; }    // wavelets that left the fabric here
+  size_t inject_queue_size() const { return m_in.size(); }
+  size_t receive_queue_size() const { return m_out.size(); }
+
+  // Fabric side; called by the owning edge router only.
+  bool fabric_can_take(uint64_t now) const { return m_out.size() < m_depth && rate_ok(m_out_next, now); }
+  const Wavelet* fabric_offer(uint64_t now) const {
+    return !m_in.empty() && rate_ok(m_in_next, now) ? &m_in.front() : nullptr;
+  }
+  void fabric_took_offer(uint64_t now);
+  void fabric_deliver(const Wavelet& w, uint64_t now, uint64_t ready);
+  bool has_inject_work() const { return !m_in.empty(); }
+
+ private:
+  static bool rate_ok(double next, uint64_t now) { return static_cast<double>(now) >= next; }
+
+  Fabric* m_fabric;
+  int m_side, m_index, m_row;
+  size_t m_depth;
+  double m_period;  // cycles per wavelet
+  double m_in_next = 0, m_out_next = 0;
+  std::deque<Wavelet> m_in;
+  std::deque<std::pair<uint64_t, Wavelet>> m_out;  // (ready cycle, wavelet)
+  bool m_auto_drain = false, m_record = false;
+  uint64_t m_injected = 0, m_received = 0;
+  std::vector<std::pair<uint64_t, Wavelet>> m_log;
+};
+
+}  // namespace wafersim

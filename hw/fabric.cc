@@ -1,0 +1,313 @@
+#include "hw/fabric.h"
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+namespace wafersim {
+namespace {
+
+std::string color_port_msg(int x, int y, int color, int port) {
+  std::ostringstream os;
+  os << Fabric::pe_name(x, y) << " color " << color << " port " << port_name(port);
+  return os.str();
+}
+
+}  // namespace
+
+Fabric::Fabric(const HwConfig& cfg) : m_cfg(cfg) {
+  m_cfg.validate();
+  m_routers.resize(static_cast<size_t>(width()) * height());
+  const int h = height(), spacing = m_cfg.io.spacing;
+  const int n = std::min(m_cfg.io.channels_per_edge, (h - 1) / spacing + 1);
+  const int first = (h - 1 - (n - 1) * spacing) / 2;  // centred on the edge
+  const double per_cycle = m_cfg.io.channel_gbps * 1e3 / (32.0 * m_cfg.fabric.clock_mhz);
+  for (int i = 0; i < n; ++i) {
+    const int row = first + i * spacing;
+    m_channel_rows.push_back(row);
+    for (int side : {kEast, kWest}) {
+      m_channels[side].push_back(
+          std::make_unique<EdgeChannel>(this, side, i, row, m_cfg.io.queue_depth, per_cycle));
+    }
+  }
+  m_ctx.resize(static_cast<size_t>(m_cfg.sim.threads));
+  m_pool = std::make_unique<WorkerPool>(m_cfg.sim.threads);
+  m_cycle_job = [this](int t) {
+    evaluate_phase(t, m_now);
+    m_pool->barrier();
+    commit_phase(t, m_now);
+  };
+}
+
+Fabric::~Fabric() = default;
+
+std::string Fabric::pe_name(int x, int y) {
+  return "wafer.pe_" + std::to_string(x) + "_" + std::to_string(y);
+}
+
+Router& Fabric::ensure_router(int x, int y) {
+  if (!contains(x, y)) {
+    std::ostringstream os;
+    os << "PE (" << x << ", " << y << ") is outside the " << width() << " x " << height()
+       << " fabric";
+    throw ConfigError(os.str());
+  }
+  if (m_finalized) throw ConfigError("routes and agents must be set before the first cycle");
+  auto& slot = m_routers[index(x, y)];
+  if (!slot) slot = std::make_unique<Router>(static_cast<uint32_t>(index(x, y)), x, y, m_cfg.router);
+  return *slot;
+}
+
+void Fabric::set_route(int x, int y, int color, const ColorRoute& route) {
+  if (color < 0 || color >= m_cfg.router.colors) {
+    throw ConfigError(pe_name(x, y) + ": color " + std::to_string(color) + " is out of range (router.colors = " +
+                      std::to_string(m_cfg.router.colors) + ")");
+  }
+  if (route.npos < 1 || route.npos > kMaxSwitchPositions) {
+    throw ConfigError(pe_name(x, y) + " color " + std::to_string(color) + ": " +
+                      std::to_string(route.npos) + " switch positions (1 to 4 allowed)");
+  }
+  ensure_router(x, y).set_route(color, route);
+}
+
+void Fabric::attach_agent(int x, int y, std::unique_ptr<PeAgent> agent) {
+  Router& r = ensure_router(x, y);
+  if (r.agent()) throw ConfigError(pe_name(x, y) + " already has an agent");
+  r.set_agent(agent.get());
+  m_agents.push_back(std::move(agent));
+}
+
+PeAgent* Fabric::agent(int x, int y) const {
+  const Router* r = router(x, y);
+  return r ? r->agent() : nullptr;
+}
+
+EdgeChannel* Fabric::channel(int side, int index) {
+  if ((side != kEast && side != kWest) || index < 0 || index >= channels_per_edge()) return nullptr;
+  return m_channels[side][static_cast<size_t>(index)].get();
+}
+
+EdgeChannel* Fabric::channel_at_row(int side, int row) {
+  const auto it = std::find(m_channel_rows.begin(), m_channel_rows.end(), row);
+  return it == m_channel_rows.end() ? nullptr : channel(side, static_cast<int>(it - m_channel_rows.begin()));
+}
+
+// Every route must stay on the fabric (or leave through an I/O channel), be accepted by the
+// router it feeds, and have somewhere to go; a ramp needs an agent.
+void Fabric::validate_routes() const {
+  for (const auto& rp : m_routers) {
+    if (!rp) continue;
+    const Router& r = *rp;
+    for (uint32_t m = r.routed_colors(); m; m &= m - 1) {
+      const int c = __builtin_ctz(m);
+      const ColorRoute& route = *r.route(c);
+      for (int i = 0; i < route.npos; ++i) {
+        if (route.pos[i].rx && !route.pos[i].tx) {
+          throw ConfigError(pe_name(r.x(), r.y()) + " color " + std::to_string(c) + " position " +
+                            std::to_string(i) + " accepts from " + port_set_name(route.pos[i].rx) +
+                            " but sends nowhere");
+        }
+      }
+      const uint8_t both = route.rx_any() | route.tx_any();
+      if ((both & port_bit(kRamp)) && !r.agent()) {
+        throw ConfigError(color_port_msg(r.x(), r.y(), c, kRamp) +
+                          ": the route uses the ramp but no core or endpoint sits there");
+      }
+      for (int p = 0; p < kNumLinkPorts; ++p) {
+        if (!(both & port_bit(p))) continue;
+        const int nx = r.x() + port_dx(p), ny = r.y() + port_dy(p);
+        const bool sends = route.tx_any() & port_bit(p);
+        if (!contains(nx, ny)) {
+          const bool io = (p == kEast || p == kWest) &&
+                          std::find(m_channel_rows.begin(), m_channel_rows.end(), r.y()) != m_channel_rows.end();
+          if (!io) {
+            throw ConfigError("route leaves the fabric edge: " + color_port_msg(r.x(), r.y(), c, p) +
+                              " points off the fabric and row " + std::to_string(r.y()) +
+                              " has no I/O channel on that edge");
+          }
+          continue;
+        }
+        if (sends) {
+          const Router* n = router(nx, ny);
+          if (!n || !n->accepts(opposite(p), c)) {
+            throw ConfigError(color_port_msg(r.x(), r.y(), c, p) + " sends to " + pe_name(nx, ny) +
+                              ", whose route for color " + std::to_string(c) + " does not accept from " +
+                              port_name(opposite(p)));
+          }
+        }
+      }
+    }
+  }
+}
+
+void Fabric::finalize() {
+  if (m_finalized) return;
+  validate_routes();
+  const int threads = m_cfg.sim.threads;
+  for (auto& rp : m_routers) {
+    if (!rp) continue;
+    Router& r = *rp;
+    for (int p = 0; p < kNumLinkPorts; ++p) {
+      const int nx = r.x() + port_dx(p), ny = r.y() + port_dy(p);
+      if (contains(nx, ny)) {
+        r.connect(p, router(nx, ny));
+      } else if (p == kEast || p == kWest) {
+        r.connect_channel(p, channel_at_row(p, r.y()));
+      }
+    }
+    r.allocate_buffers();
+    // Row stripes: thread t commits the routers of rows [t*H/T, (t+1)*H/T).
+    r.m_owner = static_cast<uint8_t>(static_cast<int64_t>(r.y()) * threads / height());
+    if (r.has_work()) wake(&r);
+  }
+  m_finalized = true;
+}
+
+void Fabric::wake(Router* r) {
+  if (r->m_active) return;
+  r->m_active = true;
+  m_ctx[r->m_owner].active.push_back(r);
+}
+
+void Fabric::wake_edge(const EdgeChannel& ch, int color) {
+  const int x = ch.side() == kEast ? width() - 1 : 0;
+  Router* r = router(x, ch.row());
+  if (!r || !r->accepts(ch.side(), color)) {
+    throw ConfigError("I/O channel " + std::string(port_name(ch.side())) + std::to_string(ch.index()) +
+                      " (row " + std::to_string(ch.row()) + "): color " + std::to_string(color) +
+                      " is not routed into the fabric at " + pe_name(x, ch.row()));
+  }
+  if (m_finalized) wake(r);
+}
+
+void Fabric::evaluate_phase(int t, uint64_t now) {
+  ThreadCtx& tc = m_ctx[static_cast<size_t>(t)];
+  tc.moves = 0;
+  auto& act = tc.active;
+  switch (m_cfg.sim.visit_order) {
+    case VisitOrder::kForward:
+      for (Router* r : act) r->evaluate(now, tc);
+      break;
+    case VisitOrder::kReverse:
+      for (auto it = act.rbegin(); it != act.rend(); ++it) (*it)->evaluate(now, tc);
+      break;
+    case VisitOrder::kShuffle: {
+      std::mt19937_64 rng(m_cfg.sim.seed ^ (now * 0x9e3779b97f4a7c15ull) ^ static_cast<uint64_t>(t));
+      std::shuffle(act.begin(), act.end(), rng);
+      for (Router* r : act) r->evaluate(now, tc);
+      break;
+    }
+  }
+}
+
+void Fabric::commit_phase(int t, uint64_t now) {
+  ThreadCtx& tc = m_ctx[static_cast<size_t>(t)];
+  auto commit_one = [&](Router* r) {
+    if (r->m_commit_stamp == now) return;
+    r->m_commit_stamp = now;
+    r->commit(now, tc);
+    r->m_active = r->has_work();
+    if (r->m_active) tc.next.push_back(r);
+  };
+  for (Router* r : tc.active) commit_one(r);
+  for (const ThreadCtx& other : m_ctx) {
+    for (Router* r : other.wake) {
+      if (r->m_owner == t) commit_one(r);
+    }
+  }
+}
+
+void Fabric::step() {
+  if (!m_finalized) finalize();
+  m_now = m_cycle;
+  m_pool->run(m_cycle_job);
+  end_cycle(m_now);
+}
+
+void Fabric::run(uint64_t cycles) {
+  for (uint64_t i = 0; i < cycles; ++i) step();
+}
+
+void Fabric::end_cycle(uint64_t now) {
+  uint64_t moves = 0, pushed = 0, popped = 0;
+  for (ThreadCtx& tc : m_ctx) {
+    tc.active.swap(tc.next);
+    tc.next.clear();
+    tc.wake.clear();
+    moves += tc.moves;
+    pushed += tc.pushed;
+    popped += tc.popped;
+  }
+  m_cycle = now + 1;
+  if (m_cfg.sim.watchdog_cycles == 0) return;
+  if (moves == 0 && pushed != popped) {
+    if (++m_idle_cycles >= m_cfg.sim.watchdog_cycles) throw DeadlockError(describe_stuck());
+  } else {
+    m_idle_cycles = 0;
+  }
+}
+
+std::string Fabric::describe_stuck() const {
+  std::vector<const Router*> stuck;
+  for (const auto& rp : m_routers) {
+    if (rp && rp->occupancy()) stuck.push_back(rp.get());
+  }
+  std::ostringstream os;
+  os << "deadlock: " << totals().in_flight << " wavelets buffered and nothing moved for "
+     << m_idle_cycles << " cycles (sim.watchdog_cycles) at cycle " << m_cycle << "; stuck:";
+  const size_t kShow = 16;
+  for (size_t i = 0; i < stuck.size() && i < kShow; ++i) {
+    const Router& r = *stuck[i];
+    os << "\n  " << pe_name(r.x(), r.y()) << ":";
+    for (uint32_t m = r.routed_colors(); m; m &= m - 1) {
+      const int c = __builtin_ctz(m);
+      for (int p = 0; p < kNumPorts; ++p) {
+        const int b = r.buffered(p, c);
+        if (b > 0) os << " color " << c << " (" << b << " from " << port_name(p) << ")";
+      }
+    }
+  }
+  if (stuck.size() > kShow) os << "\n  ... and " << stuck.size() - kShow << " more PEs";
+  return os.str();
+}
+
+FabricTotals Fabric::totals() const {
+  FabricTotals t;
+  t.cycles = m_cycle;
+  uint64_t pushed = 0, popped = 0;
+  for (const ThreadCtx& tc : m_ctx) {
+    t.injected += tc.injected;
+    t.delivered += tc.delivered;
+    t.multicast_copies += tc.nonfinal;
+    pushed += tc.pushed;
+    popped += tc.popped;
+  }
+  t.in_flight = pushed - popped;
+  for (const auto& rp : m_routers) {
+    if (!rp) continue;
+    for (uint64_t f : rp->s_forwarded) t.forwarded += f;
+  }
+  return t;
+}
+
+uint64_t Fabric::active_routers() const {
+  uint64_t n = 0;
+  for (const ThreadCtx& tc : m_ctx) n += tc.active.size();
+  return n;
+}
+
+void Fabric::reset_stats() {
+  for (auto& rp : m_routers) {
+    if (rp) rp->reset_stats();
+  }
+}
+
+std::vector<const Router*> Fabric::routers() const {
+  std::vector<const Router*> v;
+  for (const auto& rp : m_routers) {
+    if (rp) v.push_back(rp.get());
+  }
+  return v;
+}
+
+}  // namespace wafersim

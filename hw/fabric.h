@@ -1,0 +1,108 @@
+// The wafer's fabric: W x H routers driven cycle by cycle, plus the edge I/O channels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "hw/config.h"
+#include "hw/edge_io.h"
+#include "hw/pe_agent.h"
+#include "hw/router.h"
+#include "hw/worker_pool.h"
+
+namespace wafersim {
+
+// Thrown by the watchdog when wavelets are buffered but nothing moved for sim.watchdog_cycles.
+class DeadlockError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Fabric-wide counters. Invariant after every cycle: injected + multicast_copies = delivered + in_flight.
+struct FabricTotals {
+  uint64_t cycles = 0;
+  uint64_t injected = 0;
+  uint64_t delivered = 0;
+  uint64_t in_flight = 0;
+  uint64_t multicast_copies = 0;
+  uint64_t forwarded = 0;  // link and ramp transfers out of routers
+};
+
+// The fabric is plain C++; hw/wafer.h wraps it in an sc_module. Routers exist only where a
+// route or an agent was placed, so a full-size wafer with a few flows costs little memory, and
+// each cycle visits only routers with work.
+//
+//   Fabric f(cfg);
+//   f.set_route(3, 0, /*color=*/1, ColorRoute::simple(port_bit(kRamp), port_bit(kEast)));
+//   ...
+//   f.run(1000);  // throws ConfigError for bad routes, DeadlockError when stuck
+class Fabric {
+ public:
+  explicit Fabric(const HwConfig& cfg);
+  ~Fabric();
+
+  const HwConfig& config() const { return m_cfg; }
+  int width() const { return m_cfg.fabric.width; }
+  int height() const { return m_cfg.fabric.height; }
+  bool contains(int x, int y) const { return x >= 0 && y >= 0 && x < width() && y < height(); }
+  static std::string pe_name(int x, int y);  // "wafer.pe_X_Y"
+
+  // Set-up, before the first cycle. Routes and agents are checked by finalize().
+  void set_route(int x, int y, int color, const ColorRoute& route);
+  void attach_agent(int x, int y, std::unique_ptr<PeAgent> agent);
+  void finalize();  // throws ConfigError naming the first bad route; step() calls it if needed
+
+  Router* router(int x, int y) { return m_routers[index(x, y)].get(); }
+  const Router* router(int x, int y) const { return m_routers[index(x, y)].get(); }
+  PeAgent* agent(int x, int y) const;
+  template <typename T>
+  T* agent_as(int x, int y) const { return dynamic_cast<T*>(agent(x, y)); }
+
+  // Edge I/O: channels are numbered north to south on each edge (side kEast or kWest).
+  int channels_per_edge() const { return static_cast<int>(m_channel_rows.size()); }
+  const std::vector<int>& channel_rows() const { return m_channel_rows; }
+  EdgeChannel* channel(int side, int index);
+  EdgeChannel* channel_at_row(int side, int row);  // nullptr when the row has none
+
+  // The cycle loop.
+  void step();
+  void run(uint64_t cycles);
+  uint64_t cycle() const { return m_cycle; }  // cycles completed so far
+  FabricTotals totals() const;
+  uint64_t active_routers() const;
+  void reset_stats();  // warm-up: counters restart, state stays
+
+  // Host side: make a router visit the next cycle (after injecting from outside the loop).
+  void wake(Router* r);
+  void wake_edge(const EdgeChannel& ch, int color);  // throws ConfigError for an unrouted color
+
+  // All routers that exist, in id order (for stats and traces).
+  std::vector<const Router*> routers() const;
+
+ private:
+  size_t index(int x, int y) const { return static_cast<size_t>(y) * width() + x; }
+  Router& ensure_router(int x, int y);
+  void validate_routes() const;
+  void end_cycle(uint64_t now);
+  std::string describe_stuck() const;
+  void evaluate_phase(int t, uint64_t now);
+  void commit_phase(int t, uint64_t now);
+
+  const HwConfig m_cfg;
+  std::vector<std::unique_ptr<Router>> m_routers;  // W*H slots, null where nothing is routed
+  std::vector<std::unique_ptr<PeAgent>> m_agents;
+  std::vector<int> m_channel_rows;
+  std::vector<std::unique_ptr<EdgeChannel>> m_channels[kNumLinkPorts];  // by side
+  bool m_finalized = false;
+  uint64_t m_cycle = 0;
+  uint64_t m_idle_cycles = 0;  // consecutive cycles with wavelets buffered and nothing moving
+  std::vector<ThreadCtx> m_ctx;
+  std::unique_ptr<WorkerPool> m_pool;
+  std::function<void(int)> m_cycle_job;
+  uint64_t m_now = 0;
+};
+
+}  // namespace wafersim

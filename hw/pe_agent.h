@@ -1,0 +1,36 @@
+// What sits at the ramp end of a router: the PE's core, or (until the core exists) a traffic
+// endpoint. The router calls it from its own evaluate and commit, so an agent only ever touches
+// its own state and needs no locking, whatever the thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "hw/wavelet.h"
+
+namespace wafersim {
+
+class PeAgent {
+ public:
+  virtual ~PeAgent() = default;
+
+  // Colors the agent cannot take from the router this cycle (start-of-cycle state). The router
+  // reads this before it calls evaluate(), so a slot freed in cycle t is seen in cycle t+1.
+  virtual uint32_t full_colors() const = 0;
+
+  // Evaluate phase of cycle `now`: consume what has arrived, and offer at most one wavelet for
+  // the ramp link. `ramp_full` are the colors whose router ramp buffer is full; an offered
+  // wavelet of another color is always accepted. Returns kOffered and/or kConsumed.
+  static constexpr uint32_t kOffered = 1, kConsumed = 2;
+  virtual uint32_t evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) = 0;
+
+  // Commit phase: the router delivers a wavelet that becomes visible at cycle `ready`.
+  virtual void deliver(const Wavelet& w, uint64_t ready) = 0;
+
+  // True while the agent still needs cycles (pending sends, undrained arrivals).
+  virtual bool has_work() const = 0;
+
+  // Wavelets consumed so far (drained from the agent's receive side).
+  virtual uint64_t consumed() const = 0;
+};
+
+}  // namespace wafersim

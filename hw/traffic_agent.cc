@@ -1,0 +1,97 @@
+#include "hw/traffic_agent.h"
+
+#include <algorithm>
+
+namespace wafersim {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+double hash_uniform(uint64_t seed, uint64_t pe, uint64_t cycle, uint64_t salt) {
+  const uint64_t h = splitmix64(splitmix64(splitmix64(seed ^ salt) ^ pe) ^ cycle);
+  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+TrafficAgent::TrafficAgent(uint32_t pe_id, const TrafficAgentOptions& opts) : m_pe(pe_id), m_opts(opts) {
+  std::fill(std::begin(m_queue_of), std::end(m_queue_of), -1);
+}
+
+void TrafficAgent::add_flow(const TrafficFlow& f) {
+  m_flows.push_back(Flow{f});
+  if (f.rate > 0) ++m_unfinished_flows;
+}
+
+void TrafficAgent::add_receive(int color) {
+  if (m_queue_of[color] >= 0) return;
+  m_queue_of[color] = static_cast<int8_t>(m_queues.size());
+  m_queue_color.push_back(color);
+  m_storage.emplace_back(static_cast<size_t>(m_opts.queue_depth));  // inner buffers never move
+  m_queues.emplace_back(m_storage.back().data(), static_cast<uint16_t>(m_opts.queue_depth));
+  m_full &= ~(1u << color);
+}
+
+uint32_t TrafficAgent::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
+  uint32_t result = 0;
+  // Receive side: take at most one ready arrival per cycle (the ramp brings at most one).
+  if (m_buffered && (m_opts.drain_prob >= 1.0 || hash_uniform(m_opts.seed, m_pe, now, 1) < m_opts.drain_prob)) {
+    const size_t n = m_queues.size();
+    for (size_t k = 0; k < n; ++k) {
+      size_t i = m_rr_queue + k;
+      if (i >= n) i -= n;
+      Fifo& q = m_queues[i];
+      const int color = m_queue_color[i];
+      if (q.empty() || q.front().ready > now || ((m_opts.never_drain >> color) & 1)) continue;
+      if (m_opts.record) {
+        m_log.push_back(Arrival{now, Wavelet{q.front().payload, static_cast<uint8_t>(color), q.front().ctrl}});
+      }
+      q.pop();
+      m_full &= ~(1u << color);
+      --m_buffered;
+      ++m_consumed;
+      m_rr_queue = i + 1;
+      result |= kConsumed;
+      break;
+    }
+  }
+  // Send side: flows earn credit at their rate; one wavelet per cycle goes to the ramp.
+  if (m_unfinished_flows == 0) return result;
+  const bool stalled = m_opts.stall_prob > 0 && hash_uniform(m_opts.seed, m_pe, now, 2) < m_opts.stall_prob;
+  const size_t n = m_flows.size();
+  for (Flow& f : m_flows) {
+    f.credit = std::min(1.0, f.credit + f.spec.rate);
+  }
+  if (stalled) return result;
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = m_rr_flow + k;
+    if (i >= n) i -= n;
+    Flow& f = m_flows[i];
+    if (f.credit < 1.0 || (f.spec.count && f.sent >= f.spec.count) || ((ramp_full >> f.spec.color) & 1)) continue;
+    const bool ctrl = f.spec.ctrl_every && (f.seq % f.spec.ctrl_every) == f.spec.ctrl_every - 1;
+    *out = Wavelet{make_payload(m_pe, f.seq), static_cast<uint8_t>(f.spec.color), ctrl};
+    f.credit -= 1.0;
+    ++f.seq;
+    ++f.sent;
+    ++m_sent;
+    if (f.spec.count && f.sent == f.spec.count) --m_unfinished_flows;
+    m_rr_flow = i + 1;
+    return result | kOffered;
+  }
+  return result;
+}
+
+void TrafficAgent::deliver(const Wavelet& w, uint64_t ready) {
+  const int qi = m_queue_of[w.color];
+  Fifo& q = m_queues[static_cast<size_t>(qi)];
+  q.push(FifoEntry{ready, w.payload, w.ctrl});
+  ++m_buffered;
+  if (q.full()) m_full |= 1u << w.color;
+}
+
+}  // namespace wafersim
