@@ -77,7 +77,7 @@ bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig*
 
   po::options_description traffic("Traffic generator [traffic]");
   traffic.add_options()
-      ("traffic.pattern", po::value(&c.traffic.pattern)->default_value(c.traffic.pattern), "neighbour, row-broadcast, column-broadcast, reduce, random, hotspot or mixed")
+      ("traffic.pattern", po::value(&c.traffic.pattern)->default_value(c.traffic.pattern), "neighbour, row-broadcast, column-broadcast, reduce, random, hotspot, mixed or file")
       ("traffic.rate", po::value(&c.traffic.rate)->default_value(c.traffic.rate), "wavelets per cycle per source, (0, 1]")
       ("traffic.hops", po::value(&c.traffic.hops)->default_value(c.traffic.hops), "neighbour: hops East and North")
       ("traffic.flows", po::value(&c.traffic.flows)->default_value(c.traffic.flows), "random: number of flows")
@@ -85,6 +85,7 @@ bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig*
       ("traffic.drain_prob", po::value(&c.traffic.drain_prob)->default_value(c.traffic.drain_prob), "chance per cycle a receiver takes an arrival")
       ("traffic.stall_prob", po::value(&c.traffic.stall_prob)->default_value(c.traffic.stall_prob), "chance per cycle a sender holds back")
       ("traffic.region", po::value(&c.traffic.region)->default_value(c.traffic.region), "x0:x1,y0:y1 of taking part PEs (empty = all)")
+      ("traffic.routes", po::value(&c.traffic.routes)->default_value(c.traffic.routes), "file: route file (route X Y COLOR RX TX ..., flow X Y COLOR [RATE [COUNT]])")
       ("traffic.hotspot_channel", po::value(&c.traffic.hotspot_channel)->default_value(c.traffic.hotspot_channel), "East channel of the hotspot (-1 = middle)");
 
   po::options_description stats("Statistics and traces [stats] [trace]");

@@ -27,7 +27,7 @@ void FabricConfig::validate() const {
 
 void RouterConfig::validate() const {
   check_range("router.colors", colors, 1, kMaxColors);
-  check_range("router.buffer_depth", buffer_depth, 1, 1024);
+  check_range("router.buffer_depth", buffer_depth, 1, 255);
   check_range("router.hop_latency", hop_latency, 1, 64);
   check_range("router.ramp_latency", ramp_latency, 1, 64);
 }

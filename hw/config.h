@@ -41,7 +41,7 @@ struct IoConfig {
 enum class VisitOrder { kForward, kReverse, kShuffle };
 
 struct SimConfig {
-  uint64_t cycles = 2000;
+  uint64_t cycles = 1000;
   uint64_t seed = 1;
   int threads = 1;
   VisitOrder visit_order = VisitOrder::kForward;  // order active PEs are visited; never changes results

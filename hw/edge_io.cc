@@ -15,6 +15,12 @@ EdgeChannel::EdgeChannel(Fabric* fabric, int side, int index, int row, int depth
       m_depth(static_cast<size_t>(depth)),
       m_period(wavelets_per_cycle >= 1.0 ? 1.0 : 1.0 / wavelets_per_cycle) {}
 
+// While the channel is busy the schedule keeps its fractional part (7 Gb/s at 850 MHz is one
+// wavelet per 3.886 cycles, not per 4); after an idle spell it restarts without a burst.
+double EdgeChannel::next_slot(double next, uint64_t now) const {
+  return std::max(next + m_period, static_cast<double>(now) + m_period - 1.0);
+}
+
 bool EdgeChannel::try_inject(const Wavelet& w) {
   if (m_in.size() >= m_depth) return false;
   m_fabric->wake_edge(*this, w.color);  // throws if the edge router does not route this color in
@@ -31,12 +37,12 @@ bool EdgeChannel::try_receive(Wavelet* w) {
 
 void EdgeChannel::fabric_took_offer(uint64_t now) {
   m_in.pop_front();
-  m_in_next = std::max(m_in_next, static_cast<double>(now)) + m_period;
+  m_in_next = next_slot(m_in_next, now);
   ++m_injected;
 }
 
 void EdgeChannel::fabric_deliver(const Wavelet& w, uint64_t now, uint64_t ready) {
-  m_out_next = std::max(m_out_next, static_cast<double>(now)) + m_period;
+  m_out_next = next_slot(m_out_next, now);
   ++m_received;
   if (m_record) m_log.emplace_back(ready, w);
   if (!m_auto_drain) m_out.emplace_back(ready, w);

@@ -49,6 +49,7 @@ class EdgeChannel {
 
  private:
   static bool rate_ok(double next, uint64_t now) { return static_cast<double>(now) >= next; }
+  double next_slot(double next, uint64_t now) const;
 
   Fabric* m_fabric;
   int m_side, m_index, m_row;

@@ -185,9 +185,19 @@ void Fabric::evaluate_phase(int t, uint64_t now) {
   tc.moves = 0;
   auto& act = tc.active;
   switch (m_cfg.sim.visit_order) {
-    case VisitOrder::kForward:
-      for (Router* r : act) r->evaluate(now, tc);
+    case VisitOrder::kForward: {
+      const size_t n = act.size();
+      for (size_t i = 0; i < n; ++i) {
+        if (i + 4 < n) {  // routers live on the heap; fetch ahead to hide the misses
+          const char* ahead = reinterpret_cast<const char*>(act[i + 4]);
+          __builtin_prefetch(ahead);
+          __builtin_prefetch(ahead + 64);
+          __builtin_prefetch(ahead + 128);
+        }
+        act[i]->evaluate(now, tc);
+      }
       break;
+    }
     case VisitOrder::kReverse:
       for (auto it = act.rbegin(); it != act.rend(); ++it) (*it)->evaluate(now, tc);
       break;
@@ -209,7 +219,16 @@ void Fabric::commit_phase(int t, uint64_t now) {
     r->m_active = r->has_work();
     if (r->m_active) tc.next.push_back(r);
   };
-  for (Router* r : tc.active) commit_one(r);
+  const size_t n = tc.active.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 4 < n) {
+      const char* ahead = reinterpret_cast<const char*>(tc.active[i + 4]);
+      __builtin_prefetch(ahead);
+      __builtin_prefetch(ahead + 64);
+      __builtin_prefetch(ahead + 128);
+    }
+    commit_one(tc.active[i]);
+  }
   for (const ThreadCtx& other : m_ctx) {
     for (Router* r : other.wake) {
       if (r->m_owner == t) commit_one(r);
@@ -300,6 +319,22 @@ void Fabric::reset_stats() {
   for (auto& rp : m_routers) {
     if (rp) rp->reset_stats();
   }
+  for (ThreadCtx& tc : m_ctx) {
+    for (ColorCounters& c : tc.color) c = ColorCounters{};
+    tc.color_stall.clear();
+  }
+}
+
+std::vector<ColorCounters> Fabric::color_counters() const {
+  std::vector<ColorCounters> v(static_cast<size_t>(m_cfg.router.colors));
+  for (const ThreadCtx& tc : m_ctx) {
+    for (size_t c = 0; c < v.size(); ++c) {
+      v[c].forwarded += tc.color[c].forwarded;
+      v[c].stall += tc.color_stall.total(static_cast<int>(c));
+      v[c].peak = std::max(v[c].peak, tc.color[c].peak);
+    }
+  }
+  return v;
 }
 
 std::vector<const Router*> Fabric::routers() const {

@@ -72,6 +72,7 @@ class Fabric {
   void run(uint64_t cycles);
   uint64_t cycle() const { return m_cycle; }  // cycles completed so far
   FabricTotals totals() const;
+  std::vector<ColorCounters> color_counters() const;  // per color, summed over the fabric
   uint64_t active_routers() const;
   void reset_stats();  // warm-up: counters restart, state stays
 

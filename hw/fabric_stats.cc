@@ -46,17 +46,12 @@ json fabric_stats_json(const Fabric& f) {
                  {"in_flight", t.in_flight}, {"multicast_copies", t.multicast_copies},
                  {"forwarded", t.forwarded}};
   uint64_t port_fwd[kNumPorts] = {}, port_stall[kNumPorts] = {};
-  std::vector<ColorCounters> colors(static_cast<size_t>(cfg.router.colors));
+  const std::vector<ColorCounters> colors = f.color_counters();
   std::vector<const Router*> rs = f.routers();
   for (const Router* r : rs) {
     for (int p = 0; p < kNumPorts; ++p) {
       port_fwd[p] += r->s_forwarded[p];
       port_stall[p] += r->s_stall[p];
-    }
-    for (size_t c = 0; c < colors.size(); ++c) {
-      colors[c].forwarded += r->s_color[c].forwarded;
-      colors[c].stall += r->s_color[c].stall;
-      colors[c].peak = std::max(colors[c].peak, r->s_color[c].peak);
     }
   }
   json ports = json::object();

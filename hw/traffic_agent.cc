@@ -24,7 +24,11 @@ TrafficAgent::TrafficAgent(uint32_t pe_id, const TrafficAgentOptions& opts) : m_
 }
 
 void TrafficAgent::add_flow(const TrafficFlow& f) {
-  m_flows.push_back(Flow{f});
+  Flow fl{f};
+  fl.rate = std::max<uint32_t>(1, static_cast<uint32_t>(f.rate * kOne + 0.5));
+  if (fl.rate < kOne) m_unit_rates = false;
+  fl.credit = m_unit_rates ? kOne : 0;
+  m_flows.push_back(fl);
   if (f.rate > 0) ++m_unfinished_flows;
 }
 
@@ -32,26 +36,30 @@ void TrafficAgent::add_receive(int color) {
   if (m_queue_of[color] >= 0) return;
   m_queue_of[color] = static_cast<int8_t>(m_queues.size());
   m_queue_color.push_back(color);
-  m_storage.emplace_back(static_cast<size_t>(m_opts.queue_depth));  // inner buffers never move
-  m_queues.emplace_back(m_storage.back().data(), static_cast<uint16_t>(m_opts.queue_depth));
+  const auto depth = static_cast<uint16_t>(m_opts.queue_depth);
+  m_queues.emplace_back();
+  m_storage.resize(m_queues.size() * depth);  // set-up only: queues are empty, rebind them all
+  for (size_t i = 0; i < m_queues.size(); ++i) m_queues[i] = Fifo(&m_storage[i * depth], depth);
   m_full &= ~(1u << color);
 }
 
 uint32_t TrafficAgent::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   uint32_t result = 0;
-  // Receive side: take at most one ready arrival per cycle (the ramp brings at most one).
-  if (m_buffered && (m_opts.drain_prob >= 1.0 || hash_uniform(m_opts.seed, m_pe, now, 1) < m_opts.drain_prob)) {
-    const size_t n = m_queues.size();
-    for (size_t k = 0; k < n; ++k) {
-      size_t i = m_rr_queue + k;
-      if (i >= n) i -= n;
-      Fifo& q = m_queues[i];
-      const int color = m_queue_color[i];
-      if (q.empty() || q.front().ready > now || ((m_opts.never_drain >> color) & 1)) continue;
+  // Receive side: take at most one ready arrival per cycle (the ramp brings at most one),
+  // round-robin over the colors that have one. The draw depends only on (seed, PE, cycle).
+  if (m_nonempty_q && (m_opts.drain_prob >= 1.0 || hash_uniform(m_opts.seed, m_pe, now, 1) < m_opts.drain_prob)) {
+    for (uint32_t cand = m_nonempty_q; cand;) {
+      const uint32_t hi = m_rr_queue >= 32 ? 0 : cand & (~0u << m_rr_queue);
+      const int i = __builtin_ctz(hi ? hi : cand);
+      cand &= ~(1u << i);
+      Fifo& q = m_queues[static_cast<size_t>(i)];
+      const int color = m_queue_color[static_cast<size_t>(i)];
+      if (q.front().ready > now || ((m_opts.never_drain >> color) & 1)) continue;
       if (m_opts.record) {
         m_log.push_back(Arrival{now, Wavelet{q.front().payload, static_cast<uint8_t>(color), q.front().ctrl}});
       }
       q.pop();
+      if (q.empty()) m_nonempty_q &= ~(1u << i);
       m_full &= ~(1u << color);
       --m_buffered;
       ++m_consumed;
@@ -62,20 +70,19 @@ uint32_t TrafficAgent::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) 
   }
   // Send side: flows earn credit at their rate; one wavelet per cycle goes to the ramp.
   if (m_unfinished_flows == 0) return result;
-  const bool stalled = m_opts.stall_prob > 0 && hash_uniform(m_opts.seed, m_pe, now, 2) < m_opts.stall_prob;
-  const size_t n = m_flows.size();
-  for (Flow& f : m_flows) {
-    f.credit = std::min(1.0, f.credit + f.spec.rate);
+  if (!m_unit_rates) {
+    for (Flow& f : m_flows) f.credit = std::min(kOne, f.credit + f.rate);
   }
-  if (stalled) return result;
+  if (m_opts.stall_prob > 0 && hash_uniform(m_opts.seed, m_pe, now, 2) < m_opts.stall_prob) return result;
+  const size_t n = m_flows.size();
   for (size_t k = 0; k < n; ++k) {
     size_t i = m_rr_flow + k;
     if (i >= n) i -= n;
     Flow& f = m_flows[i];
-    if (f.credit < 1.0 || (f.spec.count && f.sent >= f.spec.count) || ((ramp_full >> f.spec.color) & 1)) continue;
+    if (f.credit < kOne || (f.spec.count && f.sent >= f.spec.count) || ((ramp_full >> f.spec.color) & 1)) continue;
     const bool ctrl = f.spec.ctrl_every && (f.seq % f.spec.ctrl_every) == f.spec.ctrl_every - 1;
     *out = Wavelet{make_payload(m_pe, f.seq), static_cast<uint8_t>(f.spec.color), ctrl};
-    f.credit -= 1.0;
+    if (!m_unit_rates) f.credit -= kOne;
     ++f.seq;
     ++f.sent;
     ++m_sent;
@@ -90,6 +97,7 @@ void TrafficAgent::deliver(const Wavelet& w, uint64_t ready) {
   const int qi = m_queue_of[w.color];
   Fifo& q = m_queues[static_cast<size_t>(qi)];
   q.push(FifoEntry{ready, w.payload, w.ctrl});
+  m_nonempty_q |= 1u << qi;
   ++m_buffered;
   if (q.full()) m_full |= 1u << w.color;
 }

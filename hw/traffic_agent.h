@@ -65,9 +65,11 @@ class TrafficAgent : public PeAgent {
   uint64_t consumed() const override { return m_consumed; }
 
  private:
+  static constexpr uint32_t kOne = 1u << 16;  // credits in 16.16 fixed point
   struct Flow {
     TrafficFlow spec;
-    double credit = 0;
+    uint32_t rate = kOne;  // spec.rate in 16.16
+    uint32_t credit = 0;
     uint64_t sent = 0;
     uint32_t seq = 0;
   };
@@ -79,9 +81,11 @@ class TrafficAgent : public PeAgent {
   int m_unfinished_flows = 0;
   int8_t m_queue_of[32];
   std::vector<Fifo> m_queues;
-  std::vector<std::vector<FifoEntry>> m_storage;
+  std::vector<FifoEntry> m_storage;  // queue_depth slots per queue
   std::vector<int> m_queue_color;
-  size_t m_rr_queue = 0;
+  uint32_t m_nonempty_q = 0;   // receive queues holding something (bit = queue index)
+  int m_rr_queue = 0;
+  bool m_unit_rates = true;    // every flow offers 1 per cycle: credits need no update
   uint32_t m_full = ~0u;  // colors without a receive queue are never accepted
   uint64_t m_buffered = 0, m_sent = 0, m_consumed = 0;
   std::vector<Arrival> m_log;

@@ -1,6 +1,7 @@
 #include "hw/traffic_gen.h"
 
 #include <algorithm>
+#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -16,7 +17,7 @@ int direction(int ax, int ay, int bx, int by) {
 
 const std::vector<std::string>& pattern_names() {
   static const std::vector<std::string> k = {"neighbour", "row-broadcast", "column-broadcast", "reduce",
-                                             "random",    "hotspot",       "mixed"};
+                                             "random",    "hotspot",       "mixed",            "file"};
   return k;
 }
 
@@ -55,9 +56,16 @@ void TrafficConfig::validate() const {
 TrafficBuilder::TrafficBuilder(Fabric& fabric, const TrafficAgentOptions& opts) : m_fabric(fabric), m_opts(opts) {}
 
 void TrafficBuilder::route(int x, int y, int color, uint8_t rx, uint8_t tx) {
-  SwitchPos& s = m_routes[{static_cast<uint32_t>(y * m_fabric.width() + x), color}];
+  SwitchPos& s = m_routes[{static_cast<uint32_t>(y * m_fabric.width() + x), color}].pos[0];
   s.rx |= rx;
   s.tx |= tx;
+}
+
+void TrafficBuilder::route(int x, int y, int color, const ColorRoute& full) {
+  m_routes[{static_cast<uint32_t>(y * m_fabric.width() + x), color}] = full;
+  for (int i = 0; i < full.npos; ++i) {
+    if (full.pos[i].tx & port_bit(kRamp)) agent(x, y).add_receive(color);
+  }
 }
 
 TrafficAgent& TrafficBuilder::agent(int x, int y) {
@@ -80,9 +88,9 @@ void TrafficBuilder::path(const std::vector<std::pair<int, int>>& pes, int color
 }
 
 void TrafficBuilder::apply() {
-  for (const auto& [key, sw] : m_routes) {
+  for (const auto& [key, r] : m_routes) {
     const int x = static_cast<int>(key.first % m_fabric.width()), y = static_cast<int>(key.first / m_fabric.width());
-    m_fabric.set_route(x, y, key.second, ColorRoute::simple(sw.rx, sw.tx));
+    m_fabric.set_route(x, y, key.second, r);
   }
   for (auto& [id, a] : m_agents) {
     m_fabric.attach_agent(static_cast<int>(id % m_fabric.width()), static_cast<int>(id / m_fabric.width()), std::move(a));
@@ -239,6 +247,66 @@ void hotspot(Ctx& c, int color) {
 
 }  // namespace
 
+int read_route_file(const std::string& path, TrafficBuilder& b, const Fabric& fabric, double default_rate,
+                    uint64_t default_count) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read route file '" + path + "'");
+  std::string line;
+  int flows = 0;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    const std::string where = path + ":" + std::to_string(lineno) + ": ";
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream is(line);
+    std::string kw;
+    if (!(is >> kw)) continue;
+    int x, y, color;
+    if (!(is >> x >> y >> color)) throw ConfigError(where + "expected '" + kw + " X Y COLOR ...'");
+    if (!fabric.contains(x, y)) throw ConfigError(where + "PE (" + std::to_string(x) + ", " + std::to_string(y) + ") is outside the fabric");
+    if (color < 0 || color >= fabric.config().router.colors) throw ConfigError(where + "color " + std::to_string(color) + " is out of range");
+    if (kw == "route") {
+      ColorRoute r;
+      r.npos = 0;
+      std::string rx, tx;
+      while (is >> rx) {
+        if (!(is >> tx)) throw ConfigError(where + "switch position '" + rx + "' has no TX ports");
+        if (r.npos == kMaxSwitchPositions) throw ConfigError(where + "more than 4 switch positions");
+        SwitchPos& sp = r.pos[r.npos++];
+        for (auto [text, mask] : {std::make_pair(&rx, &sp.rx), std::make_pair(&tx, &sp.tx)}) {
+          if (*text == "-") continue;
+          for (size_t i = 0; i < text->size(); ++i) {
+            int port;
+            if ((*text)[i] == '+' && i % 2 == 1) continue;
+            if (i % 2 == 1 || !parse_port((*text)[i], &port)) {
+              throw ConfigError(where + "bad port set '" + *text + "' (use N, S, E, W, R joined by +, or -)");
+            }
+            *mask |= port_bit(port);
+          }
+        }
+      }
+      if (r.npos == 0) throw ConfigError(where + "route needs at least one RX TX pair");
+      b.route(x, y, color, r);
+    } else if (kw == "flow") {
+      TrafficFlow f{color, default_rate, default_count, 0};
+      std::vector<std::string> rest;
+      for (std::string t; is >> t;) rest.push_back(t);
+      if (rest.size() > 3) throw ConfigError(where + "unexpected '" + rest[3] + "'");
+      try {
+        if (rest.size() > 0) f.rate = std::stod(rest[0]);
+        if (rest.size() > 1) f.count = std::stoull(rest[1]);
+        if (rest.size() > 2) f.ctrl_every = static_cast<uint32_t>(std::stoul(rest[2]));
+      } catch (const std::exception&) {
+        throw ConfigError(where + "flow takes numbers: RATE COUNT CTRL_EVERY");
+      }
+      if (!(f.rate > 0 && f.rate <= 1)) throw ConfigError(where + "rate must be in (0, 1]");
+      b.agent(x, y).add_flow(f);
+      ++flows;
+    } else {
+      throw ConfigError(where + "unknown statement '" + kw + "' (route or flow)");
+    }
+  }
+  return flows;
+}
+
 TrafficPlan program_traffic(Fabric& fabric, const TrafficConfig& cfg) {
   cfg.validate();
   TrafficAgentOptions ao;
@@ -256,6 +324,10 @@ TrafficPlan program_traffic(Fabric& fabric, const TrafficConfig& cfg) {
   if (p == "column-broadcast") broadcast(c, false, 0);
   if (p == "reduce") reduce(c, 0);
   if (p == "hotspot") hotspot(c, 0);
+  if (p == "file") {
+    if (cfg.routes.empty()) throw ConfigError("traffic.pattern file needs traffic.routes (a route file)");
+    c.plan.flows = read_route_file(cfg.routes, c.b, fabric, cfg.rate, cfg.count);
+  }
   if (p == "random" || p == "mixed") used.assign(static_cast<size_t>(fabric.width()) * fabric.height(), 0);
   if (p == "random") random_flows(c, 0, used);
   if (p == "mixed") {
@@ -266,6 +338,9 @@ TrafficPlan program_traffic(Fabric& fabric, const TrafficConfig& cfg) {
     random_flows(c, 4, used);
   }
   c.b.apply();
+  if (p == "file") {
+    for (const Router* r : fabric.routers()) c.colors_used |= r->routed_colors();
+  }
   c.plan.colors_used = __builtin_popcount(c.colors_used);
   return c.plan;
 }

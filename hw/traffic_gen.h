@@ -22,16 +22,17 @@ struct Region {
 Region parse_region(const std::string& text, int width, int height, const char* key);  // "" = all
 
 struct TrafficConfig {
-  std::string pattern = "random";  // neighbour, row-broadcast, column-broadcast, reduce, random, hotspot, mixed
+  std::string pattern = "random";  // neighbour, row-broadcast, column-broadcast, reduce, random, hotspot, mixed, file
   double rate = 1.0;               // wavelets per cycle each source offers
   int hops = 8;                    // neighbour: hops East and North
-  int flows = 512;                 // random: flows to place
+  int flows = 64;                  // random: flows to place
   uint64_t count = 0;              // wavelets per flow; 0 = unbounded
   double drain_prob = 1.0;         // receivers take an arrival with this chance per cycle
   double stall_prob = 0.0;         // senders hold back with this chance per cycle
   std::string region;              // PEs that take part; "" = the whole fabric
   int hotspot_channel = -1;        // East channel the hotspot drains into; -1 = the middle one
   bool record = false;             // agents keep every arrival (for scoreboards)
+  std::string routes;              // file: route file to program (see docs/fabric.md)
   void validate() const;
 };
 
@@ -49,6 +50,7 @@ class TrafficBuilder {
  public:
   TrafficBuilder(Fabric& fabric, const TrafficAgentOptions& opts);
   void route(int x, int y, int color, uint8_t rx, uint8_t tx);
+  void route(int x, int y, int color, const ColorRoute& full);  // replaces, with switch positions
   // Routes a path of PEs (consecutive neighbours). The first PE takes the flow from its ramp;
   // the last sends it to `exit_port` (the ramp, or off the edge into an I/O channel).
   void path(const std::vector<std::pair<int, int>>& pes, int color, int exit_port);
@@ -58,12 +60,20 @@ class TrafficBuilder {
  private:
   Fabric& m_fabric;
   TrafficAgentOptions m_opts;
-  std::map<std::pair<uint32_t, int>, SwitchPos> m_routes;  // ordered: deterministic programming
+  std::map<std::pair<uint32_t, int>, ColorRoute> m_routes;  // ordered: deterministic programming
   std::map<uint32_t, std::unique_ptr<TrafficAgent>> m_agents;
 };
 
 std::vector<std::pair<int, int>> xy_path(int sx, int sy, int dx, int dy);
 
 TrafficPlan program_traffic(Fabric& fabric, const TrafficConfig& cfg);
+
+// Reads a route file into `b`:
+//   # comment
+//   route X Y COLOR RX TX [RX TX ...]   one (RX, TX) pair per switch position; ports as N+S+E+W+R or -
+//   flow X Y COLOR [RATE [COUNT [CTRL_EVERY]]]   a source at that PE's ramp
+// A ramp in a route's TX gets a receiving endpoint. Errors name file:line.
+int read_route_file(const std::string& path, TrafficBuilder& b, const Fabric& fabric, double default_rate,
+                    uint64_t default_count);
 
 }  // namespace wafersim

@@ -1,1 +1,422 @@
+// Whole-fabric behaviour: scoreboards under random backpressure, isolation of colors,
+// conservation, determinism across threads and visit orders, deadlock detection, and the CLI.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "app/fabric_cmd.h"
+#include "hw/fabric.h"
+#include "hw/fabric_stats.h"
+#include "hw/traffic_agent.h"
+#include "hw/traffic_gen.h"
+#include "test_support.h"
+
+namespace wafersim {
+namespace {
+
+using test::pe_id;
+
+constexpr uint8_t N = port_bit(kNorth), S = port_bit(kSouth), E = port_bit(kEast), W = port_bit(kWest),
+                  R = port_bit(kRamp);
+
+// ---------------------------------------------------------------------------------------------
+// Random backpressure on every endpoint: receivers take an arrival with probability 0.4 per
+// cycle, senders hold back with probability 0.3. With finite counts everything must arrive,
+// once, in order per (source, color).
+
+struct BackpressureCase {
+  std::string pattern;
+  uint64_t count;
+};
+
+void PrintTo(const BackpressureCase& c, std::ostream* os) { *os << c.pattern << " count " << c.count; }
+
+class RandomBackpressure : public testing::TestWithParam<BackpressureCase> {};
+
+TEST_P(RandomBackpressure, ScoreboardCleanAfterDraining) {
+  const BackpressureCase p = GetParam();
+  HwConfig hw = test::small_config(16, 16);
+  hw.sim.seed = 11;
+  Fabric f(hw);
+  TrafficConfig tc;
+  tc.pattern = p.pattern;
+  tc.count = p.count;
+  tc.rate = 0.8;
+  tc.flows = 200;
+  tc.hops = 3;
+  tc.drain_prob = 0.4;
+  tc.stall_prob = 0.3;
+  tc.record = true;
+  const TrafficPlan plan = program_traffic(f, tc);
+  ASSERT_GT(plan.flows, 0);
+
+  ASSERT_TRUE(test::run_until_idle(f, 60000)) << "did not drain; totals in flight " << f.totals().in_flight;
+
+  test::Scoreboard sb(f);
+  EXPECT_TRUE(sb.in_order(p.count));
+  EXPECT_EQ(sb.seqs.size(), static_cast<size_t>(plan.flows)) << "every flow reaches exactly one receiver";
+  EXPECT_EQ(sb.arrivals, static_cast<uint64_t>(plan.flows) * p.count);
+  uint64_t sent = 0;
+  for (const auto& pa : test::traffic_agents(f)) sent += pa.agent->sent();
+  EXPECT_EQ(sent, sb.arrivals);
+  const FabricTotals t = f.totals();
+  EXPECT_EQ(t.injected, sent);
+  EXPECT_EQ(t.delivered, sent);
+  EXPECT_EQ(t.in_flight, 0u);
+  EXPECT_EQ(t.multicast_copies, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Patterns, RandomBackpressure,
+                         testing::Values(BackpressureCase{"random", 40}, BackpressureCase{"neighbour", 30},
+                                         BackpressureCase{"reduce", 20}),
+                         [](const testing::TestParamInfo<BackpressureCase>& info) { return info.param.pattern; });
+
+// Multicast under backpressure: each receiver of a row broadcast sees every wavelet once, in order.
+TEST(RandomBackpressureMulticast, RowBroadcastScoreboard) {
+  HwConfig hw = test::small_config(12, 6);
+  Fabric f(hw);
+  TrafficConfig tc;
+  tc.pattern = "row-broadcast";
+  tc.count = 60;
+  tc.drain_prob = 0.5;
+  tc.stall_prob = 0.3;
+  tc.record = true;
+  program_traffic(f, tc);
+  ASSERT_TRUE(test::run_until_idle(f, 30000));
+  test::Scoreboard sb(f);
+  EXPECT_TRUE(sb.in_order(tc.count));
+  EXPECT_EQ(sb.seqs.size(), 6u * 11u);  // 11 receivers per row
+  const FabricTotals t = f.totals();
+  EXPECT_EQ(t.injected, 6u * 60u);
+  EXPECT_EQ(t.delivered, 6u * 11u * 60u);
+  EXPECT_EQ(t.multicast_copies, t.delivered - t.injected);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A stuck receiver on one color does not stop another color on the same links and endpoints.
+// (1,1) sends colors 1 and 2 (200 each) East to (8,1), which never drains color 1.
+
+struct StuckColorFabric {
+  std::unique_ptr<Fabric> f;
+  TrafficAgent* dst = nullptr;
+  static constexpr uint64_t kCount = 200;
+
+  explicit StuckColorFabric(uint64_t watchdog) {
+    HwConfig hw = test::small_config(10, 3);
+    hw.sim.watchdog_cycles = watchdog;
+    f = std::make_unique<Fabric>(hw);
+    auto src = std::make_unique<TrafficAgent>(pe_id(*f, 1, 1), TrafficAgentOptions{});
+    src->add_flow({1, 1.0, kCount});
+    src->add_flow({2, 1.0, kCount});
+    f->attach_agent(1, 1, std::move(src));
+    TrafficAgentOptions o;
+    o.record = true;
+    o.never_drain = 1u << 1;
+    auto d = std::make_unique<TrafficAgent>(pe_id(*f, 8, 1), o);
+    d->add_receive(1);
+    d->add_receive(2);
+    dst = d.get();
+    f->attach_agent(8, 1, std::move(d));
+    for (int c : {1, 2}) {
+      f->set_route(1, 1, c, ColorRoute::simple(R, E));
+      for (int x = 2; x < 8; ++x) f->set_route(x, 1, c, ColorRoute::simple(W, E));
+      f->set_route(8, 1, c, ColorRoute::simple(W, R));
+    }
+  }
+
+  std::vector<uint32_t> seqs(int color) const {
+    std::vector<uint32_t> v;
+    for (const auto& a : dst->log()) {
+      if (a.w.color == color) v.push_back(payload_seq(a.w.payload));
+    }
+    return v;
+  }
+};
+
+TEST(StuckReceiver, OtherColorCompletesWithWatchdogOff) {
+  StuckColorFabric s(/*watchdog=*/0);
+  s.f->run(3000);
+  const auto got = s.seqs(2);
+  ASSERT_EQ(got.size(), StuckColorFabric::kCount);
+  for (uint32_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], i);
+  EXPECT_TRUE(s.seqs(1).empty());
+  EXPECT_EQ(s.dst->consumed(), StuckColorFabric::kCount);
+  // Color 1 fills one buffer in each of the 8 routers (4 deep) and the receiver's queue (4 deep).
+  const FabricTotals t = s.f->totals();
+  const int depth = s.f->config().router.buffer_depth;
+  EXPECT_EQ(t.in_flight, 8u * depth);
+  EXPECT_EQ(t.delivered, StuckColorFabric::kCount + TrafficAgentOptions{}.queue_depth);
+  for (int x = 1; x <= 8; ++x) {
+    EXPECT_EQ(s.f->router(x, 1)->buffered(x == 1 ? kRamp : kWest, 1), depth) << "router " << x;
+    EXPECT_EQ(s.f->router(x, 1)->buffered(x == 1 ? kRamp : kWest, 2), 0) << "router " << x;
+  }
+}
+
+// With the watchdog on, the other color still finishes first; then the stuck color is reported.
+TEST(StuckReceiver, WatchdogReportsOnlyTheStuckColorAfterOthersFinish) {
+  StuckColorFabric s(/*watchdog=*/300);
+  std::string msg;
+  try {
+    s.f->run(5000);
+  } catch (const DeadlockError& e) {
+    msg = e.what();
+  }
+  ASSERT_FALSE(msg.empty()) << "no DeadlockError";
+  EXPECT_EQ(s.seqs(2).size(), StuckColorFabric::kCount);
+  EXPECT_NE(msg.find("wafer.pe_8_1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("color 1 "), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("color 2 "), std::string::npos) << msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conservation: injected + multicast_copies == delivered + in_flight after every cycle.
+
+::testing::AssertionResult conserved(const Fabric& f) {
+  const FabricTotals t = f.totals();
+  if (t.injected + t.multicast_copies == t.delivered + t.in_flight) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "cycle " << t.cycles << ": injected " << t.injected << " + copies "
+                                       << t.multicast_copies << " != delivered " << t.delivered << " + in flight "
+                                       << t.in_flight;
+}
+
+TEST(Conservation, NeighbourSaturatedEveryCycle) {
+  Fabric f(test::small_config(16, 16));
+  TrafficConfig tc;
+  tc.pattern = "neighbour";
+  tc.rate = 1.0;
+  program_traffic(f, tc);
+  for (int i = 0; i < 300; ++i) {
+    f.step();
+    ASSERT_TRUE(conserved(f));
+  }
+  const FabricTotals t = f.totals();
+  EXPECT_GT(t.delivered, 0u);
+  EXPECT_GT(t.in_flight, 0u);
+}
+
+TEST(Conservation, MixedPatternWithMulticastEveryCycle) {
+  HwConfig hw = test::small_config(16, 16);
+  hw.sim.seed = 5;
+  Fabric f(hw);
+  TrafficConfig tc;
+  tc.pattern = "mixed";
+  tc.rate = 1.0;
+  tc.flows = 150;
+  tc.drain_prob = 0.7;
+  tc.stall_prob = 0.1;
+  program_traffic(f, tc);
+  for (int i = 0; i < 400; ++i) {
+    f.step();
+    ASSERT_TRUE(conserved(f));
+  }
+  const FabricTotals t = f.totals();
+  EXPECT_GT(t.multicast_copies, 0u);
+  EXPECT_GT(t.delivered, t.injected);  // broadcasts deliver more than they inject
+}
+
+// ---------------------------------------------------------------------------------------------
+// Determinism: threads and visit order never change results.
+
+struct Snapshot {
+  std::string stats;
+  FabricTotals totals;
+  std::vector<std::vector<TrafficAgent::Arrival>> logs;
+  std::vector<uint64_t> sent;
+};
+
+Snapshot run_snapshot(int threads, VisitOrder order) {
+  HwConfig hw = test::small_config(24, 24);
+  hw.sim.seed = 42;
+  hw.sim.threads = threads;
+  hw.sim.visit_order = order;
+  Fabric f(hw);
+  TrafficConfig tc;
+  tc.pattern = "random";
+  tc.rate = 0.7;
+  tc.drain_prob = 0.5;
+  tc.stall_prob = 0.3;
+  tc.record = true;
+  program_traffic(f, tc);
+  f.run(1500);
+  Snapshot s;
+  s.stats = fabric_stats_json(f).dump();
+  s.totals = f.totals();
+  for (const auto& pa : test::traffic_agents(f)) {
+    s.logs.push_back(pa.agent->log());
+    s.sent.push_back(pa.agent->sent());
+  }
+  return s;
+}
+
+class Determinism : public testing::TestWithParam<std::tuple<int, VisitOrder>> {};
+
+TEST_P(Determinism, SameResultsAsOneThreadForward) {
+  const auto [threads, order] = GetParam();
+  const Snapshot ref = run_snapshot(1, VisitOrder::kForward);
+  const Snapshot got = run_snapshot(threads, order);
+  ASSERT_GT(ref.totals.delivered, 1000u);
+  EXPECT_EQ(got.stats, ref.stats);
+  EXPECT_EQ(got.totals.cycles, ref.totals.cycles);
+  EXPECT_EQ(got.totals.injected, ref.totals.injected);
+  EXPECT_EQ(got.totals.delivered, ref.totals.delivered);
+  EXPECT_EQ(got.totals.in_flight, ref.totals.in_flight);
+  EXPECT_EQ(got.totals.multicast_copies, ref.totals.multicast_copies);
+  EXPECT_EQ(got.totals.forwarded, ref.totals.forwarded);
+  EXPECT_EQ(got.sent, ref.sent);
+  ASSERT_EQ(got.logs.size(), ref.logs.size());
+  for (size_t i = 0; i < ref.logs.size(); ++i) {
+    ASSERT_EQ(got.logs[i].size(), ref.logs[i].size()) << "agent " << i;
+    for (size_t j = 0; j < ref.logs[i].size(); ++j) {
+      ASSERT_EQ(got.logs[i][j].cycle, ref.logs[i][j].cycle) << "agent " << i << " arrival " << j;
+      ASSERT_EQ(got.logs[i][j].w, ref.logs[i][j].w) << "agent " << i << " arrival " << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ThreadsAndOrders, Determinism,
+    testing::Values(std::make_tuple(1, VisitOrder::kForward), std::make_tuple(1, VisitOrder::kReverse),
+                    std::make_tuple(1, VisitOrder::kShuffle), std::make_tuple(2, VisitOrder::kForward),
+                    std::make_tuple(2, VisitOrder::kReverse), std::make_tuple(2, VisitOrder::kShuffle),
+                    std::make_tuple(3, VisitOrder::kForward), std::make_tuple(3, VisitOrder::kReverse),
+                    std::make_tuple(3, VisitOrder::kShuffle)),
+    [](const testing::TestParamInfo<Determinism::ParamType>& info) {
+      return "threads" + std::to_string(std::get<0>(info.param)) + "_" + visit_order_name(std::get<1>(info.param));
+    });
+
+// ---------------------------------------------------------------------------------------------
+// Deadlock: color 5 runs around a ring (1,1) -E-> (2,1) -S-> (2,2) -W-> (1,2) -N-> (1,1) with no
+// exit, and (1,1) also takes new wavelets from its ramp. Each wavelet stays in the ring forever,
+// so the source fills every ring buffer; then each head waits for the full buffer ahead of it, a
+// cyclic dependency, and nothing can move again.
+
+TEST(Deadlock, RouteLoopIsReportedWithPesAndColor) {
+  HwConfig hw = test::small_config(6, 6);
+  hw.sim.watchdog_cycles = 64;
+  Fabric f(hw);
+  const int c = 5;
+  auto src = std::make_unique<TrafficAgent>(pe_id(f, 1, 1), TrafficAgentOptions{});
+  src->add_flow({c, 1.0, 0});
+  f.attach_agent(1, 1, std::move(src));
+  f.set_route(1, 1, c, ColorRoute::simple(R | S, E));
+  f.set_route(2, 1, c, ColorRoute::simple(W, S));
+  f.set_route(2, 2, c, ColorRoute::simple(N, W));
+  f.set_route(1, 2, c, ColorRoute::simple(E, N));
+  std::string msg;
+  try {
+    f.run(2000);
+  } catch (const DeadlockError& e) {
+    msg = e.what();
+  }
+  ASSERT_FALSE(msg.empty()) << "the ring did not deadlock within 2000 cycles";
+  EXPECT_LT(f.cycle(), 2000u);
+  for (const char* pe : {"wafer.pe_1_1", "wafer.pe_2_1", "wafer.pe_2_2", "wafer.pe_1_2"}) {
+    EXPECT_NE(msg.find(pe), std::string::npos) << pe << " missing from:\n" << msg;
+  }
+  EXPECT_NE(msg.find("color 5"), std::string::npos) << msg;
+  const int depth = hw.router.buffer_depth;
+  // Four ring buffers and the source's ramp buffer, all full.
+  EXPECT_EQ(f.totals().in_flight, 5u * depth);
+  EXPECT_EQ(f.router(2, 1)->buffered(kWest, c), depth);
+  EXPECT_EQ(f.router(1, 1)->buffered(kRamp, c), depth);
+}
+
+TEST(Deadlock, WatchdogOffNeverThrows) {
+  HwConfig hw = test::small_config(6, 6);
+  hw.sim.watchdog_cycles = 0;
+  Fabric f(hw);
+  auto src = std::make_unique<TrafficAgent>(pe_id(f, 1, 1), TrafficAgentOptions{});
+  src->add_flow({0, 1.0, 0});
+  f.attach_agent(1, 1, std::move(src));
+  f.set_route(1, 1, 0, ColorRoute::simple(R | S, E));
+  f.set_route(2, 1, 0, ColorRoute::simple(W, S));
+  f.set_route(2, 2, 0, ColorRoute::simple(N, W));
+  f.set_route(1, 2, 0, ColorRoute::simple(E, N));
+  EXPECT_NO_THROW(f.run(500));
+  EXPECT_EQ(f.totals().in_flight, 5u * hw.router.buffer_depth);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI. run_fabric_command elaborates and runs a SystemC model, which can happen once per
+// process: ctest runs every test in its own process; a direct run of several of these tests in
+// one process skips the later ones.
+
+bool claim_systemc() {
+  static bool used = false;
+  const bool first = !used;
+  used = true;
+  return first;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream is(text);
+  for (std::string line; std::getline(is, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(Cli, SmallRunWritesStatsCsvAndConfig) {
+  if (!claim_systemc()) GTEST_SKIP() << "SystemC already ran in this process; run under ctest";
+  const std::string dir = test::test_tmp_dir() + "/out";
+  std::ostringstream out, err;
+  const int rc = run_fabric_command({"--fabric.width", "20", "--fabric.height", "12", "--sim.cycles", "300",
+                                     "--traffic.flows", "40", "--stats.out", dir},
+                                    out, err);
+  ASSERT_EQ(rc, kExitOk) << err.str();
+  EXPECT_NE(out.str().find("wrote"), std::string::npos) << out.str();
+
+  const nlohmann::json j = nlohmann::json::parse(test::read_text(dir + "/stats.json"));
+  EXPECT_EQ(j["cycles"], 300);
+  EXPECT_EQ(j["fabric"]["width"], 20);
+  EXPECT_EQ(j["fabric"]["height"], 12);
+  EXPECT_GT(j["totals"]["delivered"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["totals"]["injected"].get<uint64_t>() + j["totals"]["multicast_copies"].get<uint64_t>(),
+            j["totals"]["delivered"].get<uint64_t>() + j["totals"]["in_flight"].get<uint64_t>());
+
+  const auto rows = split_lines(test::read_text(dir + "/pe_forwarded.csv"));
+  ASSERT_EQ(rows.size(), 12u) << "one row per y";
+  uint64_t sum = 0;
+  for (const auto& row : rows) {
+    std::istringstream is(row);
+    int cols = 0;
+    for (std::string cell; std::getline(is, cell, ',');) {
+      ++cols;
+      sum += std::stoull(cell);
+    }
+    EXPECT_EQ(cols, 20) << "one column per x: " << row;
+  }
+  EXPECT_EQ(sum, j["totals"]["forwarded"].get<uint64_t>());
+
+  const std::string ini = test::read_text(dir + "/config.ini");
+  EXPECT_NE(ini.find("[fabric]"), std::string::npos) << ini;
+  EXPECT_NE(ini.find("width = 20"), std::string::npos) << ini;
+  EXPECT_NE(ini.find("cycles = 300"), std::string::npos) << ini;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/summary.txt"));
+}
+
+TEST(Cli, VcdTraceOfARegion) {
+  if (!claim_systemc()) GTEST_SKIP() << "SystemC already ran in this process; run under ctest";
+  const std::string dir = test::test_tmp_dir();
+  std::ostringstream out, err;
+  const int rc = run_fabric_command({"--fabric.width", "8", "--fabric.height", "8", "--sim.cycles", "60",
+                                     "--traffic.pattern", "neighbour", "--traffic.hops", "1", "--stats.out",
+                                     dir + "/out", "--trace.vcd", dir + "/t.vcd", "--trace.region", "0:1,0:1"},
+                                    out, err);
+  ASSERT_EQ(rc, kExitOk) << err.str();
+  ASSERT_TRUE(std::filesystem::exists(dir + "/t.vcd")) << out.str();
+  const std::string vcd = test::read_text(dir + "/t.vcd");
+  EXPECT_NE(vcd.find("pe_1_1"), std::string::npos);
+  EXPECT_NE(vcd.find("out_E"), std::string::npos);
+  EXPECT_EQ(vcd.find("pe_2_2"), std::string::npos) << "only the region is traced";
+  EXPECT_NE(vcd.find("#"), std::string::npos) << "no time steps in the trace";
+}
+
+}  // namespace
+}  // namespace wafersim

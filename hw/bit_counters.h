@@ -1,0 +1,42 @@
+// Counts, for each of 32 bits, how often it was set in a stream of masks, at a few
+// instructions per mask whatever its population (a vertical carry-save counter).
+#pragma once
+
+#include <cstdint>
+
+namespace wafersim {
+
+//   BitCounters32 c;
+//   c.add(0b101);       // bits 0 and 2 counted once
+//   c.total(2) == 1
+class BitCounters32 {
+ public:
+  void add(uint32_t mask) {
+    for (int k = 0; mask; ++k) {
+      const uint32_t carry = m_plane[k] & mask;
+      m_plane[k] ^= mask;
+      mask = carry;
+    }
+    if (++m_adds == kFlushEvery) flush();
+  }
+  uint64_t total(int bit) const {
+    uint64_t v = m_flushed[bit];
+    for (int k = 0; k < kPlanes; ++k) v += static_cast<uint64_t>((m_plane[k] >> bit) & 1u) << k;
+    return v;
+  }
+  void clear() { *this = BitCounters32{}; }
+
+ private:
+  static constexpr int kPlanes = 16;  // holds counts below 2^16 until the next flush
+  static constexpr uint32_t kFlushEvery = (1u << kPlanes) - 1;
+  void flush() {
+    for (int b = 0; b < 32; ++b) m_flushed[b] = total(b);
+    for (auto& p : m_plane) p = 0;
+    m_adds = 0;
+  }
+  uint32_t m_plane[kPlanes] = {};
+  uint32_t m_adds = 0;
+  uint64_t m_flushed[32] = {};
+};
+
+}  // namespace wafersim

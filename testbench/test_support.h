@@ -1,0 +1,134 @@
+// Helpers shared by the wafersim test tiers: small configs, scratch directories, running a
+// fabric to completion, and a per-flow scoreboard over TrafficAgent logs.
+#pragma once
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "hw/fabric.h"
+#include "hw/traffic_agent.h"
+#include "hw/traffic_gen.h"
+
+namespace wafersim::test {
+
+// A small fabric with the default router/IO figures.
+inline HwConfig small_config(int width, int height) {
+  HwConfig c;
+  c.fabric.width = width;
+  c.fabric.height = height;
+  return c;
+}
+
+inline uint32_t pe_id(const Fabric& f, int x, int y) { return static_cast<uint32_t>(y * f.width() + x); }
+
+// A scratch directory for the running test, under the build tree (WAFERSIM_TEST_TMPDIR, set by
+// testbench/CMakeLists.txt) or gtest's TempDir(). Emptied on the first call of each test; later
+// calls in the same test return the same directory untouched.
+inline std::string test_tmp_dir() {
+  const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "." + info->name();
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_') ch = '_';
+  }
+#ifdef WAFERSIM_TEST_TMPDIR
+  const std::filesystem::path base = WAFERSIM_TEST_TMPDIR;
+#else
+  const std::filesystem::path base = testing::TempDir();
+#endif
+  const auto dir = base / (name + "." + std::to_string(::getpid()));
+  static std::string prepared;  // the directory already emptied for the running test
+  if (prepared != dir.string()) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    prepared = dir.string();
+  }
+  return dir.string();
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+// Steps until no router has work left (every finite flow sent and drained) or `limit` cycles
+// have completed. Returns true when the fabric went idle.
+inline bool run_until_idle(Fabric& f, uint64_t limit) {
+  f.finalize();
+  while (f.cycle() < limit) {
+    if (f.active_routers() == 0 && f.totals().in_flight == 0) return true;
+    f.step();
+  }
+  return f.active_routers() == 0 && f.totals().in_flight == 0;
+}
+
+// Every TrafficAgent of the fabric with its position, in router id order.
+struct PlacedAgent {
+  int x, y;
+  const TrafficAgent* agent;
+};
+inline std::vector<PlacedAgent> traffic_agents(const Fabric& f) {
+  std::vector<PlacedAgent> v;
+  for (const Router* r : f.routers()) {
+    if (const auto* a = dynamic_cast<const TrafficAgent*>(r->agent())) v.push_back({r->x(), r->y(), a});
+  }
+  return v;
+}
+
+// Per-flow scoreboard over recorded arrivals. A flow is (source PE, color) as seen by one
+// receiver; for each flow the receiver must see sequence numbers 0, 1, 2, ... with no gap,
+// duplicate or reordering.
+struct Scoreboard {
+  // (receiver id, source id, color) -> sequence numbers in arrival order
+  std::map<std::tuple<uint32_t, uint32_t, int>, std::vector<uint32_t>> seqs;
+  uint64_t arrivals = 0;
+
+  explicit Scoreboard(const Fabric& f) {
+    for (const PlacedAgent& pa : traffic_agents(f)) {
+      const uint32_t rx = pe_id(f, pa.x, pa.y);
+      for (const TrafficAgent::Arrival& a : pa.agent->log()) {
+        seqs[{rx, payload_source(a.w.payload), a.w.color}].push_back(payload_seq(a.w.payload));
+        ++arrivals;
+      }
+    }
+  }
+
+  // Checks order and completeness: every flow delivered exactly `count` wavelets (0 = only
+  // check that the received prefix is 0..n-1).
+  ::testing::AssertionResult in_order(uint64_t count) const {
+    for (const auto& [key, v] : seqs) {
+      const auto& [rx, src, color] = key;
+      if (count && v.size() != count) {
+        return ::testing::AssertionFailure() << "flow src " << src << " color " << color << " at PE " << rx
+                                             << ": got " << v.size() << " wavelets, expected " << count;
+      }
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] != (i & ((1u << kSeqBits) - 1))) {
+          return ::testing::AssertionFailure() << "flow src " << src << " color " << color << " at PE " << rx
+                                               << ": arrival " << i << " has seq " << v[i]
+                                               << " (lost, duplicated or reordered)";
+        }
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+};
+
+}  // namespace wafersim::test
