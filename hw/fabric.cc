@@ -33,9 +33,9 @@ Fabric::Fabric(const HwConfig& cfg) : m_cfg(cfg) {
   m_ctx.resize(static_cast<size_t>(m_cfg.sim.threads));
   m_pool = std::make_unique<WorkerPool>(m_cfg.sim.threads);
   m_cycle_job = [this](int t) {
-    evaluate_phase(t, m_now);
+    step_phase(t, m_now);
     m_pool->barrier();
-    commit_phase(t, m_now);
+    merge_phase(t, m_now);
   };
 }
 
@@ -156,7 +156,7 @@ void Fabric::finalize() {
       }
     }
     r.allocate_buffers();
-    // Row stripes: thread t commits the routers of rows [t*H/T, (t+1)*H/T).
+    // Row stripes: thread t steps the routers of rows [t*H/T, (t+1)*H/T).
     r.m_owner = static_cast<uint8_t>(static_cast<int64_t>(r.y()) * threads / height());
     if (r.has_work()) wake(&r);
   }
@@ -164,8 +164,8 @@ void Fabric::finalize() {
 }
 
 void Fabric::wake(Router* r) {
-  if (r->m_active) return;
-  r->m_active = true;
+  if (r->m_active_for == m_cycle) return;
+  r->m_active_for = m_cycle;
   m_ctx[r->m_owner].active.push_back(r);
 }
 
@@ -180,10 +180,18 @@ void Fabric::wake_edge(const EdgeChannel& ch, int color) {
   if (m_finalized) wake(r);
 }
 
-void Fabric::evaluate_phase(int t, uint64_t now) {
+void Fabric::step_phase(int t, uint64_t now) {
   ThreadCtx& tc = m_ctx[static_cast<size_t>(t)];
   tc.moves = 0;
   auto& act = tc.active;
+  const uint64_t next = now + 1;
+  auto visit = [&](Router* r) {
+    r->step(now, tc);
+    if (r->has_work()) {
+      r->m_active_for = next;
+      tc.next.push_back(r);
+    }
+  };
   switch (m_cfg.sim.visit_order) {
     case VisitOrder::kForward: {
       const size_t n = act.size();
@@ -193,45 +201,34 @@ void Fabric::evaluate_phase(int t, uint64_t now) {
           __builtin_prefetch(ahead);
           __builtin_prefetch(ahead + 64);
           __builtin_prefetch(ahead + 128);
+          __builtin_prefetch(ahead + 192);
         }
-        act[i]->evaluate(now, tc);
+        visit(act[i]);
       }
       break;
     }
     case VisitOrder::kReverse:
-      for (auto it = act.rbegin(); it != act.rend(); ++it) (*it)->evaluate(now, tc);
+      for (auto it = act.rbegin(); it != act.rend(); ++it) visit(*it);
       break;
     case VisitOrder::kShuffle: {
       std::mt19937_64 rng(m_cfg.sim.seed ^ (now * 0x9e3779b97f4a7c15ull) ^ static_cast<uint64_t>(t));
       std::shuffle(act.begin(), act.end(), rng);
-      for (Router* r : act) r->evaluate(now, tc);
+      for (Router* r : act) visit(r);
       break;
     }
   }
 }
 
-void Fabric::commit_phase(int t, uint64_t now) {
+// Routers that received a wavelet this cycle must step next cycle even if they were idle.
+void Fabric::merge_phase(int t, uint64_t now) {
   ThreadCtx& tc = m_ctx[static_cast<size_t>(t)];
-  auto commit_one = [&](Router* r) {
-    if (r->m_commit_stamp == now) return;
-    r->m_commit_stamp = now;
-    r->commit(now, tc);
-    r->m_active = r->has_work();
-    if (r->m_active) tc.next.push_back(r);
-  };
-  const size_t n = tc.active.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (i + 4 < n) {
-      const char* ahead = reinterpret_cast<const char*>(tc.active[i + 4]);
-      __builtin_prefetch(ahead);
-      __builtin_prefetch(ahead + 64);
-      __builtin_prefetch(ahead + 128);
-    }
-    commit_one(tc.active[i]);
-  }
+  const uint64_t next = now + 1;
   for (const ThreadCtx& other : m_ctx) {
     for (Router* r : other.wake) {
-      if (r->m_owner == t) commit_one(r);
+      if (r->m_owner == t && r->m_active_for != next) {
+        r->m_active_for = next;
+        tc.next.push_back(r);
+      }
     }
   }
 }
@@ -316,6 +313,7 @@ uint64_t Fabric::active_routers() const {
 }
 
 void Fabric::reset_stats() {
+  m_stats_from = m_cycle;
   for (auto& rp : m_routers) {
     if (rp) rp->reset_stats();
   }
@@ -331,8 +329,11 @@ std::vector<ColorCounters> Fabric::color_counters() const {
     for (size_t c = 0; c < v.size(); ++c) {
       v[c].forwarded += tc.color[c].forwarded;
       v[c].stall += tc.color_stall.total(static_cast<int>(c));
-      v[c].peak = std::max(v[c].peak, tc.color[c].peak);
     }
+  }
+  for (const auto& rp : m_routers) {
+    if (!rp) continue;
+    for (size_t c = 0; c < v.size(); ++c) v[c].peak = std::max(v[c].peak, rp->peak_of_color(static_cast<int>(c)));
   }
   return v;
 }

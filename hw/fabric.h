@@ -74,7 +74,8 @@ class Fabric {
   FabricTotals totals() const;
   std::vector<ColorCounters> color_counters() const;  // per color, summed over the fabric
   uint64_t active_routers() const;
-  void reset_stats();  // warm-up: counters restart, state stays
+  void reset_stats();  // warm-up: port/color counters and peaks restart, state and totals stay
+  uint64_t stats_from_cycle() const { return m_stats_from; }
 
   // Host side: make a router visit the next cycle (after injecting from outside the loop).
   void wake(Router* r);
@@ -89,8 +90,8 @@ class Fabric {
   void validate_routes() const;
   void end_cycle(uint64_t now);
   std::string describe_stuck() const;
-  void evaluate_phase(int t, uint64_t now);
-  void commit_phase(int t, uint64_t now);
+  void step_phase(int t, uint64_t now);
+  void merge_phase(int t, uint64_t now);
 
   const HwConfig m_cfg;
   std::vector<std::unique_ptr<Router>> m_routers;  // W*H slots, null where nothing is routed
@@ -99,7 +100,8 @@ class Fabric {
   std::vector<std::unique_ptr<EdgeChannel>> m_channels[kNumLinkPorts];  // by side
   bool m_finalized = false;
   uint64_t m_cycle = 0;
-  uint64_t m_idle_cycles = 0;  // consecutive cycles with wavelets buffered and nothing moving
+  uint64_t m_idle_cycles = 0;
+  uint64_t m_stats_from = 0;   // cycle the port/color counters last restarted  // consecutive cycles with wavelets buffered and nothing moving
   std::vector<ThreadCtx> m_ctx;
   std::unique_ptr<WorkerPool> m_pool;
   std::function<void(int)> m_cycle_job;

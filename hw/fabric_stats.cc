@@ -39,6 +39,7 @@ json fabric_stats_json(const Fabric& f) {
   const FabricTotals t = f.totals();
   json j;
   j["cycles"] = t.cycles;
+  j["counters_since_cycle"] = f.stats_from_cycle();  // ports, colors, per-PE; totals count from 0
   j["simulated_seconds"] = static_cast<double>(t.cycles) / (cfg.fabric.clock_mhz * 1e6);
   j["fabric"] = {{"width", f.width()}, {"height", f.height()}, {"colors", cfg.router.colors},
                  {"routers_instantiated", f.routers().size()}};

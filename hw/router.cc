@@ -45,7 +45,7 @@ bool Router::accepts(int port, int color) const {
 
 void Router::allocate_buffers() {
   int n = 0;
-  m_rx_ports = 0;
+  uint8_t rx_ports = 0, tx_ports = 0;
   for (int c = 0; c < kMaxColors; ++c) {
     ColorState& cs = m_col[c];
     cs.rx_any = (m_routed >> c) & 1 ? m_route[c].rx_any() : 0;
@@ -53,10 +53,15 @@ void Router::allocate_buffers() {
     cs.rx = m_route[c].pos[0].rx;
     cs.tx = m_route[c].pos[0].tx;
     n += __builtin_popcount(cs.rx_any);
-    m_rx_ports |= cs.rx_any;
+    rx_ports |= cs.rx_any;
+    if ((m_routed >> c) & 1) tx_ports |= m_route[c].tx_any();
+    for (int p = 0; p < kNumLinkPorts; ++p) m_credit[p][c] = static_cast<uint8_t>(m_cfg->buffer_depth);
   }
+  m_rx_links = rx_ports & 0xf;
+  m_tx_links = tx_ports & 0xf;
   // One block: buffer bookkeeping, then slots (both 8-byte aligned).
-  const size_t depth = static_cast<size_t>(m_cfg->buffer_depth);
+  m_depth = static_cast<uint8_t>(m_cfg->buffer_depth);
+  const size_t depth = m_depth;
   const size_t meta_words = (static_cast<size_t>(n) * sizeof(FifoMeta) + 7) / 8;
   m_mem = std::make_unique<uint64_t[]>(meta_words + static_cast<size_t>(n) * depth);
   m_fifo = reinterpret_cast<FifoMeta*>(m_mem.get());
@@ -64,7 +69,8 @@ void Router::allocate_buffers() {
   for (int c = 0; c < kMaxColors; ++c) {
     for (uint32_t m = m_col[c].rx_any; m; m &= m - 1) {
       FifoMeta& f = m_fifo[fifo_index(ctz(m), c)];
-      f = FifoMeta{0, 0, static_cast<uint8_t>(ctz(m)), static_cast<uint8_t>(c)};
+      const int fi = fifo_index(ctz(m), c);
+      f = FifoMeta{0, 0, static_cast<uint8_t>(ctz(m)), static_cast<uint8_t>(c), static_cast<uint16_t>(fi * depth), 0};
     }
   }
 }
@@ -75,13 +81,27 @@ int Router::buffered(int port, int color) const {
 }
 
 bool Router::sent_this_cycle(int port, uint64_t now, Wavelet* w) const {
-  if (m_sent_cycle != now || !(m_sent_ports & port_bit(port))) return false;
-  *w = m_out[port];
+  const Outbox& ob = m_box[now & 1];
+  if (ob.sent_stamp != now + 1 || !(ob.sent_ports & port_bit(port))) return false;
+  *w = ob.out[port];
   return true;
 }
 
+void Router::reset_stats() {
+  for (auto& v : s_forwarded) v = 0;
+  for (auto& v : s_stall) v = 0;
+  s_peak_occupancy = m_occupancy;
+  for (int c = 0; c < kMaxColors; ++c) {
+    m_color_peak[c] = 0;
+    for (uint32_t m = m_col[c].rx_any; m; m &= m - 1) {
+      const uint8_t n = m_fifo[fifo_index(ctz(m), c)].count;
+      if (n > m_color_peak[c]) m_color_peak[c] = n;
+    }
+  }
+}
+
 bool Router::has_work() const {
-  if (m_occupancy) return true;
+  if (m_occupancy || m_outstanding) return true;
   if (m_agent && m_agent->has_work()) return true;
   if (!m_has_chan) return false;
   for (int p : {kEast, kWest}) {
@@ -105,8 +125,7 @@ void Router::select_head(int c, uint64_t now) {
     const int p = rr_pick(cand, start);
     cand &= ~(1u << p);
     const int fi = fifo_index(p, c);
-    const FifoMeta& f = m_fifo[fi];
-    if (!ready(m_slots[fi * m_cfg->buffer_depth + f.head].meta, now)) continue;
+    if (!ready(m_slots[m_fifo[fi].base + m_fifo[fi].head].meta, now)) continue;
     cs.cur_in = static_cast<uint8_t>(p);
     cs.pending = cs.tx;
     for (uint32_t t = cs.tx; t; t &= t - 1) m_want[ctz(t)] |= 1u << c;
@@ -122,38 +141,81 @@ uint32_t Router::edge_full(int port, uint64_t now) const {
 }
 
 __attribute__((always_inline)) inline void Router::push(int port, int color, uint32_t payload, bool ctrl,
-                                                        uint64_t ready_at, ThreadCtx& tc) {
+                                                        uint64_t ready_at) {
   const int fi = fifo_index(port, color);
   FifoMeta& f = m_fifo[fi];
-  const int depth = m_cfg->buffer_depth;
+  const int depth = m_depth;
   int tail = f.head + f.count;
   if (tail >= depth) tail -= depth;
-  m_slots[fi * depth + tail] = Slot{payload, static_cast<uint32_t>(ready_at << 1) | (ctrl ? 1u : 0u)};
+  m_slots[f.base + tail] = Slot{payload, static_cast<uint32_t>(ready_at << 1) | (ctrl ? 1u : 0u)};
   ++f.count;
   ++m_occupancy;
-  ++tc.pushed;
   ColorState& cs = m_col[color];
   cs.nonempty |= port_bit(port);
   if (f.count == depth) m_full_in[port] |= 1u << color;
-  if (f.count > tc.color[color].peak) tc.color[color].peak = f.count;
   if (m_occupancy > s_peak_occupancy) s_peak_occupancy = m_occupancy;
+  if (f.count > m_color_peak[color]) m_color_peak[color] = f.count;
   if (!cs.pending) m_needs_head |= 1u << color;
 }
 
-void Router::evaluate(uint64_t now, ThreadCtx& tc) {
-  m_eval_stamp = now;
-  m_npop = 0;
+// Removes the head of buffer fi; a buffer fed by a neighbour returns that neighbour a credit
+// through this cycle's outbox.
+__attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, Outbox& ob, bool* popped_any) {
+  FifoMeta& f = m_fifo[fi];
+  if (++f.head == m_depth) f.head = 0;
+  --f.count;
+  --m_occupancy;
+  m_full_in[f.port] &= ~(1u << f.color);
+  if (!f.count) m_col[f.color].nonempty &= static_cast<uint8_t>(~port_bit(f.port));
+  if (f.port < kNumLinkPorts && m_nbr[f.port]) {
+    if (!*popped_any) {
+      *popped_any = true;
+      ob.pop_stamp = now + 1;
+      ob.popped[0] = ob.popped[1] = ob.popped[2] = ob.popped[3] = 0;
+    }
+    ob.popped[f.port] |= 1u << f.color;
+  }
+}
+
+void Router::step(uint64_t now, ThreadCtx& tc) {
+  const RouterConfig& cfg = *m_cfg;
+  Outbox& ob = m_box[now & 1];
+  const uint32_t ramp_full = m_full_in[kRamp];  // start-of-cycle credit of the local injectors
+  const uint32_t east_full = m_full_in[kEast], west_full = m_full_in[kWest];
+
+  // 1. What the neighbours sent and the credits they returned in the previous cycle.
+  for (uint32_t m = m_rx_links | m_tx_links; m; m &= m - 1) {
+    const int p = ctz(m);
+    const Router* n = m_nbr[p];
+    if (!n) continue;
+    const Outbox& nb = n->m_box[(now + 1) & 1];
+    const int from = opposite(p);
+    if (nb.sent_stamp == now && (nb.sent_ports & port_bit(from)) && (m_rx_links & port_bit(p))) {
+      const Wavelet& w = nb.out[from];
+      push(p, w.color, w.payload, w.ctrl, now - 1 + static_cast<uint64_t>(cfg.hop_latency));
+    }
+    if (nb.pop_stamp == now) {
+      if (const uint32_t back = nb.popped[from]) {
+        m_blocked[p] &= ~back;
+        for (uint32_t b = back; b; b &= b - 1) ++m_credit[p][ctz(b)];
+        m_outstanding -= static_cast<uint32_t>(__builtin_popcount(back));
+      }
+    }
+  }
+
+  // 2. Heads for colors that need one.
   for (uint32_t m = m_needs_head; m; m &= m - 1) select_head(ctz(m), now);
 
-  // Every output link carries at most one wavelet; its arbiter serves colors round-robin.
+  // 3. Every output link carries at most one wavelet; its arbiter serves colors round-robin.
   uint32_t wanting = 0, sent = 0;
   uint8_t sent_ports = 0;
-  const int depth = m_cfg->buffer_depth;
+  bool popped_any = false;
   for (int p = 0; p < kNumPorts; ++p) {
     const uint32_t want = m_want[p];
     if (!want) continue;
     wanting |= want;
-    const uint32_t eligible = want & ~downstream_full(p, now);
+    Router* n = p < kNumLinkPorts ? m_nbr[p] : nullptr;
+    const uint32_t eligible = want & ~(n ? m_blocked[p] : edge_full(p, now));
     if (!eligible) {
       ++s_stall[p];
       continue;
@@ -163,109 +225,74 @@ void Router::evaluate(uint64_t now, ThreadCtx& tc) {
     const uint32_t bit = 1u << c;
     ColorState& cs = m_col[c];
     const int fi = fifo_index(cs.cur_in, c);
-    const Slot& head = m_slots[fi * depth + m_fifo[fi].head];
-    const bool ctrl = head.meta & 1u;
-    m_out[p] = Wavelet{head.payload, static_cast<uint8_t>(c), ctrl};
+    const Slot& head = m_slots[m_fifo[fi].base + m_fifo[fi].head];
+    const Wavelet w{head.payload, static_cast<uint8_t>(c), (head.meta & 1u) != 0};
+    ob.out[p] = w;
     sent_ports |= port_bit(p);
     m_want[p] &= ~bit;
     sent |= bit;
     ++s_forwarded[p];
     ++tc.color[c].forwarded;
-    if (p < kNumLinkPorts) {
-      Router* n = m_nbr[p];
-      if (n && !n->m_active) tc.wake.push_back(n);
+    if (n) {
+      if (--m_credit[p][c] == 0) m_blocked[p] |= bit;
+      ++m_outstanding;
+      ++tc.pushed;  // in flight from here (on the link, then in n's buffer)
+      tc.wake.push_back(n);
+    } else if (p == kRamp) {
+      m_agent->deliver(w, now + static_cast<uint64_t>(cfg.ramp_latency));
+      ++tc.delivered;
+    } else {
+      m_chan[p]->fabric_deliver(w, now, now + static_cast<uint64_t>(cfg.hop_latency));
+      ++tc.delivered;
     }
     cs.pending &= static_cast<uint8_t>(~port_bit(p));
     if (cs.pending) {
-      ++tc.nonfinal;
+      ++tc.nonfinal;  // a copy left; the head stays for the other outputs
     } else {
-      m_pops[m_npop++] = static_cast<uint16_t>(fi);
-      if (ctrl && m_route[c].npos > 1) {
+      // cur_in stays as the round-robin reference; pending == 0 marks the color idle. A push
+      // re-arms head selection, so only arm it here if more is already buffered.
+      const bool more = m_fifo[fi].count > 1 || (cs.nonempty & ~port_bit(cs.cur_in));
+      pop(fi, now, ob, &popped_any);
+      ++tc.popped;
+      if (w.ctrl && m_route[c].npos > 1) {
         const ColorRoute& r = m_route[c];
         cs.pos = static_cast<uint8_t>(cs.pos + 1 == r.npos ? 0 : cs.pos + 1);
         cs.rx = r.pos[cs.pos].rx;
         cs.tx = r.pos[cs.pos].tx;
       }
-      // cur_in stays as the round-robin reference; pending == 0 marks the color idle. A push
-      // re-arms head selection, so only arm it here if more is already buffered.
-      if (m_fifo[fi].count > 1 || (cs.nonempty & ~port_bit(cs.cur_in))) m_needs_head |= bit;
+      if (more) m_needs_head |= bit;
     }
   }
   if (sent_ports) {
-    m_sent_cycle = now;
-    m_sent_ports = sent_ports;
+    ob.sent_stamp = now + 1;
+    ob.sent_ports = sent_ports;
     tc.moves += static_cast<uint64_t>(__builtin_popcount(sent_ports));
   }
   if (const uint32_t stalled = wanting & ~sent) tc.color_stall.add(stalled);
 
-  // The ramp link from the agent and the host channels on edge ports each carry one wavelet.
-  m_agent_offer = false;
+  // 4. The ramp link from the agent and the host channels on edge ports each carry one wavelet.
   if (m_agent) {
-    const uint32_t r = m_agent->evaluate(now, m_full_in[kRamp], &m_agent_w);
-    m_agent_offer = (r & PeAgent::kOffered) != 0;
+    Wavelet w;
+    const uint32_t r = m_agent->evaluate(now, ramp_full, &w);
     if (r) ++tc.moves;
-  }
-  m_chan_take = 0;
-  if (!m_has_chan) return;
-  for (int p : {kEast, kWest}) {
-    EdgeChannel* ch = m_chan[p];
-    if (!ch) continue;
-    const Wavelet* w = ch->fabric_offer(now);
-    if (w && !((m_full_in[p] >> w->color) & 1)) m_chan_take |= port_bit(p);
-  }
-}
-
-void Router::commit(uint64_t now, ThreadCtx& tc) {
-  const uint64_t hop_ready = now + static_cast<uint64_t>(m_cfg->hop_latency);
-  const uint64_t ramp_ready = now + static_cast<uint64_t>(m_cfg->ramp_latency);
-  if (m_eval_stamp == now) {
-    const int depth = m_cfg->buffer_depth;
-    for (int i = 0; i < m_npop; ++i) {
-      FifoMeta& f = m_fifo[m_pops[i]];
-      if (++f.head == depth) f.head = 0;
-      --f.count;
-      m_full_in[f.port] &= ~(1u << f.color);
-      if (!f.count) m_col[f.color].nonempty &= static_cast<uint8_t>(~port_bit(f.port));
-      --m_occupancy;
-      ++tc.popped;
-    }
-    if (m_sent_cycle == now) {
-      if (m_sent_ports & port_bit(kRamp)) {
-        m_agent->deliver(m_out[kRamp], ramp_ready);
-        ++tc.delivered;
-      }
-      for (int p : {kEast, kWest}) {
-        if (!m_has_chan) break;
-        if ((m_sent_ports & port_bit(p)) && m_chan[p]) {
-          m_chan[p]->fabric_deliver(m_out[p], now, hop_ready);
-          ++tc.delivered;
-        }
-      }
-    }
-    for (int p : {kEast, kWest}) {
-      if (!m_chan_take) break;
-      if (m_chan_take & port_bit(p)) {
-        EdgeChannel* ch = m_chan[p];
-        const Wavelet w = *ch->fabric_offer(now);
-        ch->fabric_took_offer(now);
-        push(p, w.color, w.payload, w.ctrl, hop_ready, tc);
-        ++tc.injected;
-        ++tc.moves;
-      }
-    }
-    if (m_agent_offer) {
-      push(kRamp, m_agent_w.color, m_agent_w.payload, m_agent_w.ctrl, ramp_ready, tc);
+    if (r & PeAgent::kOffered) {
+      push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.ramp_latency));
       ++tc.injected;
+      ++tc.pushed;
     }
   }
-  // Pull what the neighbours sent this way during evaluate.
-  for (uint32_t m = m_rx_ports & 0xf; m; m &= m - 1) {
-    const int p = ctz(m);
-    const Router* n = m_nbr[p];
-    const int from = opposite(p);
-    if (n && n->m_sent_cycle == now && (n->m_sent_ports & port_bit(from))) {
-      const Wavelet& w = n->m_out[from];
-      push(p, w.color, w.payload, w.ctrl, hop_ready, tc);
+  if (m_has_chan) {
+    for (int p : {kEast, kWest}) {
+      EdgeChannel* ch = m_chan[p];
+      if (!ch) continue;
+      const Wavelet* offer = ch->fabric_offer(now);
+      if (!offer || (((p == kEast ? east_full : west_full) >> offer->color) & 1)) continue;
+      const Wavelet w = *offer;
+      ch->fabric_took_offer(now);
+      push(p, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.hop_latency));
+      ++tc.injected;
+      ++tc.pushed;
+      ++tc.moves;
     }
   }
 }

@@ -41,7 +41,7 @@ struct ColorRoute {
 struct ColorCounters {
   uint64_t forwarded = 0;  // wavelets sent on this color (one per output link)
   uint64_t stall = 0;      // router-cycles a ready head of this color went nowhere
-  uint32_t peak = 0;       // peak occupancy of one input buffer of this color
+  uint32_t peak = 0;       // peak occupancy of one input buffer of this color (any router)
 };
 
 // Per-thread scratch of the cycle loop: active lists and counters, padded against false sharing.
@@ -80,17 +80,17 @@ class Router {
   void allocate_buffers();  // once routes are final
   bool accepts(int port, int color) const;  // some switch position takes `color` from `port`
 
-  // The cycle: evaluate reads only start-of-cycle state of neighbours; commit writes only this
-  // router (it pulls what neighbours sent), so any visiting order and thread split give the
-  // same result.
-  void evaluate(uint64_t now, ThreadCtx& tc);
-  void commit(uint64_t now, ThreadCtx& tc);
+  // One cycle, in a single visit: take in what the neighbours sent and the credits they
+  // returned in the previous cycle (from their outboxes of that cycle's parity), choose heads,
+  // arbitrate every output, and publish this cycle's sends and pops in the other outbox. A
+  // router reads nothing of its neighbours that they write in the same cycle, so any visiting
+  // order and thread split give the same result.
+  void step(uint64_t now, ThreadCtx& tc);
   bool has_work() const;
 
-  // Activity bookkeeping, owned by the fabric's cycle loop.
-  bool m_active = false;
-  uint8_t m_owner = 0;         // thread that commits this router
-  uint64_t m_commit_stamp = ~uint64_t(0);
+  // Activity bookkeeping, owned by the fabric's cycle loop (only the owner thread touches it).
+  uint8_t m_owner = 0;                     // thread that steps this router
+  uint64_t m_active_for = ~uint64_t(0);    // cycle whose active list holds this router
 
   // Introspection for stats, the watchdog and tests.
   uint32_t occupancy() const { return m_occupancy; }
@@ -100,11 +100,9 @@ class Router {
   uint64_t s_forwarded[kNumPorts] = {};  // wavelets sent per output port
   uint64_t s_stall[kNumPorts] = {};      // cycles an output had candidates but no credit
   uint32_t s_peak_occupancy = 0;         // peak of all buffers together
-  void reset_stats() {
-    for (auto& v : s_forwarded) v = 0;
-    for (auto& v : s_stall) v = 0;
-    s_peak_occupancy = m_occupancy;
-  }
+  uint32_t peak_of_color(int color) const { return m_color_peak[color]; }  // one buffer's peak
+  // Warm-up: counters restart; peaks restart from the occupancy of the moment.
+  void reset_stats();
 
  private:
   static constexpr uint8_t kNone = 0xff;
@@ -119,12 +117,14 @@ class Router {
     uint8_t rx_any = 0;      // ports accepted in any position (one buffer each)
     uint8_t fifo_base = 0;
   };
-  // Buffer bookkeeping, 4 bytes; its slots live in m_slots.
+  // Buffer bookkeeping, 8 bytes; its slots live in m_slots.
   struct FifoMeta {
     uint8_t head = 0;
     uint8_t count = 0;
     uint8_t port = 0;
     uint8_t color = 0;
+    uint16_t base = 0;  // index of its first slot in m_slots
+    uint16_t pad = 0;
   };
   // A buffered wavelet: payload and (ready cycle << 1 | ctrl), ready kept modulo 2^31.
   struct Slot {
@@ -132,12 +132,18 @@ class Router {
     uint32_t meta;
   };
 
+  // --- read by neighbours, one outbox per cycle parity: what left on each port and which
+  // colors' buffers popped a wavelet (per input link port), stamped with cycle + 1 ---
+  struct Outbox {
+    uint64_t sent_stamp = ~uint64_t(0);  // never matches: readers compare with their cycle
+    uint64_t pop_stamp = ~uint64_t(0);
+    uint8_t sent_ports = 0;
+    Wavelet out[kNumPorts];
+    uint32_t popped[kNumLinkPorts] = {};
+  };
   void select_head(int c, uint64_t now);
-  uint32_t downstream_full(int port, uint64_t now) const {
-    if (port < kNumLinkPorts && m_nbr[port]) return m_nbr[port]->m_full_in[opposite(port)];
-    return edge_full(port, now);
-  }
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
+  void pop(int fi, uint64_t now, Outbox& ob, bool* popped_any);
   int fifo_index(int port, int color) const {
     const ColorState& cs = m_col[color];
     return cs.fifo_base + __builtin_popcount(cs.rx_any & (port_bit(port) - 1u));
@@ -145,27 +151,21 @@ class Router {
   static bool ready(uint32_t meta, uint64_t now) {
     return static_cast<int32_t>((static_cast<uint32_t>(now) << 1) - (meta & ~1u)) >= 0;
   }
-  void push(int port, int color, uint32_t payload, bool ctrl, uint64_t ready_at, ThreadCtx& tc);
+  void push(int port, int color, uint32_t payload, bool ctrl, uint64_t ready_at);
 
-  // --- read by neighbours: credit state (evaluate) and this cycle's sends (commit) ---
-  uint32_t m_full_in[kNumPorts] = {};  // colors whose buffer from each input is full
-  uint64_t m_sent_cycle = ~uint64_t(0);
-  uint8_t m_sent_ports = 0;            // output ports that carried a wavelet in m_sent_cycle
-  Wavelet m_out[kNumPorts];
+  Outbox m_box[2];
 
   // --- own state ---
   uint32_t m_needs_head = 0;  // colors without a head in service that may have one waiting
-  uint32_t m_want[kNumPorts] = {};  // colors whose head waits for each output
+  uint32_t m_want[kNumPorts] = {};     // colors whose head waits for each output
+  uint32_t m_full_in[kNumPorts] = {};  // colors whose buffer from each input is full
+  uint32_t m_blocked[kNumLinkPorts] = {};  // colors with no credit left on each output link
   uint32_t m_occupancy = 0;
+  uint32_t m_outstanding = 0;  // wavelets sent on links whose credit has not come back
   uint8_t m_rr_out[kNumPorts] = {};
-  uint8_t m_rx_ports = 0;     // input link ports of any route (where to pull from)
-  uint8_t m_npop = 0;
-  uint8_t m_chan_take = 0;    // link ports whose channel offer is taken this cycle
-  bool m_agent_offer = false;
-  bool m_has_chan = false;    // an I/O channel hangs off this router (edge rows only)
-  uint64_t m_eval_stamp = ~uint64_t(0);
-  uint16_t m_pops[kNumPorts];  // buffer indices to pop in commit
-  Wavelet m_agent_w;
+  uint8_t m_rx_links = 0;      // link ports any route takes from (arrivals to pull)
+  uint8_t m_tx_links = 0;      // link ports any route sends to a router on (credits to collect)
+  bool m_has_chan = false;     // an I/O channel hangs off this router (edge rows only)
   Router* m_nbr[kNumLinkPorts] = {};
   EdgeChannel* m_chan[kNumLinkPorts] = {};
   PeAgent* m_agent = nullptr;
@@ -173,7 +173,10 @@ class Router {
   ColorState m_col[kMaxColors];
   FifoMeta* m_fifo = nullptr;  // in m_mem
   Slot* m_slots = nullptr;     // in m_mem, depth slots per buffer
+  uint8_t m_depth = 1;         // router.buffer_depth, kept here to spare a load per access
   std::unique_ptr<uint64_t[]> m_mem;
+  uint8_t m_credit[kNumLinkPorts][kMaxColors] = {};  // free downstream slots per link and color
+  uint8_t m_color_peak[kMaxColors] = {};
 
   // --- set-up and cold state ---
   uint32_t m_id;
