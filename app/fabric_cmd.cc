@@ -44,7 +44,8 @@ std::string summary_text(const FabricRunConfig& c, const Fabric& f, const Traffi
      << " M PE-cycles/s (whole fabric), " << static_cast<double>(active_pe_cycles) / std::max(host_s, 1e-9) / 1e6
      << " M active PE-cycles/s, peak memory " << peak_rss_mb() << " MB\n";
   os << "wavelets injected " << t.injected << ", delivered " << t.delivered << ", in flight " << t.in_flight
-     << ", multicast copies " << t.multicast_copies << ", link transfers " << t.forwarded << "\n";
+     << ", multicast copies " << t.multicast_copies << ", router sends (links, ramps, channels) "
+     << t.forwarded << "\n";
   return os.str();
 }
 

@@ -85,7 +85,7 @@ bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig*
       ("traffic.drain_prob", po::value(&c.traffic.drain_prob)->default_value(c.traffic.drain_prob), "chance per cycle a receiver takes an arrival")
       ("traffic.stall_prob", po::value(&c.traffic.stall_prob)->default_value(c.traffic.stall_prob), "chance per cycle a sender holds back")
       ("traffic.region", po::value(&c.traffic.region)->default_value(c.traffic.region), "x0:x1,y0:y1 of taking part PEs (empty = all)")
-      ("traffic.routes", po::value(&c.traffic.routes)->default_value(c.traffic.routes), "file: route file (route X Y COLOR RX TX ..., flow X Y COLOR [RATE [COUNT]])")
+      ("traffic.routes", po::value(&c.traffic.routes)->default_value(c.traffic.routes), "file: route file (route X Y COLOR RX TX ..., flow X Y COLOR [RATE [COUNT [CTRL_EVERY]]])")
       ("traffic.hotspot_channel", po::value(&c.traffic.hotspot_channel)->default_value(c.traffic.hotspot_channel), "East channel of the hotspot (-1 = middle)");
 
   po::options_description stats("Statistics and traces [stats] [trace]");

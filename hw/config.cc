@@ -55,6 +55,14 @@ void HwConfig::validate() const {
                       std::to_string(2 * max_latency) + "), got " +
                       std::to_string(sim.watchdog_cycles));
   }
+  // A channel slower than the watchdog would look like a deadlock while it drains.
+  const double channel_period = 32.0 * fabric.clock_mhz / (io.channel_gbps * 1e3);
+  if (sim.watchdog_cycles != 0 && static_cast<double>(sim.watchdog_cycles) <= 2 * channel_period) {
+    throw ConfigError("sim.watchdog_cycles (" + std::to_string(sim.watchdog_cycles) +
+                      ") must exceed twice an I/O channel's cycles per wavelet (" +
+                      std::to_string(2 * channel_period) + " at io.channel_gbps = " +
+                      std::to_string(io.channel_gbps) + "), or be 0 (off)");
+  }
 }
 
 const char* visit_order_name(VisitOrder v) {

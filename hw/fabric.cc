@@ -98,6 +98,22 @@ void Fabric::validate_routes() const {
   for (const auto& rp : m_routers) {
     if (!rp) continue;
     const Router& r = *rp;
+    if (const PeAgent* a = r.agent()) {
+      uint32_t from_ramp = 0, to_ramp = 0;
+      for (uint32_t m = r.routed_colors(); m; m &= m - 1) {
+        const int c = __builtin_ctz(m);
+        if (r.route(c)->rx_any() & port_bit(kRamp)) from_ramp |= 1u << c;
+        if (r.route(c)->tx_any() & port_bit(kRamp)) to_ramp |= 1u << c;
+      }
+      if (const uint32_t bad = a->send_colors() & ~from_ramp) {
+        throw ConfigError(pe_name(r.x(), r.y()) + " sends color " + std::to_string(__builtin_ctz(bad)) +
+                          " on its ramp, but no route of that color accepts from the ramp (R) there");
+      }
+      if (const uint32_t bad = to_ramp & ~a->receive_colors()) {
+        throw ConfigError(pe_name(r.x(), r.y()) + " routes color " + std::to_string(__builtin_ctz(bad)) +
+                          " to its ramp, but the core/endpoint there does not take that color");
+      }
+    }
     for (uint32_t m = r.routed_colors(); m; m &= m - 1) {
       const int c = __builtin_ctz(m);
       const ColorRoute& route = *r.route(c);

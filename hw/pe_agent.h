@@ -26,6 +26,11 @@ class PeAgent {
   // Commit phase: the router delivers a wavelet that becomes visible at cycle `ready`.
   virtual void deliver(const Wavelet& w, uint64_t ready) = 0;
 
+  // Colors the agent may send on the ramp, and colors it takes from the ramp: checked against
+  // the router's routes before the first cycle.
+  virtual uint32_t send_colors() const = 0;
+  virtual uint32_t receive_colors() const = 0;
+
   // True while the agent still needs cycles (pending sends, undrained arrivals).
   virtual bool has_work() const = 0;
 

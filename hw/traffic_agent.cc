@@ -24,6 +24,7 @@ TrafficAgent::TrafficAgent(uint32_t pe_id, const TrafficAgentOptions& opts) : m_
 }
 
 void TrafficAgent::add_flow(const TrafficFlow& f) {
+  m_send_colors |= 1u << f.color;
   Flow fl{f};
   fl.rate = std::max<uint32_t>(1, static_cast<uint32_t>(f.rate * kOne + 0.5));
   if (fl.rate < kOne) m_unit_rates = false;
@@ -41,6 +42,7 @@ void TrafficAgent::add_receive(int color) {
   m_storage.resize(m_queues.size() * depth);  // set-up only: queues are empty, rebind them all
   for (size_t i = 0; i < m_queues.size(); ++i) m_queues[i] = Fifo(&m_storage[i * depth], depth);
   m_full &= ~(1u << color);
+  m_receive_colors |= 1u << color;
 }
 
 uint32_t TrafficAgent::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {

@@ -59,6 +59,8 @@ class TrafficAgent : public PeAgent {
   const std::vector<Arrival>& log() const { return m_log; }
 
   uint32_t full_colors() const override { return m_full; }
+  uint32_t send_colors() const override { return m_send_colors; }
+  uint32_t receive_colors() const override { return m_receive_colors; }
   uint32_t evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) override;
   void deliver(const Wavelet& w, uint64_t ready) override;
   bool has_work() const override { return m_unfinished_flows > 0 || m_buffered > 0; }
@@ -87,6 +89,7 @@ class TrafficAgent : public PeAgent {
   int m_rr_queue = 0;
   bool m_unit_rates = true;    // every flow offers 1 per cycle: credits need no update
   uint32_t m_full = ~0u;  // colors without a receive queue are never accepted
+  uint32_t m_send_colors = 0, m_receive_colors = 0;
   uint64_t m_buffered = 0, m_sent = 0, m_consumed = 0;
   std::vector<Arrival> m_log;
 };

@@ -275,7 +275,8 @@ int read_route_file(const std::string& path, TrafficBuilder& b, const Fabric& fa
           if (*text == "-") continue;
           for (size_t i = 0; i < text->size(); ++i) {
             int port;
-            if ((*text)[i] == '+' && i % 2 == 1) continue;
+            const bool last = i + 1 == text->size();
+            if ((*text)[i] == '+' && i % 2 == 1 && !last) continue;
             if (i % 2 == 1 || !parse_port((*text)[i], &port)) {
               throw ConfigError(where + "bad port set '" + *text + "' (use N, S, E, W, R joined by +, or -)");
             }

@@ -73,7 +73,7 @@ void Wafer::tick() {
   }
   m_traced_cycle = now;
   for (PeProbe& p : m_probes) p.sample(m_fabric, now);
-  if (m_fabric.cycle() >= m_stop_at) sc_core::sc_stop();
+  // Stop on the next edge, not this one: the trace file records this cycle's values first.
 }
 
 }  // namespace wafersim

@@ -416,6 +416,10 @@ TEST(Cli, VcdTraceOfARegion) {
   EXPECT_NE(vcd.find("out_E"), std::string::npos);
   EXPECT_EQ(vcd.find("pe_2_2"), std::string::npos) << "only the region is traced";
   EXPECT_NE(vcd.find("#"), std::string::npos) << "no time steps in the trace";
+  // The last simulated cycle (59, at 59 x 1176 ps) is in the trace, with its cycle number.
+  const size_t last = vcd.find("#69384\n");
+  ASSERT_NE(last, std::string::npos) << "last cycle missing from the trace";
+  EXPECT_NE(vcd.find("b111011 ", last), std::string::npos) << "cycle 59 not recorded at its time";
 }
 
 }  // namespace

@@ -1,0 +1,135 @@
+// Set-up errors that must be caught before the first cycle: agents whose colors disagree with
+// the routes, malformed route files, and watchdog settings a slow channel would trip.
+#include <gtest/gtest.h>
+
+#include "hw/traffic_gen.h"
+#include "test_support.h"
+
+namespace wafersim {
+namespace {
+
+using test::small_config;
+
+std::string finalize_error(Fabric& f) {
+  try {
+    f.finalize();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(AgentRoutes, SendingAColorNotRoutedFromTheRampIsRejected) {
+  Fabric f(small_config(2, 1));
+  f.set_route(1, 0, 0, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
+  auto a = std::make_unique<TrafficAgent>(0, TrafficAgentOptions{});
+  a->add_flow({0, 1.0, 5, 0});
+  f.attach_agent(0, 0, std::move(a));
+  auto b = std::make_unique<TrafficAgent>(1, TrafficAgentOptions{});
+  b->add_receive(0);
+  f.attach_agent(1, 0, std::move(b));
+  const std::string msg = finalize_error(f);
+  EXPECT_TRUE(contains(msg, "wafer.pe_0_0 sends color 0")) << msg;
+  EXPECT_TRUE(contains(msg, "accepts from the ramp")) << msg;
+}
+
+TEST(AgentRoutes, RoutingToARampWhoseAgentDoesNotTakeTheColorIsRejected) {
+  Fabric f(small_config(2, 1));
+  f.set_route(0, 0, 3, ColorRoute::simple(port_bit(kRamp), port_bit(kEast)));
+  f.set_route(1, 0, 3, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
+  auto a = std::make_unique<TrafficAgent>(0, TrafficAgentOptions{});
+  a->add_flow({3, 1.0, 5, 0});
+  f.attach_agent(0, 0, std::move(a));
+  f.attach_agent(1, 0, std::make_unique<TrafficAgent>(1, TrafficAgentOptions{}));  // takes nothing
+  const std::string msg = finalize_error(f);
+  EXPECT_TRUE(contains(msg, "wafer.pe_1_0 routes color 3 to its ramp")) << msg;
+}
+
+TEST(AgentRoutes, ConsistentAgentAndRoutesRun) {
+  Fabric f(small_config(2, 1));
+  f.set_route(0, 0, 3, ColorRoute::simple(port_bit(kRamp), port_bit(kEast)));
+  f.set_route(1, 0, 3, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
+  auto a = std::make_unique<TrafficAgent>(0, TrafficAgentOptions{});
+  a->add_flow({3, 1.0, 5, 0});
+  f.attach_agent(0, 0, std::move(a));
+  auto b = std::make_unique<TrafficAgent>(1, TrafficAgentOptions{});
+  b->add_receive(3);
+  f.attach_agent(1, 0, std::move(b));
+  EXPECT_EQ(finalize_error(f), "");
+  ASSERT_TRUE(test::run_until_idle(f, 1000));
+  EXPECT_EQ(f.agent(1, 0)->consumed(), 5u);
+}
+
+// Programs a route file into a fresh fabric; returns the ConfigError message or "".
+std::string route_file_error(const std::string& text, int w = 4, int h = 4) {
+  const std::string path = test::test_tmp_dir() + "/r.routes";
+  test::write_text(path, text);
+  Fabric f(small_config(w, h));
+  TrafficConfig tc;
+  tc.pattern = "file";
+  tc.routes = path;
+  try {
+    program_traffic(f, tc);
+    f.finalize();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RouteFile, GoodFileProgramsAndRuns) {
+  EXPECT_EQ(route_file_error("# two hops east\nroute 0 0 1 R E\nroute 1 0 1 W E\nroute 2 0 1 W R\nflow 0 0 1 1.0 10\n"), "");
+}
+
+TEST(RouteFile, ErrorsNameFileAndLine) {
+  const std::string msg = route_file_error("route 0 0 1 R E\nroute 1 0 1 W R+\n");
+  EXPECT_TRUE(contains(msg, "r.routes:2:")) << msg;
+  EXPECT_TRUE(contains(msg, "bad port set 'R+'")) << msg;
+}
+
+TEST(RouteFile, MalformedStatementsAreRejected) {
+  EXPECT_TRUE(contains(route_file_error("route 0 0\n"), "expected 'route X Y COLOR"));
+  EXPECT_TRUE(contains(route_file_error("route 0 0 1 R\n"), "has no TX ports"));
+  EXPECT_TRUE(contains(route_file_error("route 0 0 1 RE E\n"), "bad port set"));
+  EXPECT_TRUE(contains(route_file_error("route 0 0 1 R E R E R E R E R E\n"), "more than 4 switch positions"));
+  EXPECT_TRUE(contains(route_file_error("route 9 0 1 R E\n"), "outside the fabric"));
+  EXPECT_TRUE(contains(route_file_error("route 0 0 40 R E\n"), "color 40 is out of range"));
+  EXPECT_TRUE(contains(route_file_error("teleport 0 0 1\n"), "unknown statement 'teleport'"));
+  EXPECT_TRUE(contains(route_file_error("route 0 0 1 R E\nroute 1 0 1 W R\nflow 0 0 1 2.0\n"), "rate must be in (0, 1]"));
+  EXPECT_TRUE(contains(route_file_error("route 0 0 1 R E\nroute 1 0 1 W R\nflow 0 0 1 x\n"), "flow takes numbers"));
+  EXPECT_TRUE(contains(route_file_error("route 0 0 1 R E\nroute 1 0 1 W R\nflow 0 0 1 1 1 1 1\n"), "unexpected '1'"));
+}
+
+TEST(RouteFile, MissingFileIsAClearError) {
+  Fabric f(small_config(4, 4));
+  TrafficConfig tc;
+  tc.pattern = "file";
+  tc.routes = test::test_tmp_dir() + "/does-not-exist.routes";
+  try {
+    program_traffic(f, tc);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "cannot read route file")) << e.what();
+  }
+}
+
+TEST(Watchdog, MustOutlastTheSlowestChannel) {
+  HwConfig cfg = small_config(8, 8);
+  cfg.io.channel_gbps = 0.05;  // one wavelet per 544 cycles at 850 MHz
+  cfg.sim.watchdog_cycles = 200;
+  try {
+    cfg.validate();
+    FAIL() << "accepted a watchdog shorter than the channel period";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "sim.watchdog_cycles")) << e.what();
+  }
+  cfg.sim.watchdog_cycles = 2000;
+  EXPECT_NO_THROW(cfg.validate());
+  cfg.sim.watchdog_cycles = 0;
+  EXPECT_NO_THROW(cfg.validate());
+}
+
+}  // namespace
+}  // namespace wafersim
