@@ -141,7 +141,7 @@ uint32_t Router::edge_full(int port, uint64_t now) const {
 }
 
 __attribute__((always_inline)) inline void Router::push(int port, int color, uint32_t payload, bool ctrl,
-                                                        uint64_t ready_at) {
+                                                        uint64_t ready_at, uint64_t now) {
   const int fi = fifo_index(port, color);
   FifoMeta& f = m_fifo[fi];
   const int depth = m_depth;
@@ -155,7 +155,16 @@ __attribute__((always_inline)) inline void Router::push(int port, int color, uin
   if (f.count == depth) m_full_in[port] |= 1u << color;
   if (m_occupancy > s_peak_occupancy) s_peak_occupancy = m_occupancy;
   if (f.count > m_color_peak[color]) m_color_peak[color] = f.count;
-  if (!cs.pending) m_needs_head |= 1u << color;
+  if (cs.pending) return;
+  // An idle color fed by this port alone takes this wavelet as its head straight away when it
+  // is the only one buffered and already forwardable (what select_head would pick this cycle).
+  if (cs.rx == port_bit(port) && f.count == 1 && ready_at <= now) {
+    cs.cur_in = static_cast<uint8_t>(port);
+    cs.pending = cs.tx;
+    for (uint32_t t = cs.tx; t; t &= t - 1) m_want[ctz(t)] |= 1u << color;
+    return;
+  }
+  m_needs_head |= 1u << color;
 }
 
 // Removes the head of buffer fi; a buffer fed by a neighbour returns that neighbour a credit
@@ -192,7 +201,7 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
     const int from = opposite(p);
     if (nb.sent_stamp == now && (nb.sent_ports & port_bit(from)) && (m_rx_links & port_bit(p))) {
       const Wavelet& w = nb.out[from];
-      push(p, w.color, w.payload, w.ctrl, now - 1 + static_cast<uint64_t>(cfg.hop_latency));
+      push(p, w.color, w.payload, w.ctrl, now - 1 + static_cast<uint64_t>(cfg.hop_latency), now);
     }
     if (nb.pop_stamp == now) {
       if (const uint32_t back = nb.popped[from]) {
@@ -209,7 +218,8 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
   // 3. Every output link carries at most one wavelet; its arbiter serves colors round-robin.
   uint32_t wanting = 0, sent = 0;
   uint8_t sent_ports = 0;
-  bool popped_any = false;
+  bool popped_any = false, any_next_want = false;
+  uint32_t next_want[kNumPorts] = {};
   for (int p = 0; p < kNumPorts; ++p) {
     const uint32_t want = m_want[p];
     if (!want) continue;
@@ -260,8 +270,22 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
         cs.rx = r.pos[cs.pos].rx;
         cs.tx = r.pos[cs.pos].tx;
       }
-      if (more) m_needs_head |= bit;
+      if (more) {
+        // A color fed by one port has one candidate: the next wavelet of this buffer. Take it
+        // as the head for the next cycle now (its outputs join the arbiters after this loop).
+        const FifoMeta& f = m_fifo[fi];
+        if (cs.rx == port_bit(cs.cur_in) && f.count && ready(m_slots[f.base + f.head].meta, now + 1)) {
+          cs.pending = cs.tx;
+          for (uint32_t t = cs.tx; t; t &= t - 1) next_want[ctz(t)] |= bit;
+          any_next_want = true;
+        } else {
+          m_needs_head |= bit;
+        }
+      }
     }
+  }
+  if (any_next_want) {
+    for (int p = 0; p < kNumPorts; ++p) m_want[p] |= next_want[p];
   }
   if (sent_ports) {
     ob.sent_stamp = now + 1;
@@ -276,7 +300,7 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
     const uint32_t r = m_agent->evaluate(now, ramp_full, &w);
     if (r) ++tc.moves;
     if (r & PeAgent::kOffered) {
-      push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.ramp_latency));
+      push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.ramp_latency), now);
       ++tc.injected;
       ++tc.pushed;
     }
@@ -289,7 +313,7 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
       if (!offer || (((p == kEast ? east_full : west_full) >> offer->color) & 1)) continue;
       const Wavelet w = *offer;
       ch->fabric_took_offer(now);
-      push(p, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.hop_latency));
+      push(p, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.hop_latency), now);
       ++tc.injected;
       ++tc.pushed;
       ++tc.moves;

@@ -151,7 +151,7 @@ class Router {
   static bool ready(uint32_t meta, uint64_t now) {
     return static_cast<int32_t>((static_cast<uint32_t>(now) << 1) - (meta & ~1u)) >= 0;
   }
-  void push(int port, int color, uint32_t payload, bool ctrl, uint64_t ready_at);
+  void push(int port, int color, uint32_t payload, bool ctrl, uint64_t ready_at, uint64_t now);
 
   Outbox m_box[2];
 
