@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -31,6 +32,45 @@ inline HwConfig small_config(int width, int height) {
 }
 
 inline uint32_t pe_id(const Fabric& f, int x, int y) { return static_cast<uint32_t>(y * f.width() + x); }
+
+// Attaches a TrafficAgent at (x, y) and returns it (the fabric owns it).
+inline TrafficAgent* add_agent(Fabric& f, int x, int y, TrafficAgentOptions o = {}) {
+  auto a = std::make_unique<TrafficAgent>(pe_id(f, x, y), o);
+  TrafficAgent* p = a.get();
+  f.attach_agent(x, y, std::move(a));
+  return p;
+}
+
+inline TrafficAgentOptions recording() {
+  TrafficAgentOptions o;
+  o.record = true;
+  return o;
+}
+
+// finalize()'s ConfigError message, or "" when the routes are accepted.
+inline std::string finalize_error(Fabric& f) {
+  try {
+    f.finalize();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Sequence numbers of everything an agent received, in arrival order.
+inline std::vector<uint32_t> seqs_of(const TrafficAgent& a) {
+  std::vector<uint32_t> v;
+  for (const auto& arr : a.log()) v.push_back(payload_seq(arr.w.payload));
+  return v;
+}
+
+inline std::vector<uint32_t> iota_seqs(uint32_t n) {
+  std::vector<uint32_t> v(n);
+  for (uint32_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
 
 // A scratch directory for the running test, under the build tree (WAFERSIM_TEST_TMPDIR, set by
 // testbench/CMakeLists.txt) or gtest's TempDir(). Emptied on the first call of each test; later

@@ -8,18 +8,9 @@
 namespace wafersim {
 namespace {
 
+using test::contains;
+using test::finalize_error;
 using test::small_config;
-
-std::string finalize_error(Fabric& f) {
-  try {
-    f.finalize();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 TEST(AgentRoutes, SendingAColorNotRoutedFromTheRampIsRejected) {
   Fabric f(small_config(2, 1));
