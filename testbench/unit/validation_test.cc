@@ -26,31 +26,31 @@ TEST(AgentRoutes, SendingAColorNotRoutedFromTheRampIsRejected) {
   EXPECT_TRUE(contains(msg, "accepts from the ramp")) << msg;
 }
 
-TEST(AgentRoutes, RoutingToARampWhoseAgentDoesNotTakeTheColorIsRejected) {
-  Fabric f(small_config(2, 1));
-  f.set_route(0, 0, 3, ColorRoute::simple(port_bit(kRamp), port_bit(kEast)));
-  f.set_route(1, 0, 3, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
+// (0,0) sends color 3 one hop East to (1,0); the receiver takes color 3 only if asked to.
+std::unique_ptr<Fabric> two_pe_line(bool receiver_takes_it) {
+  auto f = std::make_unique<Fabric>(small_config(2, 1));
+  f->set_route(0, 0, 3, ColorRoute::simple(port_bit(kRamp), port_bit(kEast)));
+  f->set_route(1, 0, 3, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
   auto a = std::make_unique<TrafficAgent>(0, TrafficAgentOptions{});
   a->add_flow({3, 1.0, 5, 0});
-  f.attach_agent(0, 0, std::move(a));
-  f.attach_agent(1, 0, std::make_unique<TrafficAgent>(1, TrafficAgentOptions{}));  // takes nothing
-  const std::string msg = finalize_error(f);
+  f->attach_agent(0, 0, std::move(a));
+  auto b = std::make_unique<TrafficAgent>(1, TrafficAgentOptions{});
+  if (receiver_takes_it) b->add_receive(3);
+  f->attach_agent(1, 0, std::move(b));
+  return f;
+}
+
+TEST(AgentRoutes, RoutingToARampWhoseAgentDoesNotTakeTheColorIsRejected) {
+  auto f = two_pe_line(false);
+  const std::string msg = finalize_error(*f);
   EXPECT_TRUE(contains(msg, "wafer.pe_1_0 routes color 3 to its ramp")) << msg;
 }
 
 TEST(AgentRoutes, ConsistentAgentAndRoutesRun) {
-  Fabric f(small_config(2, 1));
-  f.set_route(0, 0, 3, ColorRoute::simple(port_bit(kRamp), port_bit(kEast)));
-  f.set_route(1, 0, 3, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
-  auto a = std::make_unique<TrafficAgent>(0, TrafficAgentOptions{});
-  a->add_flow({3, 1.0, 5, 0});
-  f.attach_agent(0, 0, std::move(a));
-  auto b = std::make_unique<TrafficAgent>(1, TrafficAgentOptions{});
-  b->add_receive(3);
-  f.attach_agent(1, 0, std::move(b));
-  EXPECT_EQ(finalize_error(f), "");
-  ASSERT_TRUE(test::run_until_idle(f, 1000));
-  EXPECT_EQ(f.agent(1, 0)->consumed(), 5u);
+  auto f = two_pe_line(true);
+  EXPECT_EQ(finalize_error(*f), "");
+  ASSERT_TRUE(test::run_until_idle(*f, 1000));
+  EXPECT_EQ(f->agent(1, 0)->consumed(), 5u);
 }
 
 // Programs a route file into a fresh fabric; returns the ConfigError message or "".
