@@ -440,6 +440,38 @@ TEST(Cli, SmallRunWritesStatsCsvAndConfig) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/summary.txt"));
 }
 
+// Bad routes from the command line: a route file whose route leaves the fabric is a usage error
+// (exit 2) naming the PE; a ring that fills up is a deadlock (exit 3) naming the stuck PEs.
+TEST(Cli, RouteLeavingTheFabricExitsWithUsageError) {
+  const std::string dir = test::test_tmp_dir();
+  test::write_text(dir + "/edge.routes", "route 1 0 4 R N\nflow 1 0 4\n");
+  std::ostringstream out, err;
+  const int rc = run_fabric_command({"--fabric.width", "4", "--fabric.height", "4", "--traffic.pattern", "file",
+                                     "--traffic.routes", dir + "/edge.routes", "--stats.out", dir + "/out"},
+                                    out, err);
+  EXPECT_EQ(rc, kExitUsage);
+  EXPECT_NE(err.str().find("route leaves the fabric edge: wafer.pe_1_0 color 4 port N"), std::string::npos)
+      << err.str();
+}
+
+TEST(Cli, RouteLoopExitsWithDeadlock) {
+  if (!claim_systemc()) GTEST_SKIP() << "SystemC already ran in this process; run under ctest";
+  const std::string dir = test::test_tmp_dir();
+  test::write_text(dir + "/ring.routes",
+                   "route 0 0 2 S+R E\nroute 1 0 2 W S\nroute 1 1 2 N W\nroute 0 1 2 E N\nflow 0 0 2 1.0\n");
+  std::ostringstream out, err;
+  const int rc = run_fabric_command({"--fabric.width", "2", "--fabric.height", "2", "--traffic.pattern", "file",
+                                     "--traffic.routes", dir + "/ring.routes", "--sim.watchdog_cycles", "100",
+                                     "--stats.out", dir + "/out"},
+                                    out, err);
+  EXPECT_EQ(rc, kExitDeadlock);
+  for (const char* pe : {"wafer.pe_0_0", "wafer.pe_1_0", "wafer.pe_1_1", "wafer.pe_0_1"}) {
+    EXPECT_NE(err.str().find(pe), std::string::npos) << pe << " not named:\n" << err.str();
+  }
+  EXPECT_NE(err.str().find("color 2"), std::string::npos) << err.str();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/out/stats.json")) << "stats of a stopped run are still written";
+}
+
 TEST(Cli, VcdTraceOfARegion) {
   if (!claim_systemc()) GTEST_SKIP() << "SystemC already ran in this process; run under ctest";
   const std::string dir = test::test_tmp_dir();
