@@ -36,7 +36,6 @@ class Fifo {
     if (++m_head == m_depth) m_head = 0;
     --m_count;
   }
-  void rebind(FifoEntry* slots) { m_slots = slots; }
 
  private:
   FifoEntry* m_slots = nullptr;

@@ -74,8 +74,6 @@ class Router {
     if (ch) m_has_chan = true;
   }
   void set_agent(PeAgent* agent) { m_agent = agent; }
-  Router* neighbour(int port) const { return m_nbr[port]; }
-  EdgeChannel* channel(int port) const { return m_chan[port]; }
   PeAgent* agent() const { return m_agent; }
   void allocate_buffers();  // once routes are final
   bool accepts(int port, int color) const;  // some switch position takes `color` from `port`

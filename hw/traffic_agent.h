@@ -53,7 +53,6 @@ class TrafficAgent : public PeAgent {
 
   void add_flow(const TrafficFlow& f);
   void add_receive(int color);
-  bool receives(int color) const { return m_queue_of[color] >= 0; }
 
   uint64_t sent() const { return m_sent; }
   const std::vector<Arrival>& log() const { return m_log; }
