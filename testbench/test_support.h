@@ -23,6 +23,10 @@
 
 namespace wafersim::test {
 
+// Port masks, as routes are written: ColorRoute::simple(W | R, E).
+constexpr uint8_t N = port_bit(kNorth), S = port_bit(kSouth), E = port_bit(kEast), W = port_bit(kWest),
+                  R = port_bit(kRamp);
+
 // A small fabric with the default router/IO figures.
 inline HwConfig small_config(int width, int height) {
   HwConfig c;

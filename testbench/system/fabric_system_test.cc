@@ -23,8 +23,11 @@ namespace {
 
 using test::pe_id;
 
-constexpr uint8_t N = port_bit(kNorth), S = port_bit(kSouth), E = port_bit(kEast), W = port_bit(kWest),
-                  R = port_bit(kRamp);
+using test::E;
+using test::N;
+using test::R;
+using test::S;
+using test::W;
 
 // ---------------------------------------------------------------------------------------------
 // Random backpressure on every endpoint: receivers take an arrival with probability 0.4 per

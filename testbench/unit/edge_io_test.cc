@@ -17,10 +17,6 @@ namespace {
 
 using namespace test;  // NOLINT: the shared helpers read as plain words here
 
-constexpr uint8_t N = port_bit(kNorth), S = port_bit(kSouth), E = port_bit(kEast), W = port_bit(kWest),
-                  R = port_bit(kRamp);
-
-
 // ---------------------------------------------------------------------------------------------
 // Edge channels. Row 3 of the 8 x 8 fabric carries color 2 from the West channel straight to the
 // East channel; nobody drains the East side at first.

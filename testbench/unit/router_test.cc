@@ -18,10 +18,6 @@ namespace {
 
 using namespace test;  // NOLINT: the shared helpers read as plain words here
 
-constexpr uint8_t N = port_bit(kNorth), S = port_bit(kSouth), E = port_bit(kEast), W = port_bit(kWest),
-                  R = port_bit(kRamp);
-
-
 // ---------------------------------------------------------------------------------------------
 // Route validation. An 8 x 8 fabric has one I/O channel per edge, on row (8-1)/2 = 3.
 
