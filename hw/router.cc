@@ -1,5 +1,7 @@
 #include "hw/router.h"
 
+#include <cstring>
+
 #include "hw/edge_io.h"
 
 namespace wafersim {
@@ -81,9 +83,8 @@ int Router::buffered(int port, int color) const {
 }
 
 bool Router::sent_this_cycle(int port, uint64_t now, Wavelet* w) const {
-  const Outbox& ob = m_box[now & 1];
-  if (ob.sent_stamp != now + 1 || !(ob.sent_ports & port_bit(port))) return false;
-  *w = ob.out[port];
+  if (m_sent_stamp != now + 1 || !(m_sent_ports & port_bit(port))) return false;
+  *w = m_out[port];
   return true;
 }
 
@@ -168,47 +169,48 @@ __attribute__((always_inline)) inline void Router::push(int port, int color, uin
 }
 
 // Removes the head of buffer fi; a buffer fed by a neighbour returns that neighbour a credit
-// through this cycle's outbox.
-__attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, Outbox& ob, bool* popped_any) {
+// through its mailbox of this cycle's parity.
+__attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now) {
   FifoMeta& f = m_fifo[fi];
   if (++f.head == m_depth) f.head = 0;
   --f.count;
   --m_occupancy;
   m_full_in[f.port] &= ~(1u << f.color);
   if (!f.count) m_col[f.color].nonempty &= static_cast<uint8_t>(~port_bit(f.port));
-  if (f.port < kNumLinkPorts && m_nbr[f.port]) {
-    if (!*popped_any) {
-      *popped_any = true;
-      ob.pop_stamp = now + 1;
-      ob.popped[0] = ob.popped[1] = ob.popped[2] = ob.popped[3] = 0;
-    }
-    ob.popped[f.port] |= 1u << f.color;
+  if (f.port < kNumLinkPorts) {
+    if (Router* n = m_nbr[f.port]) n->m_cred[now & 1][opposite(f.port)] |= 1u << f.color;
   }
 }
 
 void Router::step(uint64_t now, ThreadCtx& tc) {
   const RouterConfig& cfg = *m_cfg;
-  Outbox& ob = m_box[now & 1];
+  const int prev = static_cast<int>((now + 1) & 1);  // parity of the previous cycle
   const uint32_t ramp_full = m_full_in[kRamp];  // start-of-cycle credit of the local injectors
   const uint32_t east_full = m_full_in[kEast], west_full = m_full_in[kWest];
 
   // 1. What the neighbours sent and the credits they returned in the previous cycle.
-  for (uint32_t m = m_rx_links | m_tx_links; m; m &= m - 1) {
-    const int p = ctz(m);
-    const Router* n = m_nbr[p];
-    if (!n) continue;
-    const Outbox& nb = n->m_box[(now + 1) & 1];
-    const int from = opposite(p);
-    if (nb.sent_stamp == now && (nb.sent_ports & port_bit(from)) && (m_rx_links & port_bit(p))) {
-      const Wavelet& w = nb.out[from];
-      push(p, w.color, w.payload, w.ctrl, now - 1 + static_cast<uint64_t>(cfg.hop_latency), now);
+  uint32_t arrived;
+  std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
+  if (arrived) {
+    std::memset(m_arr_valid[prev], 0, sizeof arrived);
+    const uint64_t ready_at = now - 1 + static_cast<uint64_t>(cfg.hop_latency);
+    for (int p = 0; p < kNumLinkPorts; ++p) {
+      if (!((arrived >> (8 * p)) & 0xff)) continue;
+      const Arrival& a = m_arr[prev][p];
+      push(p, a.color, a.payload, a.ctrl != 0, ready_at, now);
     }
-    if (nb.pop_stamp == now) {
-      if (const uint32_t back = nb.popped[from]) {
-        m_blocked[p] &= ~back;
-        for (uint32_t b = back; b; b &= b - 1) ++m_credit[p][ctz(b)];
-        m_outstanding -= static_cast<uint32_t>(__builtin_popcount(back));
-      }
+  }
+  uint64_t cred_lo, cred_hi;
+  std::memcpy(&cred_lo, &m_cred[prev][0], 8);
+  std::memcpy(&cred_hi, &m_cred[prev][2], 8);
+  if (cred_lo | cred_hi) {
+    for (int p = 0; p < kNumLinkPorts; ++p) {
+      const uint32_t back = m_cred[prev][p];
+      if (!back) continue;
+      m_cred[prev][p] = 0;
+      m_blocked[p] &= ~back;
+      for (uint32_t b = back; b; b &= b - 1) ++m_credit[p][ctz(b)];
+      m_outstanding -= static_cast<uint32_t>(__builtin_popcount(back));
     }
   }
 
@@ -218,7 +220,7 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
   // 3. Every output link carries at most one wavelet; its arbiter serves colors round-robin.
   uint32_t wanting = 0, sent = 0;
   uint8_t sent_ports = 0;
-  bool popped_any = false, any_next_want = false;
+  bool any_next_want = false;
   uint32_t next_want[kNumPorts] = {};
   for (int p = 0; p < kNumPorts; ++p) {
     const uint32_t want = m_want[p];
@@ -237,13 +239,16 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
     const int fi = fifo_index(cs.cur_in, c);
     const Slot& head = m_slots[m_fifo[fi].base + m_fifo[fi].head];
     const Wavelet w{head.payload, static_cast<uint8_t>(c), (head.meta & 1u) != 0};
-    ob.out[p] = w;
+    m_out[p] = w;
     sent_ports |= port_bit(p);
     m_want[p] &= ~bit;
     sent |= bit;
     ++s_forwarded[p];
     ++tc.color[c].forwarded;
     if (n) {
+      const int q = opposite(p);
+      n->m_arr[now & 1][q] = Arrival{w.payload, w.color, static_cast<uint8_t>(w.ctrl)};
+      n->m_arr_valid[now & 1][q] = 1;
       if (--m_credit[p][c] == 0) m_blocked[p] |= bit;
       ++m_outstanding;
       ++tc.pushed;  // in flight from here (on the link, then in n's buffer)
@@ -262,7 +267,7 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
       // cur_in stays as the round-robin reference; pending == 0 marks the color idle. A push
       // re-arms head selection, so only arm it here if more is already buffered.
       const bool more = m_fifo[fi].count > 1 || (cs.nonempty & ~port_bit(cs.cur_in));
-      pop(fi, now, ob, &popped_any);
+      pop(fi, now);
       ++tc.popped;
       if (w.ctrl && m_route[c].npos > 1) {
         const ColorRoute& r = m_route[c];
@@ -288,8 +293,8 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
     for (int p = 0; p < kNumPorts; ++p) m_want[p] |= next_want[p];
   }
   if (sent_ports) {
-    ob.sent_stamp = now + 1;
-    ob.sent_ports = sent_ports;
+    m_sent_stamp = now + 1;
+    m_sent_ports = sent_ports;
     tc.moves += static_cast<uint64_t>(__builtin_popcount(sent_ports));
   }
   if (const uint32_t stalled = wanting & ~sent) tc.color_stall.add(stalled);

@@ -79,10 +79,10 @@ class Router {
   bool accepts(int port, int color) const;  // some switch position takes `color` from `port`
 
   // One cycle, in a single visit: take in what the neighbours sent and the credits they
-  // returned in the previous cycle (from their outboxes of that cycle's parity), choose heads,
-  // arbitrate every output, and publish this cycle's sends and pops in the other outbox. A
-  // router reads nothing of its neighbours that they write in the same cycle, so any visiting
-  // order and thread split give the same result.
+  // returned in the previous cycle (left in this router's mailboxes of that cycle's parity),
+  // choose heads, arbitrate every output, and post this cycle's sends and freed slots in the
+  // neighbours' mailboxes of this cycle's parity. A router reads nothing that is written in the
+  // same cycle, so any visiting order and thread split give the same result.
   void step(uint64_t now, ThreadCtx& tc);
   bool has_work() const;
 
@@ -130,18 +130,9 @@ class Router {
     uint32_t meta;
   };
 
-  // --- read by neighbours, one outbox per cycle parity: what left on each port and which
-  // colors' buffers popped a wavelet (per input link port), stamped with cycle + 1 ---
-  struct Outbox {
-    uint64_t sent_stamp = ~uint64_t(0);  // never matches: readers compare with their cycle
-    uint64_t pop_stamp = ~uint64_t(0);
-    uint8_t sent_ports = 0;
-    Wavelet out[kNumPorts];
-    uint32_t popped[kNumLinkPorts] = {};
-  };
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
-  void pop(int fi, uint64_t now, Outbox& ob, bool* popped_any);
+  void pop(int fi, uint64_t now);
   int fifo_index(int port, int color) const {
     const ColorState& cs = m_col[color];
     return cs.fifo_base + __builtin_popcount(cs.rx_any & (port_bit(port) - 1u));
@@ -151,7 +142,23 @@ class Router {
   }
   void push(int port, int color, uint32_t payload, bool ctrl, uint64_t ready_at, uint64_t now);
 
-  Outbox m_box[2];
+  // --- written by neighbours: per cycle parity and input link port, the wavelet the neighbour on
+  // that port sent and the colors whose buffer there freed a slot. Each word has one writer (the
+  // neighbour on that port, during cycle t into parity t & 1) and one reader (this router, during
+  // cycle t + 1), so any visiting order and thread split give the same result. ---
+  struct Arrival {
+    uint32_t payload;
+    uint8_t color;
+    uint8_t ctrl;
+  };
+  Arrival m_arr[2][kNumLinkPorts] = {};
+  uint8_t m_arr_valid[2][kNumLinkPorts] = {};
+  uint32_t m_cred[2][kNumLinkPorts] = {};
+
+  // What left on each port in the last cycle stepped (for traces).
+  uint64_t m_sent_stamp = ~uint64_t(0);  // cycle + 1; never matches before the first send
+  uint8_t m_sent_ports = 0;
+  Wavelet m_out[kNumPorts];
 
   // --- own state ---
   uint32_t m_needs_head = 0;  // colors without a head in service that may have one waiting
