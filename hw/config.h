@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace wafersim {
 
@@ -38,6 +39,31 @@ struct IoConfig {
   void validate() const;
 };
 
+// The PE's compute engine (hw/pe_core.h). Defaults: WSE-2 figures of docs/core.md.
+struct CoreConfig {
+  int sram_kb = 48;            // code and data share it
+  int sram_banks = 8;          // consecutive 16-bit words in consecutive banks
+  int read_ports = 2;          // SRAM vector reads per cycle
+  int write_ports = 1;         // SRAM vector writes per cycle
+  int vector_bits = 64;        // one SRAM port access (SIMD vector)
+  int dsd_regs = 44;
+  int microthreads = 8;
+  int decode_latency = 3;      // cycles from fetch (task start, taken branch) to execute
+  // Elements per cycle of the vector datapath.
+  int fmac_fp32 = 1;
+  int fmac_16 = 4;             // fp16, cb16, bf16
+  int fmac_mixed = 2;          // 16-bit sources, fp32 accumulator
+  int add_fp32 = 2;            // add, sub, mul, max, mov and the like
+  int add_16 = 4;
+  int special = 1;             // exp, reciprocal (not published: grade U)
+  std::string inq_depths = "6,6,4,4,2,2,2,2";  // words per input queue (ramp -> core)
+  std::string outq_depths = "2,2,6,6,2,2";     // words per output queue (core -> ramp)
+  int cb16_bias = 31;
+  void validate() const;
+  std::vector<int> inq() const;   // parsed inq_depths
+  std::vector<int> outq() const;
+};
+
 enum class VisitOrder { kForward, kReverse, kShuffle };
 
 struct SimConfig {
@@ -54,6 +80,7 @@ struct HwConfig {
   FabricConfig fabric;
   RouterConfig router;
   IoConfig io;
+  CoreConfig core;
   SimConfig sim;
   void validate() const;
 };

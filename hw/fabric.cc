@@ -74,6 +74,7 @@ void Fabric::attach_agent(int x, int y, std::unique_ptr<PeAgent> agent) {
   Router& r = ensure_router(x, y);
   if (r.agent()) throw ConfigError(pe_name(x, y) + " already has an agent");
   r.set_agent(agent.get());
+  agent->m_fault_flag = &m_fault_flag;
   m_agents.push_back(std::move(agent));
 }
 
@@ -271,6 +272,7 @@ void Fabric::end_cycle(uint64_t now) {
     popped += tc.popped;
   }
   m_cycle = now + 1;
+  if (m_fault_flag.load(std::memory_order_relaxed)) throw PeFaultError(describe_faults());
   if (m_cfg.sim.watchdog_cycles == 0) return;
   if (moves == 0 && pushed != popped) {
     if (++m_idle_cycles >= m_cfg.sim.watchdog_cycles) throw DeadlockError(describe_stuck());
@@ -300,6 +302,17 @@ std::string Fabric::describe_stuck() const {
     }
   }
   if (stuck.size() > kShow) os << "\n  ... and " << stuck.size() - kShow << " more PEs";
+  return os.str();
+}
+
+std::string Fabric::describe_faults() const {
+  std::ostringstream os;
+  int n = 0;
+  for (const auto& rp : m_routers) {
+    if (!rp || !rp->agent() || rp->agent()->fault().empty()) continue;
+    if (n++) os << "\n";
+    os << pe_name(rp->x(), rp->y()) << ": " << rp->agent()->fault();
+  }
   return os.str();
 }
 

@@ -1,7 +1,9 @@
 // The wafer's fabric: W x H routers driven cycle by cycle, plus the edge I/O channels.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,12 @@ namespace wafersim {
 
 // Thrown by the watchdog when wavelets are buffered but nothing moved for sim.watchdog_cycles.
 class DeadlockError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown at the end of a cycle in which an agent (a PE's core) reported a program error.
+class PeFaultError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -90,6 +98,7 @@ class Fabric {
   void validate_routes() const;
   void end_cycle(uint64_t now);
   std::string describe_stuck() const;
+  std::string describe_faults() const;  // "wafer.pe_X_Y: message" per faulted agent
   void step_phase(int t, uint64_t now);
   void merge_phase(int t, uint64_t now);
 
@@ -100,8 +109,9 @@ class Fabric {
   std::vector<std::unique_ptr<EdgeChannel>> m_channels[kNumLinkPorts];  // by side
   bool m_finalized = false;
   uint64_t m_cycle = 0;
-  uint64_t m_idle_cycles = 0;
-  uint64_t m_stats_from = 0;   // cycle the port/color counters last restarted  // consecutive cycles with wavelets buffered and nothing moving
+  uint64_t m_idle_cycles = 0;  // consecutive cycles with wavelets buffered and nothing moving
+  uint64_t m_stats_from = 0;   // cycle the port/color counters last restarted
+  std::atomic<bool> m_fault_flag{false};  // some agent reported a fault this cycle
   std::vector<ThreadCtx> m_ctx;
   std::unique_ptr<WorkerPool> m_pool;
   std::function<void(int)> m_cycle_job;

@@ -3,7 +3,9 @@
 // its own state and needs no locking, whatever the thread count.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "hw/wavelet.h"
 
@@ -36,6 +38,22 @@ class PeAgent {
 
   // Wavelets consumed so far (drained from the agent's receive side).
   virtual uint64_t consumed() const = 0;
+
+  // A program error the agent hit (empty when none): the fabric stops the run at the end of the
+  // cycle in which any agent reported one.
+  const std::string& fault() const { return m_fault; }
+
+ protected:
+  void report_fault(std::string msg) {
+    if (!m_fault.empty()) return;
+    m_fault = std::move(msg);
+    if (m_fault_flag) m_fault_flag->store(true, std::memory_order_relaxed);
+  }
+
+ private:
+  friend class Fabric;
+  std::atomic<bool>* m_fault_flag = nullptr;  // the fabric's, set when attached
+  std::string m_fault;
 };
 
 }  // namespace wafersim

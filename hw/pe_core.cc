@@ -1,0 +1,650 @@
+#include "hw/pe_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hw/number_format.h"
+
+namespace wafersim {
+namespace {
+
+enum : uint8_t { kNoDsd = 0, kMemDsd = 1, kFinDsd = 2, kFoutDsd = 3 };
+
+int elem_bytes(NumFormat f) { return f == NumFormat::kF32 ? 4 : 2; }
+bool is16(NumFormat f) { return f != NumFormat::kF32; }
+
+float bits_to_float(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint32_t float_to_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// Source operands of each vector op, as indices into Instr::reg (destination is reg[0]).
+struct VecShape {
+  int nsrc;       // descriptor sources
+  bool dst_src;   // the destination is also read (vaxpy)
+  bool scalar;    // reg[2] (vaxpy, vmuls) or reg[1] (vfill) is a GPR holding an fp32
+  bool alu;       // needs the arithmetic datapath (moves and fills do not)
+};
+
+// Sources in the destination format: vfmac's accumulator, vaxpy's destination (read back).
+NumFormat src_format(const Instr& in, int k) {
+  return (in.op == Op::kVfmac && k == 2) || (in.op == Op::kVaxpy && k == 1) ? in.fmt2 : in.fmt;
+}
+
+VecShape shape(Op op) {
+  switch (op) {
+    case Op::kVmov: return {1, false, false, false};
+    case Op::kVadd: case Op::kVsub: case Op::kVmul: case Op::kVmax: case Op::kVdrelu: case Op::kVcmpgt:
+      return {2, false, false, true};
+    case Op::kVfmac: case Op::kVsel: return {3, false, false, true};
+    case Op::kVaxpy: return {1, true, true, true};
+    case Op::kVmuls: return {1, false, true, true};
+    case Op::kVfill: return {0, false, true, false};
+    case Op::kVrelu: case Op::kVexp: case Op::kVrecip: case Op::kVcvt: return {1, false, false, true};
+    case Op::kVsum: return {1, false, false, true};
+    default: return {0, false, false, false};
+  }
+}
+
+}  // namespace
+
+PeCore::PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std::string name)
+    : m_cfg(cfg), m_pe(pe_id), m_name(std::move(name)), m_sram_bytes(static_cast<uint32_t>(cfg.sram_kb) * 1024) {
+  std::fill(std::begin(m_task_of_color), std::end(m_task_of_color), -1);
+  std::fill(std::begin(m_queue_of_color), std::end(m_queue_of_color), -1);
+  std::fill(std::begin(m_outq_of_color), std::end(m_outq_of_color), -1);
+  std::fill(std::begin(m_color_of_task), std::end(m_color_of_task), -1);
+  const uint32_t end = image.end_address();
+  if (end > m_sram_bytes) {
+    throw ConfigError(m_name + ": program needs " + std::to_string(end) + " bytes of SRAM, the core has " +
+                      std::to_string(m_sram_bytes) + " (core.sram_kb = " + std::to_string(cfg.sram_kb) + ")");
+  }
+  m_sram = std::make_unique<uint8_t[]>(m_sram_bytes);  // zeroed
+  m_code.reserve(image.code.size());
+  for (size_t i = 0; i < image.code.size(); ++i) {
+    std::memcpy(&m_sram[i * kInstrBytes], &image.code[i], kInstrBytes);
+    m_code.push_back(decode(image.code[i]));
+  }
+  m_code_bytes = image.code_bytes();
+  for (const DataBlock& b : image.data) {
+    std::memcpy(&m_sram[b.addr], b.bytes.data(), b.bytes.size());
+  }
+  m_dsd.resize(static_cast<size_t>(cfg.dsd_regs));
+  const std::vector<int> inq = cfg.inq(), outq = cfg.outq();
+  for (int q = 0; q < kNumInputQueues; ++q) {
+    Queue& Q = m_inq[q];
+    Q.depth = static_cast<uint32_t>(inq[static_cast<size_t>(q)]);
+    Q.slot.assign(Q.depth, 0);
+    Q.ready.assign(Q.depth, 0);
+    Q.color = image.inq_color[q];
+    if (Q.color >= 0) {
+      m_queue_of_color[Q.color] = static_cast<int8_t>(q);
+      m_receive_colors |= 1u << Q.color;
+      m_full &= ~(1u << Q.color);
+    }
+  }
+  for (int q = 0; q < kNumOutputQueues; ++q) {
+    Queue& Q = m_outq[q];
+    Q.depth = static_cast<uint32_t>(outq[static_cast<size_t>(q)]);
+    Q.slot.assign(Q.depth, 0);
+    Q.color = image.outq_color[q];
+    if (Q.color >= 0) {
+      m_outq_of_color[Q.color] = static_cast<int8_t>(q);
+      m_send_colors |= 1u << Q.color;
+    }
+  }
+  for (const TaskDecl& t : image.tasks) {
+    const uint64_t bit = uint64_t{1} << t.id;
+    m_declared |= bit;
+    m_entry[t.id] = t.entry;
+    if (t.active) m_activated |= bit;
+    if (t.blocked) m_blocked |= bit;
+    if (t.color >= 0) {
+      if (m_queue_of_color[t.color] < 0) {
+        throw ConfigError(m_name + ": data task " + std::to_string(t.id) + " is bound to color " +
+                          std::to_string(t.color) + ", which has no input queue");
+      }
+      m_data_task |= bit;
+      m_task_of_color[t.color] = static_cast<int8_t>(t.id);
+      m_color_of_task[t.id] = static_cast<int8_t>(t.color);
+    }
+  }
+  // Descriptor and microthread operands beyond this core's counts are rejected up front.
+  for (size_t i = 0; i < m_code.size(); ++i) {
+    const Instr& in = m_code[i];
+    const OpInfo& info = op_info(in.op);
+    int r = 0;
+    for (const char* s = info.signature; *s; ++s) {
+      if (*s == ',') continue;
+      if (std::strchr("rdctm", *s)) {
+        if (*s == 'd' && in.reg[r] >= cfg.dsd_regs) {
+          throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") uses d" +
+                            std::to_string(in.reg[r]) + "; the core has " + std::to_string(cfg.dsd_regs) +
+                            " descriptor registers (core.dsd_regs)");
+        }
+        ++r;
+      }
+    }
+    if (info.vector && in.async && in.ut >= cfg.microthreads) {
+      throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") uses microthread " +
+                        std::to_string(in.ut) + "; the core has " + std::to_string(cfg.microthreads) +
+                        " (core.microthreads)");
+    }
+    if ((in.op == Op::kActivate || in.op == Op::kBlock || in.op == Op::kUnblock) &&
+        !((m_declared >> in.reg[0]) & 1)) {
+      throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) +
+                        ") names task " + std::to_string(in.reg[0]) + ", which is not declared");
+    }
+    if ((in.op == Op::kDfin && m_queue_of_color[in.reg[1] & 31] < 0) ||
+        (in.op == Op::kDfout && m_outq_of_color[in.reg[1] & 31] < 0)) {
+      throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") uses color " +
+                        std::to_string(in.reg[1]) + ", which has no " +
+                        (in.op == Op::kDfin ? "input" : "output") + " queue (.inq/.outq)");
+    }
+  }
+  for (const TaskDecl& t : image.tasks) {
+    if (t.entry >= m_code.size()) {
+      throw ConfigError(m_name + ": task " + std::to_string(t.id) + " starts past the end of the code");
+    }
+  }
+}
+
+PeCore::~PeCore() = default;
+
+void PeCore::fault(uint64_t now, const std::string& msg) {
+  std::string where = "cycle " + std::to_string(now);
+  if (m_task >= 0) where += ", task " + std::to_string(m_task) + ", pc " + std::to_string(m_pc);
+  report_fault(msg + " (" + where + ")");
+  m_halted = true;
+  m_task = -1;
+  m_main_op.active = false;
+  m_ut_busy = 0;
+}
+
+void PeCore::write_bytes(uint32_t addr, const void* src, uint32_t n) {
+  if (static_cast<uint64_t>(addr) + n > m_sram_bytes) {
+    throw ConfigError(m_name + ": host write of " + std::to_string(n) + " bytes at " + std::to_string(addr) +
+                      " leaves SRAM (" + std::to_string(m_sram_bytes) + " bytes)");
+  }
+  std::memcpy(&m_sram[addr], src, n);
+}
+
+void PeCore::read_bytes(uint32_t addr, void* dst, uint32_t n) const {
+  if (static_cast<uint64_t>(addr) + n > m_sram_bytes) {
+    throw ConfigError(m_name + ": host read of " + std::to_string(n) + " bytes at " + std::to_string(addr) +
+                      " leaves SRAM (" + std::to_string(m_sram_bytes) + " bytes)");
+  }
+  std::memcpy(dst, &m_sram[addr], n);
+}
+
+int PeCore::input_queue_count(int q) const { return static_cast<int>(m_inq[q].count); }
+int PeCore::output_queue_count(int q) const { return static_cast<int>(m_outq[q].count); }
+
+uint32_t PeCore::full_colors() const { return m_full; }
+
+void PeCore::deliver(const Wavelet& w, uint64_t ready) {
+  // The router only delivers colors outside full_colors(), so the queue has room.
+  Queue& q = m_inq[m_queue_of_color[w.color]];
+  uint32_t tail = q.head + q.count;
+  if (tail >= q.depth) tail -= q.depth;
+  q.slot[tail] = w.payload;
+  q.ready[tail] = ready;
+  if (++q.count == q.depth) m_full |= 1u << w.color;
+}
+
+bool PeCore::task_ready(int t) const {
+  const uint64_t bit = uint64_t{1} << t;
+  if (!(m_declared & bit) || (m_blocked & bit)) return false;
+  if (m_data_task & bit) return false;  // handled by the caller with the queue state
+  return (m_activated & bit) != 0;
+}
+
+bool PeCore::has_work() const {
+  for (const Queue& q : m_outq) {
+    if (q.count) return true;
+  }
+  if (m_ut_busy) return true;
+  if (m_halted) return false;
+  if (m_task >= 0 || m_main_op.active) return true;
+  if (m_activated & m_declared & ~m_blocked & ~m_data_task) return true;
+  for (uint64_t m = m_data_task & ~m_blocked; m; m &= m - 1) {
+    const int t = __builtin_ctzll(m);
+    if (m_inq[m_queue_of_color[m_color_of_task[t]]].count) return true;
+  }
+  return false;
+}
+
+// Lowest task ID first among activated, unblocked tasks (a data task is activated while a
+// wavelet waits in its queue). A data task takes that wavelet: its payload arrives in r15.
+bool PeCore::pick_task(uint64_t now) {
+  uint64_t cand = m_activated & m_declared & ~m_blocked & ~m_data_task;
+  for (uint64_t m = m_data_task & ~m_blocked; m; m &= m - 1) {
+    const int t = __builtin_ctzll(m);
+    const Queue& q = m_inq[m_queue_of_color[m_color_of_task[t]]];
+    if (q.count && q.ready[q.head] <= now) cand |= uint64_t{1} << t;
+  }
+  if (!cand) return false;
+  const int t = __builtin_ctzll(cand);
+  const uint64_t bit = uint64_t{1} << t;
+  if (m_data_task & bit) {
+    Queue& q = m_inq[m_queue_of_color[m_color_of_task[t]]];
+    m_gpr[15] = q.slot[q.head];
+    if (++q.head == q.depth) q.head = 0;
+    if (q.count-- == q.depth) m_full &= ~(1u << q.color);
+    ++m_consumed;
+  } else {
+    m_activated &= ~bit;
+  }
+  m_task = t;
+  m_pc = m_entry[t];
+  m_next_exec = now + static_cast<uint64_t>(m_cfg.decode_latency);
+  ++m_stats.tasks_started;
+  return true;
+}
+
+uint32_t PeCore::mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok) {
+  if (addr % static_cast<uint32_t>(bytes) || static_cast<uint64_t>(addr) + static_cast<uint32_t>(bytes) > m_sram_bytes) {
+    fault(now, "load of " + std::to_string(bytes) + " bytes at address " + std::to_string(addr) +
+                   (addr % static_cast<uint32_t>(bytes) ? " is misaligned" : " is outside SRAM"));
+    *ok = false;
+    return 0;
+  }
+  uint32_t v = 0;
+  std::memcpy(&v, &m_sram[addr], static_cast<size_t>(bytes));
+  *ok = true;
+  return v;
+}
+
+bool PeCore::mem_store(uint64_t now, uint32_t addr, int bytes, uint32_t v) {
+  if (addr % static_cast<uint32_t>(bytes) || static_cast<uint64_t>(addr) + static_cast<uint32_t>(bytes) > m_sram_bytes ||
+      addr < m_code_bytes) {
+    fault(now, "store of " + std::to_string(bytes) + " bytes at address " + std::to_string(addr) +
+                   (addr < m_code_bytes ? " would overwrite code" :
+                    addr % static_cast<uint32_t>(bytes) ? " is misaligned" : " is outside SRAM"));
+    return false;
+  }
+  std::memcpy(&m_sram[addr], &v, static_cast<size_t>(bytes));
+  return true;
+}
+
+uint32_t PeCore::elem_addr(const Dsd& d, uint32_t i, int bytes) const {
+  return d.base + static_cast<uint32_t>(static_cast<int64_t>(i) * d.stride * bytes);
+}
+
+bool PeCore::mem_range_ok(const Dsd& d, uint32_t from, uint32_t n, int bytes) const {
+  if (n == 0) return true;
+  const int64_t a = static_cast<int64_t>(d.base) + static_cast<int64_t>(from) * d.stride * bytes;
+  const int64_t b = a + static_cast<int64_t>(n - 1) * d.stride * bytes;
+  const int64_t lo = std::min(a, b), hi = std::max(a, b) + bytes;
+  return lo >= 0 && hi <= m_sram_bytes && d.base % static_cast<uint32_t>(bytes) == 0;
+}
+
+// Executes the main thread's next scalar instruction, or starts its vector op. Returns false
+// when it could not (a stall).
+bool PeCore::exec_scalar(uint64_t now, Resources& res) {
+  if (m_pc >= m_code.size()) {
+    fault(now, "ran past the end of the code");
+    return false;
+  }
+  const Instr& in = m_code[m_pc];
+  const OpInfo& info = op_info(in.op);
+  uint32_t* r = m_gpr;
+  const uint8_t* g = in.reg;
+  uint32_t next = m_pc + 1;
+  uint64_t when = now + 1;
+  auto branch = [&](bool taken) {
+    if (taken) {
+      next = static_cast<uint32_t>(in.imm);
+      when = now + static_cast<uint64_t>(m_cfg.decode_latency);
+    }
+  };
+  if (info.vector) {
+    if (in.async) {
+      if ((m_ut_busy >> in.ut) & 1) return false;  // microthread still busy: wait
+      VecOp& op = m_ut[in.ut];
+      if (!start_vector(now, in, op)) return false;
+      m_ut_busy |= 1u << in.ut;
+    } else {
+      if (!start_vector(now, in, m_main_op)) return false;
+      ++m_stats.instructions;
+      m_pc = next;
+      step_vector(now, m_main_op, res);  // its first step is in this cycle
+      if (!m_main_op.active) complete_main();
+      return true;
+    }
+    ++m_stats.instructions;
+    m_pc = next;
+    m_next_exec = when;
+    return true;
+  }
+  switch (in.op) {
+    case Op::kNop: break;
+    case Op::kLi: case Op::kLif: r[g[0]] = static_cast<uint32_t>(in.imm); break;
+    case Op::kMov: r[g[0]] = r[g[1]]; break;
+    case Op::kAdd: r[g[0]] = r[g[1]] + r[g[2]]; break;
+    case Op::kSub: r[g[0]] = r[g[1]] - r[g[2]]; break;
+    case Op::kMul: r[g[0]] = r[g[1]] * r[g[2]]; break;
+    case Op::kAnd: r[g[0]] = r[g[1]] & r[g[2]]; break;
+    case Op::kOr: r[g[0]] = r[g[1]] | r[g[2]]; break;
+    case Op::kXor: r[g[0]] = r[g[1]] ^ r[g[2]]; break;
+    case Op::kShl: r[g[0]] = r[g[1]] << (r[g[2]] & 31); break;
+    case Op::kShr: r[g[0]] = r[g[1]] >> (r[g[2]] & 31); break;
+    case Op::kSra: r[g[0]] = static_cast<uint32_t>(static_cast<int32_t>(r[g[1]]) >> (r[g[2]] & 31)); break;
+    case Op::kSlt: r[g[0]] = static_cast<int32_t>(r[g[1]]) < static_cast<int32_t>(r[g[2]]); break;
+    case Op::kSltu: r[g[0]] = r[g[1]] < r[g[2]]; break;
+    case Op::kAddi: r[g[0]] = r[g[1]] + static_cast<uint32_t>(in.imm); break;
+    case Op::kFadd: r[g[0]] = float_to_bits(bits_to_float(r[g[1]]) + bits_to_float(r[g[2]])); break;
+    case Op::kFsub: r[g[0]] = float_to_bits(bits_to_float(r[g[1]]) - bits_to_float(r[g[2]])); break;
+    case Op::kFmul: r[g[0]] = float_to_bits(bits_to_float(r[g[1]]) * bits_to_float(r[g[2]])); break;
+    case Op::kLd16: case Op::kLd32: {
+      bool ok;
+      const uint32_t v = mem_load(now, r[g[1]] + static_cast<uint32_t>(in.imm), in.op == Op::kLd16 ? 2 : 4, &ok);
+      if (!ok) return false;
+      --res.reads;
+      r[g[0]] = v;
+      break;
+    }
+    case Op::kSt16: case Op::kSt32:
+      if (!mem_store(now, r[g[0]] + static_cast<uint32_t>(in.imm), in.op == Op::kSt16 ? 2 : 4, r[g[1]])) return false;
+      --res.writes;
+      break;
+    case Op::kBeq: branch(r[g[0]] == r[g[1]]); break;
+    case Op::kBne: branch(r[g[0]] != r[g[1]]); break;
+    case Op::kBlt: branch(static_cast<int32_t>(r[g[0]]) < static_cast<int32_t>(r[g[1]])); break;
+    case Op::kBge: branch(static_cast<int32_t>(r[g[0]]) >= static_cast<int32_t>(r[g[1]])); break;
+    case Op::kJmp: branch(true); break;
+    case Op::kActivate: m_activated |= uint64_t{1} << g[0]; break;
+    case Op::kBlock: m_blocked |= uint64_t{1} << g[0]; break;
+    case Op::kUnblock: m_blocked &= ~(uint64_t{1} << g[0]); break;
+    case Op::kExit:
+      ++m_stats.instructions;
+      m_task = -1;
+      m_next_exec = now + 1;
+      return true;
+    case Op::kHalt:
+      ++m_stats.instructions;
+      m_task = -1;
+      m_halted = true;
+      return true;
+    case Op::kDmem: m_dsd[g[0]] = Dsd{kMemDsd, 0, in.imm3, static_cast<uint32_t>(in.imm), static_cast<uint32_t>(in.imm2)}; break;
+    case Op::kDfin:
+      m_dsd[g[0]] = Dsd{kFinDsd, static_cast<uint8_t>(m_queue_of_color[g[1] & 31]), 0, 0, static_cast<uint32_t>(in.imm)};
+      break;
+    case Op::kDfout:
+      m_dsd[g[0]] = Dsd{kFoutDsd, static_cast<uint8_t>(m_outq_of_color[g[1] & 31]), 0, 0, static_cast<uint32_t>(in.imm)};
+      break;
+    case Op::kDlen: m_dsd[g[0]].len = r[g[1]]; break;
+    case Op::kDbase: m_dsd[g[0]].base = r[g[1]]; break;
+    case Op::kDaddb: m_dsd[g[0]].base += static_cast<uint32_t>(in.imm); break;
+    case Op::kDstride: m_dsd[g[0]].stride = static_cast<int32_t>(r[g[1]]); break;
+    default:
+      fault(now, std::string("cannot execute ") + info.mnemonic);
+      return false;
+  }
+  ++m_stats.instructions;
+  m_pc = next;
+  m_next_exec = when;
+  return true;
+}
+
+bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
+  const VecShape sh = shape(in.op);
+  op = VecOp{};
+  op.in = in;
+  op.nsrc = 0;
+  const bool sum = in.op == Op::kVsum;
+  if (!sum) op.dst = m_dsd[in.reg[0]];
+  for (int k = 0; k < sh.nsrc; ++k) op.src[op.nsrc++] = m_dsd[in.reg[sum ? 1 : 1 + k]];
+  if (sh.dst_src) op.src[op.nsrc++] = op.dst;
+  if (sh.scalar) op.scalar = bits_to_float(m_gpr[in.op == Op::kVfill ? in.reg[1] : in.reg[2]]);
+  op.total = sum ? op.src[0].len : op.dst.len;
+  const int dbytes = elem_bytes(in.fmt2);
+  auto src_bytes = [&](int k) { return elem_bytes(src_format(in, k)); };
+  for (int k = 0; k < op.nsrc; ++k) {
+    const Dsd& s = op.src[k];
+    if (s.kind == kNoDsd) {
+      fault(now, std::string(op_info(in.op).mnemonic) + ": source descriptor was never set");
+      return false;
+    }
+    if (s.kind == kFoutDsd) {
+      fault(now, std::string(op_info(in.op).mnemonic) + ": a fabric output descriptor cannot be a source");
+      return false;
+    }
+    if (s.kind == kMemDsd && (s.len < op.total || !mem_range_ok(s, 0, op.total, src_bytes(k)))) {
+      fault(now, std::string(op_info(in.op).mnemonic) + ": source descriptor (base " + std::to_string(s.base) +
+                     ", length " + std::to_string(s.len) + ", stride " + std::to_string(s.stride) +
+                     ") is shorter than the operation, misaligned or outside SRAM");
+      return false;
+    }
+  }
+  if (!sum) {
+    const Dsd& d = op.dst;
+    if (d.kind == kNoDsd || d.kind == kFinDsd) {
+      fault(now, std::string(op_info(in.op).mnemonic) + ": destination must be a memory or fabric output descriptor");
+      return false;
+    }
+    if (d.kind == kMemDsd) {
+      if (!mem_range_ok(d, 0, op.total, dbytes)) {
+        fault(now, std::string(op_info(in.op).mnemonic) + ": destination descriptor (base " + std::to_string(d.base) +
+                       ", length " + std::to_string(d.len) + ") is misaligned or outside SRAM");
+        return false;
+      }
+      const int64_t a = d.base, b = static_cast<int64_t>(elem_addr(d, op.total ? op.total - 1 : 0, dbytes));
+      if (op.total && std::min(a, b) < m_code_bytes) {
+        fault(now, std::string(op_info(in.op).mnemonic) + ": destination would overwrite code");
+        return false;
+      }
+    }
+  }
+  op.active = op.total > 0;
+  op.next_step = op.total > 0 ? now : now + 1;  // an empty op completes at once
+  return true;
+}
+
+int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
+  if (!op.active) return 0;
+  if (now < op.next_step) return 1;  // inside a multi-cycle step
+  const Instr& in = op.in;
+  const VecShape sh = shape(in.op);
+  const bool sum = in.op == Op::kVsum;
+  const int dbytes = elem_bytes(in.fmt2);
+  auto src_bytes = [&](int k) { return elem_bytes(src_format(in, k)); };
+  int rate;
+  switch (in.op) {
+    case Op::kVfmac: case Op::kVaxpy:
+      rate = !is16(in.fmt) && !is16(in.fmt2) ? m_cfg.fmac_fp32 : is16(in.fmt) && is16(in.fmt2) ? m_cfg.fmac_16 : m_cfg.fmac_mixed;
+      break;
+    case Op::kVexp: case Op::kVrecip: rate = m_cfg.special; break;
+    default: rate = is16(in.fmt) && is16(in.fmt2) ? m_cfg.add_16 : m_cfg.add_fp32;
+  }
+  uint32_t k = std::min<uint32_t>(static_cast<uint32_t>(rate), op.total - op.done);
+  int reads = 0;
+  for (int s = 0; s < op.nsrc; ++s) {
+    const Dsd& d = op.src[s];
+    if (d.kind == kMemDsd) {
+      ++reads;
+      if (d.stride != 1) k = 1;
+    } else {
+      k = 1;
+      const Queue& q = m_inq[d.queue];
+      if (!q.count || q.ready[q.head] > now) return 0;  // waits for a wavelet
+    }
+  }
+  if (!sum) {
+    if (op.dst.kind == kMemDsd) {
+      if (op.dst.stride != 1) k = 1;
+    } else {
+      k = 1;
+      if (m_outq[op.dst.queue].count == m_outq[op.dst.queue].depth) return 0;  // output queue full
+    }
+  }
+  // Sources with one fabric queue read twice (same queue in two operands) are not supported.
+  const int writes = !sum && op.dst.kind == kMemDsd ? 1 : 0;
+  const int cycles_ports = std::max(1, (reads + m_cfg.read_ports - 1) / m_cfg.read_ports);
+  if (reads > res.reads && !(reads > m_cfg.read_ports && res.reads == m_cfg.read_ports)) return 0;
+  if (writes > res.writes) return 0;
+  if (sh.alu && !res.alu) return 0;
+  uint64_t banks = 0;
+  bool self_conflict = false;
+  const int nb = m_cfg.sram_banks;
+  for (int s = 0; s < op.nsrc; ++s) {
+    const Dsd& d = op.src[s];
+    if (d.kind != kMemDsd) continue;
+    uint64_t mine = 0;
+    const int bytes = src_bytes(s);
+    for (uint32_t e = 0; e < k; ++e) {
+      const uint32_t a = elem_addr(d, op.done + e, bytes);
+      for (int w = 0; w < bytes / 2; ++w) mine |= uint64_t{1} << (((a >> 1) + static_cast<uint32_t>(w)) % static_cast<uint32_t>(nb));
+    }
+    // Reads spread over several port cycles are assumed to be ordered around conflicts.
+    if ((mine & banks) && reads <= m_cfg.read_ports) self_conflict = true;
+    banks |= mine;
+  }
+  if (banks & res.banks) return 0;  // another thread reads those banks this cycle
+  res.reads = std::max(0, res.reads - reads);
+  res.writes -= writes;
+  if (sh.alu) res.alu = false;
+  res.banks |= banks;
+
+  const int bias = m_cfg.cb16_bias;
+  for (uint32_t e = 0; e < k; ++e) {
+    const uint32_t i = op.done + e;
+    uint32_t raw[3] = {0, 0, 0};
+    float v[3] = {0, 0, 0};
+    for (int s = 0; s < op.nsrc; ++s) {
+      const Dsd& d = op.src[s];
+      const int bytes = src_bytes(s);
+      if (d.kind == kMemDsd) {
+        std::memcpy(&raw[s], &m_sram[elem_addr(d, i, bytes)], static_cast<size_t>(bytes));
+      } else {
+        Queue& q = m_inq[d.queue];
+        raw[s] = q.slot[q.head];
+        if (bytes == 2) raw[s] &= 0xffff;
+        if (++q.head == q.depth) q.head = 0;
+        if (q.count-- == q.depth) m_full &= ~(1u << q.color);
+        ++m_consumed;
+      }
+      v[s] = to_f32(src_format(in, s), raw[s], bias);
+    }
+    float r = 0;
+    bool raw_copy = false;
+    switch (in.op) {
+      case Op::kVmov: raw_copy = true; break;
+      case Op::kVadd: r = v[0] + v[1]; break;
+      case Op::kVsub: r = v[0] - v[1]; break;
+      case Op::kVmul: r = v[0] * v[1]; break;
+      case Op::kVmax: r = std::fmax(v[0], v[1]); break;
+      case Op::kVfmac: r = std::fma(v[0], v[1], v[2]); break;
+      case Op::kVaxpy: r = std::fma(op.scalar, v[0], v[1]); break;
+      case Op::kVmuls: r = v[0] * op.scalar; break;
+      case Op::kVfill: r = op.scalar; break;
+      case Op::kVrelu: r = (v[0] > 0 || std::isnan(v[0])) ? v[0] : 0.0f; break;
+      case Op::kVdrelu: r = v[0] > 0 ? v[1] : 0.0f; break;
+      case Op::kVexp: r = std::exp(v[0]); break;
+      case Op::kVrecip: r = 1.0f / v[0]; break;
+      case Op::kVcmpgt: r = v[0] > v[1] ? 1.0f : 0.0f; break;
+      case Op::kVsel: r = v[0] != 0 ? v[1] : v[2]; break;
+      case Op::kVcvt: r = v[0]; break;
+      case Op::kVsum: op.acc += v[0]; break;
+      default: break;
+    }
+    if (sum) continue;
+    const uint32_t out = raw_copy ? raw[0] : from_f32(in.fmt2, r, bias);
+    if (op.dst.kind == kMemDsd) {
+      std::memcpy(&m_sram[elem_addr(op.dst, i, dbytes)], &out, static_cast<size_t>(dbytes));
+    } else {
+      Queue& q = m_outq[op.dst.queue];
+      uint32_t tail = q.head + q.count;
+      if (tail >= q.depth) tail -= q.depth;
+      q.slot[tail] = out;
+      ++q.count;
+    }
+  }
+  op.done += k;
+  m_stats.vector_elems += k;
+  op.next_step = now + static_cast<uint64_t>(cycles_ports + (self_conflict ? 1 : 0));
+  if (op.done == op.total) op.active = false;  // completes when next_step arrives
+  return 1;
+}
+
+// The main thread's vector op took its last step: the next instruction executes once that
+// step is over; a reduction's result lands in its register.
+void PeCore::complete_main() {
+  if (m_main_op.in.op == Op::kVsum) m_gpr[m_main_op.in.reg[0]] = float_to_bits(m_main_op.acc);
+  m_next_exec = m_main_op.next_step;
+}
+
+uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
+  uint32_t result = 0;
+  // Completions of async ops whose last step ended: free the microthread, run its action.
+  for (uint32_t m = m_ut_busy; m; m &= m - 1) {
+    const int u = __builtin_ctz(m);
+    VecOp& op = m_ut[u];
+    if (op.active || now < op.next_step) continue;
+    m_ut_busy &= ~(1u << u);
+    if (op.in.op == Op::kVsum) m_gpr[op.in.reg[0]] = float_to_bits(op.acc);
+    const uint64_t bit = uint64_t{1} << op.in.done_task;
+    if (op.in.done == DoneAction::kActivate) m_activated |= bit;
+    if (op.in.done == DoneAction::kUnblock) m_blocked &= ~bit;
+  }
+
+  // The ramp carries one wavelet per cycle: round-robin over output queues whose color the
+  // router can take (a wavelet written this cycle leaves next cycle at the earliest).
+  for (int k = 0; k < kNumOutputQueues; ++k) {
+    int q = m_rr_outq + k;
+    if (q >= kNumOutputQueues) q -= kNumOutputQueues;
+    Queue& Q = m_outq[q];
+    if (!Q.count || ((ramp_full >> Q.color) & 1)) continue;
+    *out = Wavelet{Q.slot[Q.head], static_cast<uint8_t>(Q.color), false};
+    if (++Q.head == Q.depth) Q.head = 0;
+    --Q.count;
+    m_rr_outq = q + 1 == kNumOutputQueues ? 0 : q + 1;
+    result |= kOffered;
+    break;
+  }
+
+  Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};
+  bool progress = false, waiting = false;
+  if (m_main_op.active) {
+    const int s = step_vector(now, m_main_op, res);
+    progress |= s > 0;
+    waiting |= s == 0;
+    if (!m_main_op.active) complete_main();
+  } else if (!m_halted) {
+    if (m_task >= 0) {
+      if (now >= m_next_exec) {
+        const bool ok = exec_scalar(now, res);
+        progress |= ok;
+        waiting |= !ok;
+      } else {
+        progress = true;  // pipeline refill, or the last step of a vector op
+      }
+    } else if (now >= m_next_exec && pick_task(now)) {
+      progress = true;
+    }
+  }
+  for (uint32_t m = m_ut_busy; m; m &= m - 1) {
+    VecOp& op = m_ut[__builtin_ctz(m)];
+    if (!op.active) {
+      if (now < op.next_step) progress = true;
+      continue;
+    }
+    const int s = step_vector(now, op, res);
+    progress |= s > 0;
+    waiting |= s == 0;
+  }
+  if (progress) ++m_stats.busy;
+  else if (waiting) ++m_stats.stall;
+  else ++m_stats.idle;
+  if (result || progress) result |= kConsumed;  // anything moved: keeps the watchdog quiet
+  return result;
+}
+
+}  // namespace wafersim

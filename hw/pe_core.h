@@ -1,0 +1,142 @@
+// One PE's compute engine: SRAM, task picker, scalar pipeline, descriptor-driven vector ops on
+// the main thread and on microthreads, and the ramp-side input and output queues. It sits at
+// its router's ramp as a PeAgent. Timing rules are in docs/core.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "firmware/image.h"
+#include "hw/config.h"
+#include "hw/pe_agent.h"
+
+namespace wafersim {
+
+// Cycle accounting of one core, for the run report.
+struct CoreStats {
+  uint64_t busy = 0;      // cycles some thread made progress (an instruction or a vector step)
+  uint64_t stall = 0;     // cycles a thread had work but waited (queue, port, datapath)
+  uint64_t idle = 0;      // cycles with nothing to run
+  uint64_t instructions = 0;
+  uint64_t vector_elems = 0;
+  uint64_t tasks_started = 0;
+};
+
+//   auto core = std::make_unique<PeCore>(cfg.core, image, /*pe_id=*/7, "wafer.pe_7_0");
+//   fabric.attach_agent(7, 0, std::move(core));   // runs from cycle 0
+class PeCore : public PeAgent {
+ public:
+  // Throws ConfigError when the image does not fit this core (SRAM, DSD registers, queues).
+  PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std::string name);
+  ~PeCore() override;
+
+  // PeAgent.
+  uint32_t full_colors() const override;
+  uint32_t evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) override;
+  void deliver(const Wavelet& w, uint64_t ready) override;
+  uint32_t send_colors() const override { return m_send_colors; }
+  uint32_t receive_colors() const override { return m_receive_colors; }
+  bool has_work() const override;
+  uint64_t consumed() const override { return m_consumed; }
+
+  // Host access to SRAM (loading inputs, reading results) between cycles.
+  uint32_t sram_bytes() const { return m_sram_bytes; }
+  void write_bytes(uint32_t addr, const void* src, uint32_t n);
+  void read_bytes(uint32_t addr, void* dst, uint32_t n) const;
+  uint32_t reg(int r) const { return m_gpr[r]; }
+
+  // Introspection for tests, traces and the run report.
+  const CoreStats& stats() const { return m_stats; }
+  int running_task() const { return m_task; }  // -1 when the main thread is idle
+  bool halted() const { return m_halted; }
+  int input_queue_count(int q) const;
+  int output_queue_count(int q) const;
+  const std::string& name() const { return m_name; }
+
+ private:
+  struct Dsd {
+    uint8_t kind = 0;       // kNoDsd, kMemDsd, kFinDsd, kFoutDsd
+    uint8_t queue = 0;      // fabric DSDs: the bound queue
+    int32_t stride = 1;     // memory: elements
+    uint32_t base = 0;      // memory: byte address
+    uint32_t len = 0;
+  };
+  struct Queue {
+    std::vector<uint32_t> slot;  // payloads
+    std::vector<uint64_t> ready; // input queues: cycle a slot becomes readable
+    uint32_t head = 0, count = 0, depth = 0;
+    int color = -1;
+  };
+  // A vector op in flight on the main thread or a microthread.
+  struct VecOp {
+    bool active = false;
+    Instr in;
+    Dsd dst, src[3];
+    int nsrc = 0;
+    uint32_t total = 0, done = 0;
+    float scalar = 0;
+    float acc = 0;              // vsum
+    uint64_t next_step = 0;     // earliest cycle of the next step (multi-cycle steps)
+  };
+  struct Resources {
+    int reads, writes;
+    bool alu;
+    uint64_t banks;             // banks read this cycle
+  };
+
+  void fault(uint64_t now, const std::string& msg);
+  bool exec_scalar(uint64_t now, Resources& res);
+  bool start_vector(uint64_t now, const Instr& in, VecOp& op);
+  // One step of a vector op: returns 1 progress, 0 stalled; finishes it when complete.
+  int step_vector(uint64_t now, VecOp& op, Resources& res);
+  void complete_main();
+  bool pick_task(uint64_t now);
+  bool task_ready(int t) const;
+  uint32_t mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok);
+  bool mem_store(uint64_t now, uint32_t addr, int bytes, uint32_t v);
+  uint32_t elem_addr(const Dsd& d, uint32_t i, int bytes) const;
+  bool mem_range_ok(const Dsd& d, uint32_t from, uint32_t n, int bytes) const;
+
+  const CoreConfig m_cfg;
+  const uint32_t m_pe;
+  const std::string m_name;
+  uint32_t m_sram_bytes;
+  std::unique_ptr<uint8_t[]> m_sram;
+  std::vector<Instr> m_code;          // decoded once at load
+  uint32_t m_code_bytes = 0;
+
+  // Tasks.
+  int8_t m_task_of_color[32];         // data task bound to a color, or -1
+  int8_t m_queue_of_color[32];        // input queue bound to a color, or -1
+  int8_t m_outq_of_color[32];
+  uint32_t m_entry[kMaxTasks] = {};
+  uint64_t m_declared = 0, m_activated = 0, m_blocked = 0, m_data_task = 0;
+  int8_t m_color_of_task[kMaxTasks];
+  int m_task = -1;                    // running task
+  uint32_t m_pc = 0;
+  uint64_t m_next_exec = 0;           // earliest cycle the main thread executes its next instruction
+  bool m_halted = false;
+
+  // Registers.
+  uint32_t m_gpr[kNumGprs] = {};
+  std::vector<Dsd> m_dsd;
+
+  // Vector ops.
+  VecOp m_main_op;
+  VecOp m_ut[kMaxMicrothreads];
+  uint32_t m_ut_busy = 0;             // microthreads with an op in flight
+
+  // Queues.
+  Queue m_inq[kNumInputQueues];
+  Queue m_outq[kNumOutputQueues];
+  uint32_t m_full = ~0u;              // colors the core cannot take now (start of cycle)
+  int m_rr_outq = 0;
+  uint32_t m_send_colors = 0, m_receive_colors = 0;
+  uint64_t m_consumed = 0;
+
+  CoreStats m_stats;
+};
+
+}  // namespace wafersim

@@ -1,0 +1,330 @@
+// Cores on the fabric: vector ops streaming to and from fabric descriptors, wavelet-triggered
+// data tasks, blocked tasks, microthreads, backpressure from a slow consumer, arithmetic against
+// plain C++ references, and program errors stopping the run with a message.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "core_support.h"
+
+namespace wafersim::test {
+namespace {
+
+std::string floats(int n, float scale, float offset) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(scale * static_cast<float>(i) + offset);
+  return s;
+}
+
+// PE (0,0) streams `n` fp32 values East on color 1; PE (1,0) writes what arrives into y.
+// `delay` idle loop iterations in the receiver before it starts reading.
+struct Stream {
+  CoreRig rig{2};
+  PeCore* tx = nullptr;
+  PeCore* rx = nullptr;
+  Stream(int n, int delay) {
+    rig.route(0, 0, 1, R, E);
+    rig.route(1, 0, 1, W, R);
+    tx = rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(n, 1.5f, -3.0f) +
+                           "\nmain:\n dmem d0, x, " + std::to_string(n) + ", 1\n dfout d1, 1, " + std::to_string(n) +
+                           "\n vmov.fp32 d1, d0\n halt\n");
+    rx = rig.add(1, 0, ".inq 0, 1\n.task 0, main, active\n.space y, fp32, " + std::to_string(n) +
+                           "\nmain:\n li r1, 0\n li r2, " + std::to_string(delay) +
+                           "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n dmem d0, y, " +
+                           std::to_string(n) + ", 1\n dfin d1, 1, " + std::to_string(n) + "\n vmov.fp32 d0, d1\n halt\n");
+  }
+};
+
+TEST(CoreFabric, VectorOpsStreamThroughFabricDescriptors) {
+  Stream s(40, 0);
+  s.rig.run_until_halted();
+  const auto y = s.rig.read_f32(s.rx, "y", 40);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(y[static_cast<size_t>(i)], 1.5f * static_cast<float>(i) - 3.0f) << i;
+  EXPECT_EQ(s.rx->consumed(), 40u);
+}
+
+TEST(CoreFabric, SlowConsumerStallsTheProducersVectorOpAndNothingIsLost) {
+  Stream fast(64, 0), slow(64, 200);
+  fast.rig.run_until_halted();
+  slow.rig.run_until_halted();
+  // The producer's vmov cannot finish before the consumer drains all but what the output
+  // queue, the router buffers and the input queue hold.
+  EXPECT_GT(slow.tx->stats().stall, fast.tx->stats().stall + 100);
+  const auto y = slow.rig.read_f32(slow.rx, "y", 64);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(y[static_cast<size_t>(i)], 1.5f * static_cast<float>(i) - 3.0f) << i;
+}
+
+const char* kDataTaskRx = R"(
+  .inq 2, 1
+  .space y, fp32, 4
+  .space count, i32, 1
+  .task 5, on_x, color=1%s
+  .task 0, main, active
+  main:
+    li r3, y
+    li r4, count
+    exit
+  on_x:
+    st32 [r3], r15       ; the wavelet's payload arrives in r15
+    addi r3, r3, 4
+    ld32 r5, [r4]
+    addi r5, r5, 1
+    st32 [r4], r5
+    exit
+)";
+
+std::string rx_program(bool blocked) {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, kDataTaskRx, blocked ? ", blocked" : "");
+  return buf;
+}
+
+const char* kFourWaveletTx = R"(
+  .outq 0, 1
+  .data x, fp32, 10, 20, 30, 40
+  .task 0, main, active
+  main:
+    li r1, 0
+    li r2, 30
+  wait:
+    addi r1, r1, 1
+    blt r1, r2, wait      ; send well after the receiver has gone idle
+    dmem d0, x, 4, 1
+    dfout d1, 1, 4
+    vmov.fp32 d1, d0
+    halt
+)";
+
+TEST(CoreFabric, DataTaskRunsOncePerWaveletAndOnlyAfterItArrives) {
+  CoreRig rig(2);
+  rig.route(0, 0, 1, R, E);
+  rig.route(1, 0, 1, W, R);
+  PeCore* tx = rig.add(0, 0, kFourWaveletTx);
+  PeCore* rx = rig.add(1, 0, rx_program(false));
+  for (int t = 0; t < 60; ++t) rig.fabric().step();
+  EXPECT_EQ(rx->stats().tasks_started, 1u) << "only main ran before anything was sent";
+  EXPECT_EQ(rig.read_u32(rx, "count"), 0u);
+  rig.halt_cycle(tx);
+  for (int t = 0; t < 100; ++t) rig.fabric().step();
+  EXPECT_EQ(rig.read_u32(rx, "count"), 4u);
+  EXPECT_EQ(rig.read_f32(rx, "y", 4), (std::vector<float>{10, 20, 30, 40}));
+  EXPECT_EQ(rx->stats().tasks_started, 5u);
+}
+
+TEST(CoreFabric, BlockedDataTaskDoesNotRun) {
+  CoreRig rig(2);
+  rig.route(0, 0, 1, R, E);
+  rig.route(1, 0, 1, W, R);
+  PeCore* tx = rig.add(0, 0, kFourWaveletTx);
+  PeCore* rx = rig.add(1, 0, rx_program(true));
+  rig.halt_cycle(tx);
+  for (int t = 0; t < 200; ++t) rig.fabric().step();
+  EXPECT_EQ(rig.read_u32(rx, "count"), 0u);
+  EXPECT_EQ(rx->input_queue_count(2), 4) << "queue 2 (depth 4) holds what the blocked task did not take";
+}
+
+TEST(CoreFabric, AsyncOpRunsBesideMainAndActivatesATaskWhenDone) {
+  CoreRig rig(1);
+  PeCore* c = rig.add(0, 0, R"(
+    .task 0, main, active
+    .task 3, after
+    .data a, fp32, 1, 2, 3, 4, 5, 6, 7, 8
+    .data b, fp32, 8, 7, 6, 5, 4, 3, 2, 1
+    .space y, fp32, 8
+    .space mark, i32, 2
+    main:
+      dmem d0, a, 8, 1
+      dmem d1, b, 8, 1
+      dmem d2, y, 8, 1
+      vadd.fp32 d2, d0, d1, async=2, done=activate:3
+      li r1, 11
+      li r2, mark
+      st32 [r2], r1       ; the main thread goes on while the add runs
+      exit
+    after:
+      li r2, mark
+      li r1, 22
+      st32 [r2+4], r1
+      halt
+  )");
+  rig.halt_cycle(c);
+  EXPECT_EQ(rig.read_f32(c, "y", 8), std::vector<float>(8, 9.0f));
+  EXPECT_EQ(rig.read_u32(c, "mark", 0), 11u);
+  EXPECT_EQ(rig.read_u32(c, "mark", 1), 22u);
+  EXPECT_EQ(c->stats().tasks_started, 2u);
+}
+
+// Every arithmetic op against a plain C++ reference on the same inputs (fp32).
+TEST(CoreFabric, ArithmeticMatchesReference) {
+  const float a[6] = {1.5f, -2.25f, 0.0f, 3.0f, -0.5f, 7.0f};
+  const float b[6] = {0.5f, 4.0f, -1.0f, 3.0f, -0.25f, 2.0f};
+  const float c0[6] = {1.0f, 1.0f, 2.0f, -3.0f, 0.5f, 0.125f};
+  struct Case {
+    const char* op;
+    float (*ref)(float, float, float);
+  };
+  const Case cases[] = {
+      {"vadd.fp32 d3, d0, d1", [](float x, float y, float) { return x + y; }},
+      {"vsub.fp32 d3, d0, d1", [](float x, float y, float) { return x - y; }},
+      {"vmul.fp32 d3, d0, d1", [](float x, float y, float) { return x * y; }},
+      {"vmax.fp32 d3, d0, d1", [](float x, float y, float) { return std::fmax(x, y); }},
+      {"vfmac.fp32 d3, d0, d1, d2", [](float x, float y, float z) { return std::fma(x, y, z); }},
+      {"vrelu.fp32 d3, d0", [](float x, float, float) { return x > 0 ? x : 0.0f; }},
+      {"vdrelu.fp32 d3, d0, d1", [](float x, float y, float) { return x > 0 ? y : 0.0f; }},
+      {"vexp.fp32 d3, d0", [](float x, float, float) { return std::exp(x); }},
+      {"vrecip.fp32 d3, d1", [](float, float y, float) { return 1.0f / y; }},
+      {"vcmpgt.fp32 d3, d0, d1", [](float x, float y, float) { return x > y ? 1.0f : 0.0f; }},
+      {"vsel.fp32 d3, d2, d0, d1", [](float x, float y, float z) { return z != 0 ? x : y; }},
+      {"vaxpy.fp32 d3, d0, r1", [](float x, float, float) { return std::fma(0.75f, x, 0.0f); }},
+      {"vmuls.fp32 d3, d0, r1", [](float x, float, float) { return x * 0.75f; }},
+      {"vfill.fp32 d3, r1", [](float, float, float) { return 0.75f; }},
+  };
+  for (const Case& k : cases) {
+    CoreRig rig(1);
+    PeCore* c = rig.add(0, 0, std::string(".task 0, main, active\n.data a, fp32, ") +
+                                  "1.5, -2.25, 0, 3, -0.5, 7\n.data b, fp32, 0.5, 4, -1, 3, -0.25, 2\n"
+                                  ".data c, fp32, 1, 1, 2, -3, 0.5, 0.125\n.space y, fp32, 6\n"
+                                  "main:\n dmem d0, a, 6, 1\n dmem d1, b, 6, 1\n dmem d2, c, 6, 1\n"
+                                  " dmem d3, y, 6, 1\n lif r1, 0.75\n " +
+                                  k.op + "\n halt\n");
+    rig.halt_cycle(c);
+    const auto y = rig.read_f32(c, "y", 6);
+    for (int i = 0; i < 6; ++i) {
+      const auto u = static_cast<size_t>(i);
+      EXPECT_EQ(f32_bits(y[u]), f32_bits(k.ref(a[i], b[i], c0[i]))) << k.op << " element " << i;
+    }
+  }
+}
+
+TEST(CoreFabric, ConversionsAndMixedPrecisionMatchNumberFormats) {
+  CoreRig rig(1);
+  PeCore* c = rig.add(0, 0, R"(
+    .task 0, main, active
+    .data x, fp32, 0.1, -3.14159, 65504, 70000, 1e-8, 2.5
+    .space h, fp16, 6
+    .space cb, cb16, 6
+    .space bf, bf16, 6
+    .data w, fp16, 0.5, 0.25, -2, 1, 3, 0.1
+    .data acc, fp32, 1, 1, 1, 1, 1, 1
+    .space s, fp32, 1
+    main:
+      dmem d0, x, 6, 1
+      dmem d1, h, 6, 1
+      dmem d2, cb, 6, 1
+      dmem d3, bf, 6, 1
+      vcvt.fp32.fp16 d1, d0
+      vcvt.fp32.cb16 d2, d0
+      vcvt.fp32.bf16 d3, d0
+      dmem d4, w, 6, 1
+      dmem d5, acc, 6, 1
+      vfmac.fp16.fp32 d5, d4, d1, d5     ; fp16 sources, fp32 accumulator
+      vsum.fp32 r7, d5
+      li r8, s
+      st32 [r8], r7
+      halt
+  )");
+  rig.halt_cycle(c);
+  const float x[6] = {0.1f, -3.14159f, 65504.0f, 70000.0f, 1e-8f, 2.5f};
+  const float w[6] = {0.5f, 0.25f, -2.0f, 1.0f, 3.0f, 0.1f};
+  const auto h = rig.read<uint16_t>(c, "h", 6), cb = rig.read<uint16_t>(c, "cb", 6), bf = rig.read<uint16_t>(c, "bf", 6);
+  const auto acc = rig.read_f32(c, "acc", 6);
+  const int bias = rig.hw().core.cb16_bias;
+  float sum = 0;
+  for (int i = 0; i < 6; ++i) {
+    const auto u = static_cast<size_t>(i);
+    EXPECT_EQ(h[u], f32_to_f16(x[i])) << i;
+    EXPECT_EQ(cb[u], f32_to_cb16(x[i], bias)) << i;
+    EXPECT_EQ(bf[u], f32_to_bf16(x[i])) << i;
+    const float ref = std::fma(f16_to_f32(f32_to_f16(w[i])), f16_to_f32(h[u]), 1.0f);
+    EXPECT_EQ(f32_bits(acc[u]), f32_bits(ref)) << i;
+    sum += ref;
+  }
+  EXPECT_EQ(rig.read_u32(c, "s"), f32_bits(sum));
+}
+
+// Same program, same results and cycle counts whatever the thread count and visiting order.
+TEST(CoreFabric, DeterministicAcrossThreadsAndVisitOrders) {
+  struct Result {
+    uint64_t halt;
+    CoreStats tx, rx;
+    std::vector<float> y;
+  };
+  auto run = [](int threads, VisitOrder order) {
+    CoreRig rig(1, 4);
+    rig.hw().sim.threads = threads;
+    rig.hw().sim.visit_order = order;
+    rig.route(0, 0, 1, R, S);
+    rig.route(0, 1, 1, N, S);
+    rig.route(0, 2, 1, N, S);
+    rig.route(0, 3, 1, N, R);
+    PeCore* tx = rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(50, 0.25f, 1.0f) +
+                                   "\nmain:\n dmem d0, x, 50, 1\n dfout d1, 1, 50\n vmov.fp32 d1, d0\n halt\n");
+    PeCore* rx = rig.add(0, 3, ".inq 3, 1\n.task 0, main, active\n.space y, fp32, 50\nmain:\n"
+                                   " dmem d0, y, 50, 1\n dfin d1, 1, 50\n lif r1, 3.0\n vmuls.fp32 d0, d1, r1\n halt\n");
+    Result r;
+    r.halt = rig.run_until_halted();
+    r.tx = tx->stats();
+    r.rx = rx->stats();
+    r.y = rig.read_f32(rx, "y", 50);
+    return r;
+  };
+  const Result ref = run(1, VisitOrder::kForward);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(ref.y[static_cast<size_t>(i)], (0.25f * static_cast<float>(i) + 1.0f) * 3.0f);
+  for (int threads : {1, 2, 3}) {
+    for (VisitOrder order : {VisitOrder::kForward, VisitOrder::kReverse, VisitOrder::kShuffle}) {
+      const Result r = run(threads, order);
+      EXPECT_EQ(r.halt, ref.halt) << threads << " threads, " << visit_order_name(order);
+      EXPECT_EQ(r.y, ref.y);
+      for (auto [a, b] : {std::pair<CoreStats, CoreStats>{r.tx, ref.tx}, {r.rx, ref.rx}}) {
+        EXPECT_EQ(a.busy, b.busy);
+        EXPECT_EQ(a.stall, b.stall);
+        EXPECT_EQ(a.idle, b.idle);
+        EXPECT_EQ(a.instructions, b.instructions);
+      }
+    }
+  }
+}
+
+TEST(CoreFabric, ProgramErrorStopsTheRunNamingThePe) {
+  CoreRig rig(2);
+  rig.add(1, 0, R"(
+    .task 0, main, active
+    main:
+      dmem d0, 60000, 16, 1    ; past the end of 48 KB
+      dmem d1, 60000, 16, 1
+      vmov.fp32 d1, d0
+      halt
+  )");
+  try {
+    rig.run_until_halted(100);
+    FAIL() << "expected a PeFaultError";
+  } catch (const PeFaultError& e) {
+    EXPECT_TRUE(contains(e.what(), "wafer.pe_1_0")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "outside SRAM")) << e.what();
+  }
+}
+
+TEST(CoreFabric, ImageLargerThanSramIsRejected) {
+  CoreRig rig(1);
+  rig.hw().core.sram_kb = 1;
+  try {
+    rig.add(0, 0, ".task 0, main, active\n.space big, fp32, 300\nmain:\n halt\n");
+    FAIL() << "expected an error";
+  } catch (const AsmError& e) {
+    EXPECT_TRUE(contains(e.what(), "does not fit in SRAM")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "184 more")) << e.what();
+  }
+  // An image built for a bigger core is refused by the core itself.
+  PeImage img = assemble(".task 0, main, active\n.space big, fp32, 300\nmain:\n halt\n", "big.s", AsmTarget{});
+  CoreConfig small;
+  small.sram_kb = 1;
+  try {
+    PeCore core(small, img, 0, "wafer.pe_0_0");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "needs 1208 bytes of SRAM")) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace wafersim::test

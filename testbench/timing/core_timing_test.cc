@@ -1,0 +1,162 @@
+// Core timing edges: task start and branch refill (decode_latency), scalar results visible the
+// cycle after they execute, vector op rates per format, SRAM port limits and bank conflicts.
+#include <gtest/gtest.h>
+
+#include "core_support.h"
+
+namespace wafersim::test {
+namespace {
+
+TEST(CoreTiming, FirstInstructionExecutesDecodeLatencyAfterTaskStartAndStoresShowNextCycle) {
+  for (int lat : {1, 3, 5}) {
+    CoreRig rig(1);
+    rig.hw().core.decode_latency = lat;
+    PeCore* c = rig.add(0, 0, R"(
+      .task 0, main, active
+      .space out, i32, 2
+      main:
+        li r1, 5           ; executes at cycle lat (picked at 0)
+        li r2, out         ; lat + 1
+        st32 [r2], r1      ; lat + 2
+        addi r1, r1, 2     ; lat + 3
+        st32 [r2+4], r1    ; lat + 4
+        halt               ; lat + 5
+    )");
+    const uint64_t store = static_cast<uint64_t>(lat) + 2;
+    for (uint64_t t = 0; t < store; ++t) rig.fabric().step();
+    EXPECT_EQ(rig.read_u32(c, "out"), 0u) << "not visible before cycle " << store << " (latency " << lat << ")";
+    rig.fabric().step();  // cycle `store`
+    EXPECT_EQ(rig.read_u32(c, "out"), 5u) << "latency " << lat;
+    EXPECT_EQ(rig.halt_cycle(c), static_cast<uint64_t>(lat) + 5);
+    EXPECT_EQ(rig.read_u32(c, "out", 1), 7u);
+    EXPECT_EQ(c->stats().instructions, 6u);
+  }
+}
+
+TEST(CoreTiming, TakenBranchCostsDecodeLatency) {
+  for (int lat : {1, 3, 4}) {
+    CoreRig rig(1);
+    rig.hw().core.decode_latency = lat;
+    PeCore* c = rig.add(0, 0, R"(
+      .task 0, main, active
+      main:
+        li r1, 0
+        li r2, 3
+      loop:
+        addi r1, r1, 1
+        blt r1, r2, loop
+        halt
+    )");
+    // li, li at lat, lat+1; iterations: addi, blt (taken twice: +lat each), halt.
+    const uint64_t L = static_cast<uint64_t>(lat);
+    const uint64_t expect = L + 2 + 2 * (1 + L) + 2;
+    EXPECT_EQ(rig.halt_cycle(c), expect) << "latency " << lat;
+    EXPECT_EQ(c->reg(1), 3u);
+  }
+}
+
+// One vector op of n elements between three dmem set-ups and a halt: the halt executes in the
+// cycle after the op's last step.
+uint64_t vector_cycles(CoreRig& rig, const std::string& op, const std::string& fmt, int n, int gap_bytes = 264) {
+  const std::string decl = fmt == "fp32" ? "fp32" : fmt;
+  std::string src = ".task 0, main, active\n";
+  src += ".org 4096\n.space a, " + decl + ", " + std::to_string(n) + "\n";
+  src += ".org " + std::to_string(4096 + gap_bytes) + "\n.space b, " + decl + ", " + std::to_string(n) + "\n";
+  src += ".org 12288\n.space c, " + decl + ", " + std::to_string(n) + "\n";
+  src += ".org 16400\n.space y, " + decl + ", " + std::to_string(n) + "\n";
+  src += "main:\n dmem d0, a, " + std::to_string(n) + ", 1\n dmem d1, b, " + std::to_string(n) +
+         ", 1\n dmem d2, c, " + std::to_string(n) + ", 1\n dmem d3, y, " + std::to_string(n) + ", 1\n";
+  src += " " + op + "\n halt\n";
+  PeCore* c = rig.add(0, 0, src);
+  const uint64_t start = static_cast<uint64_t>(rig.hw().core.decode_latency) + 4;  // the op's cycle
+  return rig.halt_cycle(c) - start;
+}
+
+TEST(CoreTiming, VectorRatesPerFormat) {
+  struct Case {
+    const char* op;
+    const char* fmt;
+    int n;
+    uint64_t cycles;
+  };
+  const Case cases[] = {
+      {"vadd.fp32 d3, d0, d1", "fp32", 8, 4},          // add_fp32 = 2 per cycle
+      {"vadd.fp16 d3, d0, d1", "fp16", 8, 2},          // add_16 = 4
+      {"vmul.bf16 d3, d0, d1", "bf16", 8, 2},
+      {"vmov.cb16 d3, d0", "cb16", 9, 3},              // ceil(9 / 4)
+      {"vfmac.fp32 d3, d0, d1, d3", "fp32", 8, 16},    // 3 reads on 2 ports: 2 cycles per step
+      {"vfmac.fp16 d3, d0, d1, d3", "fp16", 8, 4},     // 4 per step, 2 cycles each
+      {"vexp.fp32 d3, d0", "fp32", 5, 5},              // special = 1
+      {"vmax.fp32 d3, d0, d1", "fp32", 7, 4},
+  };
+  for (const Case& k : cases) {
+    CoreRig rig(1);
+    EXPECT_EQ(vector_cycles(rig, k.op, k.fmt, k.n), k.cycles) << k.op;
+  }
+}
+
+TEST(CoreTiming, AxpyRunsAtFmacRate) {
+  for (auto [fmt, rate] : {std::pair<const char*, int>{"fp32", 1}, {"fp16", 4}}) {
+    CoreRig rig(1);
+    PeCore* c = rig.add(0, 0, std::string(R"(
+      .task 0, main, active
+      .org 4096
+      .space x, )") + fmt + R"(, 16
+      .org 8200
+      .space y, )" + fmt + R"(, 16
+      main:
+        dmem d0, x, 16, 1
+        dmem d1, y, 16, 1
+        lif r1, 2.0
+        vaxpy.)" + fmt + R"( d1, d0, r1
+        halt
+    )");
+    const uint64_t start = static_cast<uint64_t>(rig.hw().core.decode_latency) + 3;
+    EXPECT_EQ(rig.halt_cycle(c) - start, static_cast<uint64_t>(16 / rate)) << fmt;
+  }
+}
+
+TEST(CoreTiming, FmacRateIsAParameter) {
+  CoreRig rig(1);
+  rig.hw().core.fmac_fp32 = 2;
+  rig.hw().core.read_ports = 3;
+  rig.hw().core.sram_banks = 16;  // three 4-word reads in one cycle without a conflict
+  EXPECT_EQ(vector_cycles(rig, "vfmac.fp32 d3, d0, d1, d3", "fp32", 8), 4u);
+}
+
+TEST(CoreTiming, ReadsOfOneBankInOneStepCostACycle) {
+  // fp16, 4 elements per step: sources 48 bytes (24 words) apart hit the same 4 of 8 banks;
+  // 40 bytes apart they do not; with 16 banks 48 bytes apart they do not either.
+  CoreRig same(1);
+  EXPECT_EQ(vector_cycles(same, "vadd.fp16 d3, d0, d1", "fp16", 16, 48), 8u);
+  CoreRig apart(1);
+  EXPECT_EQ(vector_cycles(apart, "vadd.fp16 d3, d0, d1", "fp16", 16, 40), 4u);
+  CoreRig more_banks(1);
+  more_banks.hw().core.sram_banks = 16;
+  EXPECT_EQ(vector_cycles(more_banks, "vadd.fp16 d3, d0, d1", "fp16", 16, 48), 4u);
+}
+
+TEST(CoreTiming, StridedOperandsMoveOneElementPerCycle) {
+  CoreRig rig(1);
+  PeCore* c = rig.add(0, 0, R"(
+    .task 0, main, active
+    .org 4096
+    .data x, fp16, 1, 2, 3, 4, 5, 6, 7, 8
+    .org 8192
+    .space y, fp16, 4
+    main:
+      dmem d0, x, 4, 2
+      dmem d1, y, 4, 1
+      vmov.fp16 d1, d0
+      halt
+  )");
+  const uint64_t start = static_cast<uint64_t>(rig.hw().core.decode_latency) + 2;
+  EXPECT_EQ(rig.halt_cycle(c) - start, 4u);
+  const auto y = rig.read<uint16_t>(c, "y", 4);
+  EXPECT_EQ(f16_to_f32(y[0]), 1.0f);
+  EXPECT_EQ(f16_to_f32(y[1]), 3.0f);
+  EXPECT_EQ(f16_to_f32(y[3]), 7.0f);
+}
+
+}  // namespace
+}  // namespace wafersim::test
