@@ -43,6 +43,33 @@ TEST(CoreFabric, VectorOpsStreamThroughFabricDescriptors) {
   EXPECT_EQ(s.rx->consumed(), 40u);
 }
 
+// The example of docs/isa.md: a PE that scales what arrives and sends it on, fabric to fabric.
+TEST(CoreFabric, VectorOpReadsAndWritesTheFabricDirectly) {
+  CoreRig rig(3);
+  rig.route(0, 0, 1, R, E);
+  rig.route(1, 0, 1, W, R);
+  rig.route(1, 0, 2, R, E);
+  rig.route(2, 0, 2, W, R);
+  rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(16, 1.0f, 0.5f) +
+                    "\nmain:\n dmem d0, x, 16, 1\n dfout d1, 1, 16\n vmov.fp32 d1, d0\n halt\n");
+  rig.add(1, 0, R"(
+    .inq 0, 1
+    .outq 0, 2
+    .task 0, main, active
+    main:
+        dfin  d0, 1, 16
+        dfout d1, 2, 16
+        lif   r1, 3.0
+        vmuls.fp32 d1, d0, r1      ; straight from the fabric to the fabric
+        halt
+  )");
+  PeCore* rx = rig.add(2, 0, ".inq 1, 2\n.task 0, main, active\n.space y, fp32, 16\nmain:\n"
+                             " dmem d0, y, 16, 1\n dfin d1, 2, 16\n vmov.fp32 d0, d1\n halt\n");
+  rig.run_until_halted();
+  const auto y = rig.read_f32(rx, "y", 16);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(y[static_cast<size_t>(i)], 3.0f * (static_cast<float>(i) + 0.5f)) << i;
+}
+
 TEST(CoreFabric, SlowConsumerStallsTheProducersVectorOpAndNothingIsLost) {
   Stream fast(64, 0), slow(64, 200);
   fast.rig.run_until_halted();
