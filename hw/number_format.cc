@@ -6,18 +6,6 @@
 namespace wafersim {
 namespace {
 
-uint32_t float_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-
-float bits_float(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 int msb_index(uint64_t v) { return 63 - __builtin_clzll(v); }
 
 // A binary floating-point layout with IEEE conventions: the sign on top, an all-zero exponent
@@ -69,7 +57,7 @@ template <int kExpBits, int kManBits>
 uint32_t narrow(float x, int bias) {
   using L = Layout<kExpBits, kManBits>;
   static_assert(kManBits < 23, "narrowing only");
-  const uint32_t u = float_bits(x);
+  const uint32_t u = f32_bits(x);
   const uint32_t sign = (u >> 31) << L::kSignShift;
   const uint32_t field = (u >> 23) & F32::kMaxField;
   const uint32_t man = u & F32::kManMask;
@@ -94,13 +82,13 @@ float widen(uint32_t h, int bias) {
   const uint32_t field = (h >> kManBits) & L::kMaxField;
   const uint32_t man = h & L::kManMask;
   if (field == L::kMaxField) {
-    if (man == 0) return bits_float(sign | F32::kInf);
-    return bits_float(sign | F32::kInf | F32::kQuietBit | (man << (23 - kManBits)));
+    if (man == 0) return f32_from_bits(sign | F32::kInf);
+    return f32_from_bits(sign | F32::kInf | F32::kQuietBit | (man << (23 - kManBits)));
   }
-  if (field == 0 && man == 0) return bits_float(sign);
+  if (field == 0 && man == 0) return f32_from_bits(sign);
   const uint64_t sig = field ? (man | (1u << kManBits)) : man;
   const int exp2 = static_cast<int>(field ? field : 1) - bias - kManBits;
-  return bits_float(F32::round_pack(sign, sig, exp2, kF32Bias));
+  return f32_from_bits(F32::round_pack(sign, sig, exp2, kF32Bias));
 }
 
 constexpr int kF16Bias = 15;
@@ -154,7 +142,7 @@ float to_f32(NumFormat f, uint32_t bits, int cb16_bias) {
   const uint16_t h = static_cast<uint16_t>(bits);
   switch (f) {
     case NumFormat::kF32:
-      return bits_float(bits);
+      return f32_from_bits(bits);
     case NumFormat::kF16:
       return f16_to_f32(h);
     case NumFormat::kCB16:
@@ -162,13 +150,13 @@ float to_f32(NumFormat f, uint32_t bits, int cb16_bias) {
     case NumFormat::kBF16:
       return bf16_to_f32(h);
   }
-  return bits_float(bits);
+  return f32_from_bits(bits);
 }
 
 uint32_t from_f32(NumFormat f, float x, int cb16_bias) {
   switch (f) {
     case NumFormat::kF32:
-      return float_bits(x);
+      return f32_bits(x);
     case NumFormat::kF16:
       return f32_to_f16(x);
     case NumFormat::kCB16:
@@ -176,7 +164,7 @@ uint32_t from_f32(NumFormat f, float x, int cb16_bias) {
     case NumFormat::kBF16:
       return f32_to_bf16(x);
   }
-  return float_bits(x);
+  return f32_bits(x);
 }
 
 }  // namespace wafersim

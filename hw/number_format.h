@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace wafersim {
@@ -19,6 +20,18 @@ namespace wafersim {
 // Inf. A NaN stays a NaN of the same sign: it is made quiet and keeps as many of its top payload
 // bits as the destination holds (signalling NaNs therefore do not round-trip bit for bit).
 enum class NumFormat : uint8_t { kF32, kF16, kCB16, kBF16 };
+
+// fp32 <-> its bit pattern (registers, wavelet payloads and SRAM words hold the bits).
+inline uint32_t f32_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline float f32_from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
 
 const char* format_name(NumFormat f);                   // "fp32", "fp16", "cb16", "bf16"
 bool parse_format(const std::string& s, NumFormat* f);  // inverse of format_name, exact match

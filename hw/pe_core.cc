@@ -155,13 +155,6 @@ void PeCore::deliver(const Wavelet& w, uint64_t ready) {
   if (++q.count == q.depth) m_full |= 1u << w.color;
 }
 
-bool PeCore::task_ready(int t) const {
-  const uint64_t bit = uint64_t{1} << t;
-  if (!(m_declared & bit) || (m_blocked & bit)) return false;
-  if (m_data_task & bit) return false;  // handled by the caller with the queue state
-  return (m_activated & bit) != 0;
-}
-
 bool PeCore::has_work() const {
   for (const Queue& q : m_outq) {
     if (q.count) return true;
@@ -296,9 +289,9 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
     case Op::kSlt: r[g[0]] = static_cast<int32_t>(r[g[1]]) < static_cast<int32_t>(r[g[2]]); break;
     case Op::kSltu: r[g[0]] = r[g[1]] < r[g[2]]; break;
     case Op::kAddi: r[g[0]] = r[g[1]] + static_cast<uint32_t>(in.imm); break;
-    case Op::kFadd: r[g[0]] = float_to_bits(bits_to_float(r[g[1]]) + bits_to_float(r[g[2]])); break;
-    case Op::kFsub: r[g[0]] = float_to_bits(bits_to_float(r[g[1]]) - bits_to_float(r[g[2]])); break;
-    case Op::kFmul: r[g[0]] = float_to_bits(bits_to_float(r[g[1]]) * bits_to_float(r[g[2]])); break;
+    case Op::kFadd: r[g[0]] = f32_bits(f32_from_bits(r[g[1]]) + f32_from_bits(r[g[2]])); break;
+    case Op::kFsub: r[g[0]] = f32_bits(f32_from_bits(r[g[1]]) - f32_from_bits(r[g[2]])); break;
+    case Op::kFmul: r[g[0]] = f32_bits(f32_from_bits(r[g[1]]) * f32_from_bits(r[g[2]])); break;
     case Op::kLd16: case Op::kLd32: {
       bool ok;
       const uint32_t v = mem_load(now, r[g[1]] + static_cast<uint32_t>(in.imm), in.op == Op::kLd16 ? 2 : 4, &ok);
@@ -353,7 +346,7 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
 // The main thread's vector op took its last step: the next instruction executes once that
 // step is over; a reduction's result lands in its register.
 void PeCore::complete_main() {
-  if (m_main_op.in.op == Op::kVsum) m_gpr[m_main_op.in.reg[0]] = float_to_bits(m_main_op.acc);
+  if (m_main_op.in.op == Op::kVsum) m_gpr[m_main_op.in.reg[0]] = f32_bits(m_main_op.acc);
   m_next_exec = m_main_op.next_step;
 }
 
@@ -365,7 +358,7 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
     VecOp& op = m_ut[u];
     if (op.active || now < op.next_step) continue;
     m_ut_busy &= ~(1u << u);
-    if (op.in.op == Op::kVsum) m_gpr[op.in.reg[0]] = float_to_bits(op.acc);
+    if (op.in.op == Op::kVsum) m_gpr[op.in.reg[0]] = f32_bits(op.acc);
     const uint64_t bit = uint64_t{1} << op.in.done_task;
     if (op.in.done == DoneAction::kActivate) m_activated |= bit;
     if (op.in.done == DoneAction::kUnblock) m_blocked &= ~bit;

@@ -76,6 +76,8 @@ class PeCore : public PeAgent {
     Dsd dst, src[3];
     int nsrc = 0;
     uint32_t total = 0, done = 0;
+    int rate = 1;               // datapath elements per cycle for this op and its formats
+    bool alu = false;           // needs the arithmetic datapath
     float scalar = 0;
     float acc = 0;              // vsum
     uint64_t next_step = 0;     // earliest cycle of the next step (multi-cycle steps)
@@ -93,7 +95,6 @@ class PeCore : public PeAgent {
   int step_vector(uint64_t now, VecOp& op, Resources& res);
   void complete_main();
   bool pick_task(uint64_t now);
-  bool task_ready(int t) const;
   uint32_t mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok);
   bool mem_store(uint64_t now, uint32_t addr, int bytes, uint32_t v);
   uint32_t elem_addr(const Dsd& d, uint32_t i, int bytes) const;

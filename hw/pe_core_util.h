@@ -15,16 +15,6 @@ enum : uint8_t { kNoDsd = 0, kMemDsd = 1, kFinDsd = 2, kFoutDsd = 3 };
 inline int elem_bytes(NumFormat f) { return f == NumFormat::kF32 ? 4 : 2; }
 inline bool is16(NumFormat f) { return f != NumFormat::kF32; }
 
-inline float bits_to_float(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-inline uint32_t float_to_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
 
 // Source operands of each vector op, as indices into Instr::reg (destination is reg[0]).
 struct VecShape {

@@ -20,8 +20,16 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
   if (!sum) op.dst = m_dsd[in.reg[0]];
   for (int k = 0; k < sh.nsrc; ++k) op.src[op.nsrc++] = m_dsd[in.reg[sum ? 1 : 1 + k]];
   if (sh.dst_src) op.src[op.nsrc++] = op.dst;
-  if (sh.scalar) op.scalar = bits_to_float(m_gpr[in.op == Op::kVfill ? in.reg[1] : in.reg[2]]);
+  if (sh.scalar) op.scalar = f32_from_bits(m_gpr[in.op == Op::kVfill ? in.reg[1] : in.reg[2]]);
   op.total = sum ? op.src[0].len : op.dst.len;
+  op.alu = sh.alu;
+  switch (in.op) {
+    case Op::kVfmac: case Op::kVaxpy:
+      op.rate = !is16(in.fmt) && !is16(in.fmt2) ? m_cfg.fmac_fp32 : is16(in.fmt) && is16(in.fmt2) ? m_cfg.fmac_16 : m_cfg.fmac_mixed;
+      break;
+    case Op::kVexp: case Op::kVrecip: op.rate = m_cfg.special; break;
+    default: op.rate = is16(in.fmt) && is16(in.fmt2) ? m_cfg.add_16 : m_cfg.add_fp32;
+  }
   const int dbytes = elem_bytes(in.fmt2);
   auto src_bytes = [&](int k) { return elem_bytes(src_format(in, k)); };
   for (int k = 0; k < op.nsrc; ++k) {
@@ -69,19 +77,10 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
   if (!op.active) return 0;
   if (now < op.next_step) return 1;  // inside a multi-cycle step
   const Instr& in = op.in;
-  const VecShape sh = shape(in.op);
   const bool sum = in.op == Op::kVsum;
   const int dbytes = elem_bytes(in.fmt2);
   auto src_bytes = [&](int k) { return elem_bytes(src_format(in, k)); };
-  int rate;
-  switch (in.op) {
-    case Op::kVfmac: case Op::kVaxpy:
-      rate = !is16(in.fmt) && !is16(in.fmt2) ? m_cfg.fmac_fp32 : is16(in.fmt) && is16(in.fmt2) ? m_cfg.fmac_16 : m_cfg.fmac_mixed;
-      break;
-    case Op::kVexp: case Op::kVrecip: rate = m_cfg.special; break;
-    default: rate = is16(in.fmt) && is16(in.fmt2) ? m_cfg.add_16 : m_cfg.add_fp32;
-  }
-  uint32_t k = std::min<uint32_t>(static_cast<uint32_t>(rate), op.total - op.done);
+  uint32_t k = std::min<uint32_t>(static_cast<uint32_t>(op.rate), op.total - op.done);
   int reads = 0;
   for (int s = 0; s < op.nsrc; ++s) {
     const Dsd& d = op.src[s];
@@ -107,7 +106,7 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
   const int cycles_ports = std::max(1, (reads + m_cfg.read_ports - 1) / m_cfg.read_ports);
   if (reads > res.reads && !(reads > m_cfg.read_ports && res.reads == m_cfg.read_ports)) return 0;
   if (writes > res.writes) return 0;
-  if (sh.alu && !res.alu) return 0;
+  if (op.alu && !res.alu) return 0;
   uint64_t banks = 0;
   bool self_conflict = false;
   const int nb = m_cfg.sram_banks;
@@ -127,7 +126,7 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
   if (banks & res.banks) return 0;  // another thread reads those banks this cycle
   res.reads = std::max(0, res.reads - reads);
   res.writes -= writes;
-  if (sh.alu) res.alu = false;
+  if (op.alu) res.alu = false;
   res.banks |= banks;
 
   const int bias = m_cfg.cb16_bias;

@@ -47,7 +47,6 @@ bool Router::accepts(int port, int color) const {
 
 void Router::allocate_buffers() {
   int n = 0;
-  uint8_t rx_ports = 0, tx_ports = 0;
   for (int c = 0; c < kMaxColors; ++c) {
     ColorState& cs = m_col[c];
     cs.rx_any = (m_routed >> c) & 1 ? m_route[c].rx_any() : 0;
@@ -55,12 +54,8 @@ void Router::allocate_buffers() {
     cs.rx = m_route[c].pos[0].rx;
     cs.tx = m_route[c].pos[0].tx;
     n += __builtin_popcount(cs.rx_any);
-    rx_ports |= cs.rx_any;
-    if ((m_routed >> c) & 1) tx_ports |= m_route[c].tx_any();
     for (int p = 0; p < kNumLinkPorts; ++p) m_credit[p][c] = static_cast<uint8_t>(m_cfg->buffer_depth);
   }
-  m_rx_links = rx_ports & 0xf;
-  m_tx_links = tx_ports & 0xf;
   // One block: buffer bookkeeping, then slots (both 8-byte aligned).
   m_depth = static_cast<uint8_t>(m_cfg->buffer_depth);
   const size_t depth = m_depth;

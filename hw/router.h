@@ -168,8 +168,6 @@ class Router {
   uint32_t m_occupancy = 0;
   uint32_t m_outstanding = 0;  // wavelets sent on links whose credit has not come back
   uint8_t m_rr_out[kNumPorts] = {};
-  uint8_t m_rx_links = 0;      // link ports any route takes from (arrivals to pull)
-  uint8_t m_tx_links = 0;      // link ports any route sends to a router on (credits to collect)
   bool m_has_chan = false;     // an I/O channel hangs off this router (edge rows only)
   Router* m_nbr[kNumLinkPorts] = {};
   EdgeChannel* m_chan[kNumLinkPorts] = {};

@@ -84,10 +84,4 @@ class CoreRig {
   std::vector<PeCore*> m_cores;
 };
 
-inline uint32_t f32_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
 }  // namespace wafersim::test

@@ -122,12 +122,24 @@ const char* kFourWaveletTx = R"(
     halt
 )";
 
+// kFourWaveletTx at (0,0) sends East on color 1 to the data-task receiver at (1,0).
+struct FourWavelets {
+  CoreRig rig{2};
+  PeCore* tx = nullptr;
+  PeCore* rx = nullptr;
+  explicit FourWavelets(bool blocked) {
+    rig.route(0, 0, 1, R, E);
+    rig.route(1, 0, 1, W, R);
+    tx = rig.add(0, 0, kFourWaveletTx);
+    rx = rig.add(1, 0, rx_program(blocked));
+  }
+};
+
 TEST(CoreFabric, DataTaskRunsOncePerWaveletAndOnlyAfterItArrives) {
-  CoreRig rig(2);
-  rig.route(0, 0, 1, R, E);
-  rig.route(1, 0, 1, W, R);
-  PeCore* tx = rig.add(0, 0, kFourWaveletTx);
-  PeCore* rx = rig.add(1, 0, rx_program(false));
+  FourWavelets s(false);
+  CoreRig& rig = s.rig;
+  PeCore* tx = s.tx;
+  PeCore* rx = s.rx;
   for (int t = 0; t < 60; ++t) rig.fabric().step();
   EXPECT_EQ(rx->stats().tasks_started, 1u) << "only main ran before anything was sent";
   EXPECT_EQ(rig.read_u32(rx, "count"), 0u);
@@ -139,11 +151,10 @@ TEST(CoreFabric, DataTaskRunsOncePerWaveletAndOnlyAfterItArrives) {
 }
 
 TEST(CoreFabric, BlockedDataTaskDoesNotRun) {
-  CoreRig rig(2);
-  rig.route(0, 0, 1, R, E);
-  rig.route(1, 0, 1, W, R);
-  PeCore* tx = rig.add(0, 0, kFourWaveletTx);
-  PeCore* rx = rig.add(1, 0, rx_program(true));
+  FourWavelets s(true);
+  CoreRig& rig = s.rig;
+  PeCore* tx = s.tx;
+  PeCore* rx = s.rx;
   rig.halt_cycle(tx);
   for (int t = 0; t < 200; ++t) rig.fabric().step();
   EXPECT_EQ(rig.read_u32(rx, "count"), 0u);

@@ -20,18 +20,6 @@ namespace {
 // Exhaustive loops report the first few mismatches, then only the count.
 constexpr int kMaxReported = 10;
 
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-
-float float_of(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 std::string hex(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
@@ -123,7 +111,7 @@ Ref ref_cb16(int bias) { return Ref{6, 9, bias}; }
 const std::vector<float>& strided_inputs() {
   static const std::vector<float> v = [] {
     std::vector<float> r;
-    for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) r.push_back(float_of(uint32_t(b)));
+    for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) r.push_back(f32_from_bits(uint32_t(b)));
     return r;
   }();
   return v;
@@ -174,10 +162,10 @@ TEST(Fp16, DecodeMatchesFloat16ForAllPatterns) {
   for (uint32_t h = 0; h <= 0xffff; ++h) {
     const float got = f16_to_f32(uint16_t(h)), want = gcc_f16_to_f32(uint16_t(h));
     const bool ok =
-        std::isnan(want) ? bits_of(got) == widened_nan(kRefF16, h) : bits_of(got) == bits_of(want);
+        std::isnan(want) ? f32_bits(got) == widened_nan(kRefF16, h) : f32_bits(got) == f32_bits(want);
     if (!ok && ++bad <= kMaxReported) {
-      ADD_FAILURE() << "f16 " << hex(h) << ": got " << hex(bits_of(got)) << " want "
-                    << hex(bits_of(want));
+      ADD_FAILURE() << "f16 " << hex(h) << ": got " << hex(f32_bits(got)) << " want "
+                    << hex(f32_bits(want));
     }
   }
   EXPECT_EQ(bad, 0);
@@ -196,7 +184,7 @@ TEST(Fp16, EncodeMatchesFloat16) {
     const uint16_t got = f32_to_f16(x), want = gcc_f32_to_f16(x);
     const bool ok = kRefF16.is_nan(want) ? kRefF16.is_nan(got) : got == want;
     if (!ok && ++bad <= kMaxReported) {
-      ADD_FAILURE() << "f32 " << hex(bits_of(x)) << ": got " << hex(got) << " want " << hex(want);
+      ADD_FAILURE() << "f32 " << hex(f32_bits(x)) << ": got " << hex(got) << " want " << hex(want);
     }
   }
   EXPECT_EQ(bad, 0);
@@ -211,7 +199,7 @@ TEST(Fp16, ReferenceCodecMatchesFloat16) {
   int bad = 0;
   for (uint32_t h = 0; h <= 0xffff; ++h) {
     if (kRefF16.is_nan(h)) continue;
-    if (bits_of(static_cast<float>(kRefF16.decode(h))) != bits_of(gcc_f16_to_f32(uint16_t(h))) &&
+    if (f32_bits(static_cast<float>(kRefF16.decode(h))) != f32_bits(gcc_f16_to_f32(uint16_t(h))) &&
         ++bad <= kMaxReported) {
       ADD_FAILURE() << "decode " << hex(h);
     }
@@ -222,7 +210,7 @@ TEST(Fp16, ReferenceCodecMatchesFloat16) {
   for (float x : in) {
     if (std::isnan(x)) continue;
     if (kRefF16.encode(x) != gcc_f32_to_f16(x) && ++bad <= kMaxReported) {
-      ADD_FAILURE() << "encode " << hex(bits_of(x));
+      ADD_FAILURE() << "encode " << hex(f32_bits(x));
     }
   }
   EXPECT_EQ(bad, 0);
@@ -280,7 +268,7 @@ TEST(Fp16, EdgeCases) {
       {0x7f800001, 0x7e00, "signalling NaN with only low payload stays NaN"},
   };
   for (const EncodeCase& c : enc) {
-    EXPECT_EQ(f32_to_f16(float_of(c.f32)), c.want) << c.what;
+    EXPECT_EQ(f32_to_f16(f32_from_bits(c.f32)), c.want) << c.what;
   }
   const DecodeCase dec[] = {
       {0x7bff, 0x477fe000, "max finite"},
@@ -292,7 +280,7 @@ TEST(Fp16, EdgeCases) {
       {0x7d01, 0x7fe02000, "signalling NaN: quiet, payload kept"},
   };
   for (const DecodeCase& c : dec) {
-    EXPECT_EQ(bits_of(f16_to_f32(c.h)), c.want_f32) << c.what;
+    EXPECT_EQ(f32_bits(f16_to_f32(c.h)), c.want_f32) << c.what;
   }
 }
 
@@ -331,11 +319,11 @@ TEST_P(Format16Test, DecodeMatchesReferenceForAllPatterns) {
   for (uint32_t h = 0; h <= 0xffff; ++h) {
     const float got = decode(uint16_t(h));
     const double want = ref.decode(h);
-    const bool ok = std::isnan(want) ? bits_of(got) == widened_nan(ref, h)
-                                     : bits_of(got) == bits_of(static_cast<float>(want)) &&
+    const bool ok = std::isnan(want) ? f32_bits(got) == widened_nan(ref, h)
+                                     : f32_bits(got) == f32_bits(static_cast<float>(want)) &&
                                            static_cast<double>(got) == want;
     if (!ok && ++bad <= kMaxReported) {
-      ADD_FAILURE() << hex(h) << ": got " << hex(bits_of(got)) << " want " << want;
+      ADD_FAILURE() << hex(h) << ": got " << hex(f32_bits(got)) << " want " << want;
     }
   }
   EXPECT_EQ(bad, 0);
@@ -355,14 +343,14 @@ TEST_P(Format16Test, EncodeMatchesReference) {
     bool ok;
     if (std::isnan(x)) {
       // Quiet, same sign, and the payload bits below fp32's quiet bit that fit, kept.
-      const uint32_t payload = (bits_of(x) & 0x3fffff) >> (23 - ref.man_bits);
-      const uint32_t sign = (bits_of(x) >> 31) << 15;
+      const uint32_t payload = (f32_bits(x) & 0x3fffff) >> (23 - ref.man_bits);
+      const uint32_t sign = (f32_bits(x) >> 31) << 15;
       ok = got == (sign | ref.inf() | quiet | payload);
     } else {
       ok = got == ref.encode(x);
     }
     if (!ok && ++bad <= kMaxReported) {
-      ADD_FAILURE() << "f32 " << hex(bits_of(x)) << ": got " << hex(got) << " want "
+      ADD_FAILURE() << "f32 " << hex(f32_bits(x)) << ": got " << hex(got) << " want "
                     << hex(std::isnan(x) ? 0 : ref.encode(x));
     }
   }
@@ -417,7 +405,7 @@ TEST(Bf16, EdgeCases) {
       {0x7fa00000, 0x7fe0, "signalling NaN becomes quiet, payload kept"},
   };
   for (const EncodeCase& c : enc) {
-    EXPECT_EQ(f32_to_bf16(float_of(c.f32)), c.want) << c.what;
+    EXPECT_EQ(f32_to_bf16(f32_from_bits(c.f32)), c.want) << c.what;
   }
   const DecodeCase dec[] = {
       {0x7f7f, 0x7f7f0000, "max finite"},    {0x0080, 0x00800000, "min normal"},
@@ -425,7 +413,7 @@ TEST(Bf16, EdgeCases) {
       {0xff80, 0xff800000, "-Inf"},          {0x7f81, 0x7fc10000, "signalling NaN made quiet"},
   };
   for (const DecodeCase& c : dec) {
-    EXPECT_EQ(bits_of(bf16_to_f32(c.h)), c.want_f32) << c.what;
+    EXPECT_EQ(f32_bits(bf16_to_f32(c.h)), c.want_f32) << c.what;
   }
 }
 
@@ -459,7 +447,7 @@ TEST(Cb16, EdgeCasesBias31) {
       {0x7f800001, 0x7f00, "signalling NaN with only low payload stays NaN"},
   };
   for (const EncodeCase& c : enc) {
-    EXPECT_EQ(f32_to_cb16(float_of(c.f32), 31), c.want) << c.what;
+    EXPECT_EQ(f32_to_cb16(f32_from_bits(c.f32), 31), c.want) << c.what;
   }
   const DecodeCase dec[] = {
       {0x7dff, 0x4f7fc000, "max finite"},    {0x0200, 0x30800000, "min normal"},
@@ -468,20 +456,20 @@ TEST(Cb16, EdgeCasesBias31) {
       {0xfe00, 0xff800000, "-Inf"},          {0x7e01, 0x7fc04000, "signalling NaN made quiet"},
   };
   for (const DecodeCase& c : dec) {
-    EXPECT_EQ(bits_of(cb16_to_f32(c.h, 31)), c.want_f32) << c.what;
+    EXPECT_EQ(f32_bits(cb16_to_f32(c.h, 31)), c.want_f32) << c.what;
   }
 }
 
 // The bias moves the range: max finite (2 - 2^-9) x 2^(62-bias), min subnormal 2^(-8-bias).
 TEST(Cb16, RangeFollowsBias) {
-  EXPECT_EQ(bits_of(cb16_to_f32(0x7dff, 15)), 0x577fc000u);  // (2 - 2^-9) x 2^47
-  EXPECT_EQ(bits_of(cb16_to_f32(0x0001, 15)), 0x34000000u);  // 2^-23
-  EXPECT_EQ(bits_of(cb16_to_f32(0x7dff, 47)), 0x477fc000u);  // 65472
-  EXPECT_EQ(bits_of(cb16_to_f32(0x0001, 47)), 0x24000000u);  // 2^-55
+  EXPECT_EQ(f32_bits(cb16_to_f32(0x7dff, 15)), 0x577fc000u);  // (2 - 2^-9) x 2^47
+  EXPECT_EQ(f32_bits(cb16_to_f32(0x0001, 15)), 0x34000000u);  // 2^-23
+  EXPECT_EQ(f32_bits(cb16_to_f32(0x7dff, 47)), 0x477fc000u);  // 65472
+  EXPECT_EQ(f32_bits(cb16_to_f32(0x0001, 47)), 0x24000000u);  // 2^-55
   EXPECT_EQ(f32_to_cb16(65472.0f, 47), 0x7dff);
   EXPECT_EQ(f32_to_cb16(65504.0f, 47), 0x7e00);  // the bias-47 overflow threshold
   EXPECT_EQ(f32_to_cb16(std::nextafter(65504.0f, 0.0f), 47), 0x7dff);
-  EXPECT_EQ(bits_of(cb16_to_f32(0x3e00, kCb16DefaultBias)), bits_of(1.0f));
+  EXPECT_EQ(f32_bits(cb16_to_f32(0x3e00, kCb16DefaultBias)), f32_bits(1.0f));
 }
 
 // The reason for the valid range: at both ends every value is exact in fp32, and as a normal.
@@ -534,9 +522,9 @@ TEST(NumFormat, DispatchMatchesTheNamedConversions) {
   for (uint32_t h = 0; h <= 0xffff; h += 7) {
     const uint16_t h16 = uint16_t(h);
     const uint32_t junk = 0xa5a50000u | h;  // upper bits must be ignored
-    EXPECT_EQ(bits_of(to_f32(NumFormat::kF16, junk, bias)), bits_of(f16_to_f32(h16)));
-    EXPECT_EQ(bits_of(to_f32(NumFormat::kBF16, junk, bias)), bits_of(bf16_to_f32(h16)));
-    EXPECT_EQ(bits_of(to_f32(NumFormat::kCB16, junk, bias)), bits_of(cb16_to_f32(h16, bias)));
+    EXPECT_EQ(f32_bits(to_f32(NumFormat::kF16, junk, bias)), f32_bits(f16_to_f32(h16)));
+    EXPECT_EQ(f32_bits(to_f32(NumFormat::kBF16, junk, bias)), f32_bits(bf16_to_f32(h16)));
+    EXPECT_EQ(f32_bits(to_f32(NumFormat::kCB16, junk, bias)), f32_bits(cb16_to_f32(h16, bias)));
   }
   for (size_t i = 0; i < strided_inputs().size(); i += 101) {
     const float x = strided_inputs()[i];
@@ -549,8 +537,8 @@ TEST(NumFormat, DispatchMatchesTheNamedConversions) {
 TEST(NumFormat, Fp32PassesBitsThrough) {
   for (uint32_t u : {0x00000000u, 0x80000000u, 0x3f800000u, 0x00000001u, 0x7f7fffffu, 0xff800000u,
                      0x7fc12345u}) {
-    EXPECT_EQ(bits_of(to_f32(NumFormat::kF32, u, 0)), u) << hex(u);
-    EXPECT_EQ(from_f32(NumFormat::kF32, float_of(u), 0), u) << hex(u);
+    EXPECT_EQ(f32_bits(to_f32(NumFormat::kF32, u, 0)), u) << hex(u);
+    EXPECT_EQ(from_f32(NumFormat::kF32, f32_from_bits(u), 0), u) << hex(u);
   }
 }
 
