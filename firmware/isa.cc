@@ -57,7 +57,7 @@ const OpInfo kOps[] = {
     {"vmul", "d,d,d", true, false},
     {"vmax", "d,d,d", true, false},
     {"vfmac", "d,d,d,d", true, true},
-    {"vaxpy", "d,d,r", true, false},
+    {"vaxpy", "d,d,r", true, true},
     {"vmuls", "d,d,r", true, false},
     {"vfill", "d,r", true, false},
     {"vrelu", "d,d", true, false},

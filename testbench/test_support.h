@@ -27,6 +27,9 @@ namespace wafersim::test {
 constexpr uint8_t N = port_bit(kNorth), S = port_bit(kSouth), E = port_bit(kEast), W = port_bit(kWest),
                   R = port_bit(kRamp);
 
+// A scratch path inside the build tree (tests never write outside it).
+inline std::string tmp_path(const std::string& name) { return std::string(WAFERSIM_TEST_TMPDIR) + "/" + name; }
+
 // A small fabric with the default router/IO figures.
 inline HwConfig small_config(int width, int height) {
   HwConfig c;

@@ -1,0 +1,186 @@
+#include "firmware/kernels/kernel_util.h"
+
+#include <functional>
+
+#include "hw/config.h"
+
+namespace wafersim::kernels {
+
+int PeAsm::inq(int color) {
+  auto it = m_inq.find(color);
+  if (it != m_inq.end()) return it->second;
+  const int q = static_cast<int>(m_inq.size());
+  if (q >= kNumInputQueues) {
+    throw ConfigError("kernel needs more than " + std::to_string(kNumInputQueues) + " input queues on one PE");
+  }
+  m_inq[color] = q;
+  m_head << ".inq " << q << ", " << color << "\n";
+  return q;
+}
+
+int PeAsm::outq(int color) {
+  auto it = m_outq.find(color);
+  if (it != m_outq.end()) return it->second;
+  const int q = static_cast<int>(m_outq.size());
+  if (q >= kNumOutputQueues) {
+    throw ConfigError("kernel needs more than " + std::to_string(kNumOutputQueues) + " output queues on one PE");
+  }
+  m_outq[color] = q;
+  m_head << ".outq " << q << ", " << color << "\n";
+  return q;
+}
+
+std::string PeAsm::dsd() { return "d" + std::to_string(m_next_dsd++); }
+
+std::string PeAsm::fin(int color, uint32_t len) {
+  inq(color);
+  const std::string d = dsd();
+  *this << "dfin " + d + ", " + std::to_string(color) + ", " + std::to_string(len);
+  return d;
+}
+
+std::string PeAsm::fout(int color, uint32_t len) {
+  outq(color);
+  const std::string d = dsd();
+  *this << "dfout " + d + ", " + std::to_string(color) + ", " + std::to_string(len);
+  return d;
+}
+
+std::string PeAsm::mem(const std::string& symbol, uint32_t len, int stride) {
+  const std::string d = dsd();
+  *this << "dmem " + d + ", " + symbol + ", " + std::to_string(len) + ", " + std::to_string(stride);
+  return d;
+}
+
+PeAsm& PeAsm::operator<<(const std::string& line) {
+  if (!line.empty() && line.back() == ':') m_code << line << "\n";
+  else m_code << "    " << line << "\n";
+  return *this;
+}
+
+std::string PeAsm::text() const { return m_head.str() + m_data.str() + m_code.str(); }
+
+void RouteTable::add(int x, int y, int color, uint8_t rx, uint8_t tx) {
+  auto& r = m_routes[{x, y, color}];
+  r.first |= rx;
+  r.second |= tx;
+}
+
+void RouteTable::path(int x0, int y0, int x1, int y1, int color) {
+  if ((x0 != x1) == (y0 != y1)) throw ConfigError("kernel path must run along one row or one column");
+  const int dir = x1 > x0 ? kEast : x1 < x0 ? kWest : y1 > y0 ? kSouth : kNorth;
+  add(x0, y0, color, port_bit(kRamp), port_bit(dir));
+  int x = x0 + port_dx(dir), y = y0 + port_dy(dir);
+  for (; x != x1 || y != y1; x += port_dx(dir), y += port_dy(dir)) {
+    add(x, y, color, port_bit(opposite(dir)), port_bit(dir));
+  }
+  add(x1, y1, color, port_bit(opposite(dir)), port_bit(kRamp));
+}
+
+void RouteTable::emit(FabricProgram& prog) const {
+  for (const auto& [k, r] : m_routes) prog.route(std::get<0>(k), std::get<1>(k), std::get<2>(k), r.first, r.second);
+}
+
+const char* reduce_algo_name(ReduceAlgo a) { return a == ReduceAlgo::kChain ? "chain" : "tree"; }
+
+ReduceAlgo parse_reduce_algo(const std::string& s) {
+  if (s == "chain") return ReduceAlgo::kChain;
+  if (s == "tree") return ReduceAlgo::kTree;
+  throw ConfigError("reduction algorithm '" + s + "' is unknown (choose chain or tree)");
+}
+
+LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base) {
+  if (n < 1 || root < 0 || root >= n) throw ConfigError("line reduction: root outside the line");
+  LinePlan p;
+  p.parent.assign(static_cast<size_t>(n), -1);
+  p.children.assign(static_cast<size_t>(n), {});
+  p.color.assign(static_cast<size_t>(n), -1);
+  int top = color_base - 1;
+  auto link = [&](int child, int parent, int color) {
+    p.parent[static_cast<size_t>(child)] = parent;
+    p.children[static_cast<size_t>(parent)].push_back(child);
+    p.color[static_cast<size_t>(child)] = color;
+    top = std::max(top, color);
+  };
+  if (algo == ReduceAlgo::kChain) {
+    // Left of the root first, so a position adds its west (or north) child before its east one.
+    for (int i = 0; i < root; ++i) link(i, i + 1, color_base + (i % 2));
+    for (int i = n - 1; i > root; --i) link(i, i - 1, color_base + 2 + (i % 2));
+    // The root adds its left neighbour, then its right one.
+    auto& rc = p.children[static_cast<size_t>(root)];
+    std::sort(rc.begin(), rc.end());
+  } else {
+    // In-order binary tree: the middle of each interval is the parent of its halves' middles.
+    std::function<void(int, int, int, int)> build = [&](int lo, int hi, int parent, int depth) {
+      if (lo > hi) return;
+      const int mid = (lo + hi + 1) / 2;
+      link(mid, parent, color_base + 2 * (depth - 1) + (mid < parent ? 0 : 1));
+      build(lo, mid - 1, mid, depth + 1);
+      build(mid + 1, hi, mid, depth + 1);
+    };
+    build(0, root - 1, root, 1);
+    build(root + 1, n - 1, root, 1);
+  }
+  p.colors = top - color_base + 1;
+  return p;
+}
+
+void emit_line_reduce(PeAsm& a, const LinePlan& plan, int pos, uint32_t len, const std::string& fmt,
+                      const std::string& acc) {
+  const auto& kids = plan.children[static_cast<size_t>(pos)];
+  const bool sends = plan.parent[static_cast<size_t>(pos)] >= 0;
+  for (size_t k = 0; k < kids.size(); ++k) {
+    const std::string in = a.fin(plan.color[static_cast<size_t>(kids[k])], len);
+    if (sends && k + 1 == kids.size()) {
+      const std::string out = a.fout(plan.color[static_cast<size_t>(pos)], len);
+      a << "vadd." + fmt + " " + out + ", " + in + ", " + acc;  // the last child streams through
+      return;
+    }
+    a << "vadd." + fmt + " " + acc + ", " + in + ", " + acc;
+  }
+  if (sends) {
+    const std::string out = a.fout(plan.color[static_cast<size_t>(pos)], len);
+    a << "vmov." + fmt + " " + out + ", " + acc;
+  }
+}
+
+void route_line_reduce(RouteTable& routes, const LinePlan& plan, const std::vector<std::pair<int, int>>& xy) {
+  for (size_t i = 0; i < plan.parent.size(); ++i) {
+    const int p = plan.parent[i];
+    if (p < 0) continue;
+    routes.path(xy[i].first, xy[i].second, xy[static_cast<size_t>(p)].first, xy[static_cast<size_t>(p)].second,
+                plan.color[i]);
+  }
+}
+
+float round_to(NumFormat fmt, float v, int bias) { return to_f32(fmt, from_f32(fmt, v, bias), bias); }
+
+std::vector<uint8_t> encode(NumFormat fmt, const std::vector<float>& v, int bias) {
+  const int eb = fmt == NumFormat::kF32 ? 4 : 2;
+  std::vector<uint8_t> out;
+  out.reserve(v.size() * static_cast<size_t>(eb));
+  for (float f : v) {
+    const uint32_t bits = from_f32(fmt, f, bias);
+    for (int b = 0; b < eb; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+  }
+  return out;
+}
+
+int intern_image(FabricProgram& prog, const std::string& prefix, const std::string& source, const AsmTarget& t) {
+  for (size_t i = 0; i < prog.images.size(); ++i) {
+    if (prog.images[i].source == source) return static_cast<int>(i);
+  }
+  int n = 0;
+  while (prog.find_image(prefix + "_" + std::to_string(n)) >= 0) ++n;
+  return prog.add_image(prefix + "_" + std::to_string(n), source, t);
+}
+
+void need_colors(const char* kernel, int base, int colors_needed, const AsmTarget& t) {
+  if (base < 0 || base + colors_needed > t.colors) {
+    throw ConfigError(std::string(kernel) + " needs colors " + std::to_string(base) + ".." +
+                      std::to_string(base + colors_needed - 1) + " but the fabric has " + std::to_string(t.colors) +
+                      " (router.colors)");
+  }
+}
+
+}  // namespace wafersim::kernels

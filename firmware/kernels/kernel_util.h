@@ -1,0 +1,96 @@
+// Building blocks of the kernel generators: a per-PE assembly writer that hands out queues and
+// descriptor registers, a route table that merges multicast branches, and reduction trees over
+// a line of PEs. Internal to firmware/kernels/.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "firmware/program.h"
+#include "hw/number_format.h"
+
+namespace wafersim::kernels {
+
+// One PE's program as text. Queues and descriptor registers are allocated in order of use.
+class PeAsm {
+ public:
+  // The input/output queue bound to `color`, declared on first use.
+  int inq(int color);
+  int outq(int color);
+  // A fresh descriptor register name ("d7").
+  std::string dsd();
+  // A fabric input/output descriptor of `len` elements on `color` (declares the queue).
+  std::string fin(int color, uint32_t len);
+  std::string fout(int color, uint32_t len);
+  // A memory descriptor over a data symbol.
+  std::string mem(const std::string& symbol, uint32_t len, int stride = 1);
+  void task(const std::string& decl) { m_head << ".task " << decl << "\n"; }
+  void data(const std::string& decl) { m_data << decl << "\n"; }
+  void equ(const std::string& name, int64_t v) { m_head << ".equ " << name << ", " << v << "\n"; }
+  // Code; a line ending in ':' is a label.
+  PeAsm& operator<<(const std::string& line);
+  std::string text() const;
+
+ private:
+  std::map<int, int> m_inq, m_outq;
+  int m_next_dsd = 0;
+  std::ostringstream m_head, m_data, m_code;
+};
+
+// Routes being built: each (PE, color) gets the union of the input and output ports given to it,
+// so multicast trees can be added branch by branch.
+class RouteTable {
+ public:
+  void add(int x, int y, int color, uint8_t rx, uint8_t tx);
+  // A path of wavelets from (x0,y0) to (x1,y1) along one row or column: the source takes
+  // from its ramp, the PEs in between pass it on, the destination hands it to its ramp.
+  void path(int x0, int y0, int x1, int y1, int color);
+  void emit(FabricProgram& prog) const;
+
+ private:
+  std::map<std::tuple<int, int, int>, std::pair<uint8_t, uint8_t>> m_routes;
+};
+
+// A reduction over a line of n PEs toward `root` (an index into the line). Every non-root
+// position sends once to its parent; `children` lists who sends to each position, in the order
+// the position adds them. chain: neighbours, 2 colors per side; tree: an in-order binary tree
+// (a position has at most one child on each side), 2 colors per level.
+enum class ReduceAlgo { kChain, kTree };
+const char* reduce_algo_name(ReduceAlgo a);
+ReduceAlgo parse_reduce_algo(const std::string& s);  // throws ConfigError
+
+struct LinePlan {
+  std::vector<int> parent;                 // -1 at the root
+  std::vector<std::vector<int>> children;  // in adding order
+  std::vector<int> color;                  // color of the edge to the parent (-1 at the root)
+  int colors = 0;                          // colors used, from color_base
+};
+LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base);
+
+// The code of one position of a line reduction. `acc` is a memory descriptor holding this PE's
+// contribution, which the code may overwrite: the sum of the subtree ends in `acc` at the root;
+// elsewhere it goes to the parent (the last child's partial sum streams fabric to fabric, added
+// on the way). A position adds its children in order: acc = in + acc. `fmt` is the add format.
+void emit_line_reduce(PeAsm& a, const LinePlan& plan, int pos, uint32_t len, const std::string& fmt,
+                      const std::string& acc);
+
+// Routes of a line reduction whose positions sit at `xy` (one row or one column).
+void route_line_reduce(RouteTable& routes, const LinePlan& plan, const std::vector<std::pair<int, int>>& xy);
+
+// The value of `v` rounded to `fmt` and widened back (what a PE holds after loading it).
+float round_to(NumFormat fmt, float v, int cb16_bias);
+// Bytes of `v` in `fmt`, little-endian, for data patches.
+std::vector<uint8_t> encode(NumFormat fmt, const std::vector<float>& v, int cb16_bias);
+
+// Returns the index of an image with this exact source, assembling it (named prefix_N) if new.
+int intern_image(FabricProgram& prog, const std::string& prefix, const std::string& source, const AsmTarget& t);
+
+// Throws ConfigError unless `colors_needed` colors from `base` fit the target.
+void need_colors(const char* kernel, int base, int colors_needed, const AsmTarget& t);
+
+}  // namespace wafersim::kernels

@@ -1,0 +1,99 @@
+// The kernel library: parameterised generators of PE images, routes and initial data, added to
+// a FabricProgram. The compiler places these; tests prove them against plain C++ references
+// (testbench/system/kernel_test.cc); docs/kernels.md describes each one's code and colors.
+//
+//   FabricProgram prog;
+//   kernels::GemvParams g;  g.rect = {0, 1, 4, 4};  g.m = g.n = 256;
+//   kernels::add_gemv(prog, g, a, x, asm_target(hw));
+//   Fabric f(hw);  load_program(f, prog);  ... run ...  read_outputs(f, prog);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "firmware/kernels/kernel_util.h"
+#include "firmware/program.h"
+#include "hw/number_format.h"
+
+namespace wafersim::kernels {
+
+// A rectangle of PEs: x0..x0+w-1, y0..y0+h-1.
+struct Rect {
+  int x0 = 0, y0 = 0, w = 1, h = 1;
+};
+
+// Row broadcast: the westmost PE of each row of `rect` sends data[row] (len elements) east to
+// every PE of its row (column broadcast: the northmost PE of each column sends south). Every PE
+// of the rectangle ends with the vector in "buf" (outputs "bcast.ROW" / "bcast.COL" per line).
+struct BroadcastParams {
+  Rect rect;
+  bool columns = false;
+  uint32_t len = 16;
+  NumFormat fmt = NumFormat::kF32;
+  int color = 0;
+};
+void add_broadcast(FabricProgram& prog, const BroadcastParams& p, const std::vector<std::vector<float>>& data,
+                   const AsmTarget& t);
+
+// Reduce / allreduce over a rectangle: every PE holds data[(y-y0)*w + (x-x0)] (len elements) in
+// "v". Each row reduces toward the root's column, then the root's column toward the root; with
+// `all`, the root multicasts the sum back over the rectangle. The sum ends in "sum" at the root
+// (output "sum") or at every PE (outputs "sum" at the root, "sum.X.Y" elsewhere). Colors:
+// color_base onward (returned). Default root: the centre PE.
+struct ReduceParams {
+  Rect rect;
+  uint32_t len = 1;
+  NumFormat fmt = NumFormat::kF32;
+  ReduceAlgo algo = ReduceAlgo::kChain;
+  int root_x = -1, root_y = -1;  // absolute; -1 = centre (x0 + w/2, y0 + h/2)
+  bool all = true;
+  int color_base = 0;
+};
+int add_reduce(FabricProgram& prog, const ReduceParams& p, const std::vector<std::vector<float>>& data,
+               const AsmTarget& t);
+
+// y = A x with A (m x n, row-major) tiled over rect (w x h PEs: PE (i, j) holds rows
+// j*m/h.. and columns i*n/w.. of A, column-major, in `fmt`). The row above the rectangle holds
+// feeder PEs that send x's segments south, one wavelet per element (fp32 bits of x rounded to
+// `fmt`); each column multicasts its segment to its PEs, whose data task does
+// y_tile += A[:, k] * x_k per wavelet (vaxpy, accumulated in `acc`). Partial sums are then
+// reduced along each row toward the east column (chain or tree), which keeps y's segment
+// (outputs "y", in row order). reps > 1 repeats the product (for benchmarks). Colors: color_base
+// (x) and the reduction's from color_base + 1.
+struct GemvParams {
+  Rect rect;  // rect.y0 >= 1: the feeders run on row y0 - 1
+  uint32_t m = 256, n = 256;
+  NumFormat fmt = NumFormat::kF32;
+  NumFormat acc = NumFormat::kF32;  // fp32, or the same as fmt
+  ReduceAlgo algo = ReduceAlgo::kChain;
+  uint32_t reps = 1;
+  int color_base = 0;
+};
+void add_gemv(FabricProgram& prog, const GemvParams& p, const std::vector<float>& a, const std::vector<float>& x,
+              const AsmTarget& t);
+
+// c = op(a, b) on every PE of rect, len elements in `fmt`: op is one of add, sub, mul, max,
+// cmpgt (binary) or relu, exp, recip (unary; b unused). data_a / data_b: one vector per PE in
+// row-major PE order. Outputs "c.X.Y".
+struct ElementwiseParams {
+  Rect rect;
+  std::string op = "add";
+  uint32_t len = 16;
+  NumFormat fmt = NumFormat::kF32;
+};
+void add_elementwise(FabricProgram& prog, const ElementwiseParams& p, const std::vector<std::vector<float>>& data_a,
+                     const std::vector<std::vector<float>>& data_b, const AsmTarget& t);
+bool elementwise_binary(const std::string& op);  // throws ConfigError for an unknown op
+
+// Ping-pong: PE (x0, y0) sends len fp32 words east to PE (x0 + distance, y0), which echoes them
+// straight back (fabric to fabric); `rounds` times. The echo lands in "echo" (output "echo").
+// Cycles per round = len + round-trip latency once the stream is going.
+struct PingPongParams {
+  int x0 = 0, y0 = 0, distance = 1;
+  uint32_t len = 64, rounds = 4;
+  int color_base = 0;
+};
+void add_pingpong(FabricProgram& prog, const PingPongParams& p, const std::vector<float>& data, const AsmTarget& t);
+
+}  // namespace wafersim::kernels

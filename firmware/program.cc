@@ -1,0 +1,520 @@
+#include "firmware/program.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "hw/atomic_file.h"
+#include "hw/fabric.h"
+#include "hw/pe_core.h"
+
+namespace wafersim {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kFormat = "wafersim-program/1";
+
+std::string at(int x, int y) { return "(" + std::to_string(x) + ", " + std::to_string(y) + ")"; }
+
+// Where each PE's placement is, for data, outputs and symbol look-ups.
+std::map<std::pair<int, int>, int> placement_map(const FabricProgram& p, bool reject_duplicates) {
+  std::map<std::pair<int, int>, int> m;
+  for (const Placement& pl : p.placements) {
+    auto [it, fresh] = m.emplace(std::make_pair(pl.x, pl.y), pl.image);
+    if (!fresh && reject_duplicates) {
+      throw ConfigError("overlapping placements: PE " + at(pl.x, pl.y) + " is given image '" +
+                        p.images[static_cast<size_t>(it->second)].name + "' and image '" +
+                        p.images[static_cast<size_t>(pl.image)].name + "'");
+    }
+  }
+  return m;
+}
+
+const Symbol& data_symbol(const FabricProgram& p, const std::map<std::pair<int, int>, int>& where, int x, int y,
+                          const std::string& sym, const char* what) {
+  const auto it = where.find({x, y});
+  if (it == where.end()) {
+    throw ConfigError(std::string(what) + " for PE " + at(x, y) + ", which runs no image");
+  }
+  const ProgramImage& im = p.images[static_cast<size_t>(it->second)];
+  const Symbol* s = im.image.find(sym);
+  if (!s || s->code) {
+    throw ConfigError(std::string(what) + " for PE " + at(x, y) + ": image '" + im.name + "' has no data symbol '" +
+                      sym + "'");
+  }
+  return *s;
+}
+
+}  // namespace
+
+AsmTarget asm_target(const HwConfig& hw) {
+  AsmTarget t;
+  t.sram_bytes = static_cast<uint32_t>(hw.core.sram_kb) * 1024;
+  t.colors = hw.router.colors;
+  t.dsd_regs = hw.core.dsd_regs;
+  t.cb16_bias = hw.core.cb16_bias;
+  return t;
+}
+
+// --- building ---
+
+int FabricProgram::add_image(const std::string& name, const std::string& source, const AsmTarget& target) {
+  if (find_image(name) >= 0) throw ConfigError("program '" + this->name + "': image '" + name + "' defined twice");
+  images.push_back({name, source, assemble(source, name + ".s", target)});
+  return static_cast<int>(images.size()) - 1;
+}
+
+int FabricProgram::find_image(const std::string& n) const {
+  for (size_t i = 0; i < images.size(); ++i) {
+    if (images[i].name == n) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void FabricProgram::cover(int x, int y) {
+  min_width = std::max(min_width, x + 1);
+  min_height = std::max(min_height, y + 1);
+}
+
+void FabricProgram::place(int x, int y, int image) {
+  placements.push_back({x, y, image});
+  cover(x, y);
+}
+
+void FabricProgram::route(int x, int y, int color, uint8_t rx, uint8_t tx) {
+  route(x, y, color, ColorRoute::simple(rx, tx));
+}
+
+void FabricProgram::route(int x, int y, int color, const ColorRoute& r) {
+  routes.push_back({x, y, color, r});
+  cover(x, y);
+}
+
+void FabricProgram::set_data(int x, int y, const std::string& symbol, const std::vector<uint8_t>& bytes,
+                             uint32_t offset) {
+  data.push_back({x, y, symbol, offset, bytes});
+}
+
+void FabricProgram::set_f32(int x, int y, const std::string& symbol, const std::vector<float>& values) {
+  std::vector<uint8_t> b(values.size() * 4);
+  if (!values.empty()) std::memcpy(b.data(), values.data(), b.size());
+  set_data(x, y, symbol, b);
+}
+
+void FabricProgram::output(const std::string& n, int x, int y, const std::string& symbol, uint32_t count,
+                           uint32_t offset) {
+  outputs.push_back({n, x, y, symbol, offset, count});
+}
+
+// --- loading onto a fabric ---
+
+LoadedProgram load_program(Fabric& fabric, const FabricProgram& prog) {
+  const HwConfig& hw = fabric.config();
+  auto inside = [&](int x, int y, const std::string& what) {
+    if (!fabric.contains(x, y)) {
+      throw ConfigError(what + " at PE " + at(x, y) + " is outside the " + std::to_string(fabric.width()) + " x " +
+                        std::to_string(fabric.height()) + " fabric (program '" + prog.name + "' needs at least " +
+                        std::to_string(prog.min_width) + " x " + std::to_string(prog.min_height) + ")");
+    }
+  };
+  for (const Placement& pl : prog.placements) {
+    if (pl.image < 0 || static_cast<size_t>(pl.image) >= prog.images.size()) {
+      throw ConfigError("placement at PE " + at(pl.x, pl.y) + " names image #" + std::to_string(pl.image) +
+                        ", which does not exist");
+    }
+    inside(pl.x, pl.y, "image '" + prog.images[static_cast<size_t>(pl.image)].name + "'");
+  }
+  const auto where = placement_map(prog, true);
+  for (const RouteSpec& r : prog.routes) inside(r.x, r.y, "route of color " + std::to_string(r.color));
+  for (const DataPatch& d : prog.data) {
+    if (d.symbol.empty()) continue;
+    const Symbol& s = data_symbol(prog, where, d.x, d.y, d.symbol, "data");
+    const uint64_t room = uint64_t{s.elem_bytes} * s.count;
+    if (d.offset + d.bytes.size() > room) {
+      throw ConfigError("data for PE " + at(d.x, d.y) + " symbol '" + d.symbol + "': " +
+                        std::to_string(d.bytes.size()) + " bytes at offset " + std::to_string(d.offset) +
+                        " do not fit its " + std::to_string(room) + " bytes");
+    }
+  }
+
+  LoadedProgram out;
+  std::map<std::pair<int, int>, PeCore*> core_at;
+  for (const Placement& pl : prog.placements) {
+    const ProgramImage& im = prog.images[static_cast<size_t>(pl.image)];
+    std::unique_ptr<PeCore> core;
+    try {
+      core = std::make_unique<PeCore>(hw.core, im.image, static_cast<uint32_t>(pl.y) * fabric.width() + pl.x,
+                                      Fabric::pe_name(pl.x, pl.y));
+    } catch (const ConfigError& e) {
+      throw ConfigError("image '" + im.name + "' at PE " + at(pl.x, pl.y) + " does not fit: " + e.what());
+    }
+    out.cores.push_back(core.get());
+    out.images.push_back(&im.image);
+    core_at[{pl.x, pl.y}] = core.get();
+    fabric.attach_agent(pl.x, pl.y, std::move(core));
+  }
+  for (const RouteSpec& r : prog.routes) fabric.set_route(r.x, r.y, r.color, r.route);
+  for (const DataPatch& d : prog.data) {
+    PeCore* core = core_at.count({d.x, d.y}) ? core_at[{d.x, d.y}] : nullptr;
+    if (!core) throw ConfigError("data for PE " + at(d.x, d.y) + ", which runs no image");
+    uint64_t addr = d.offset;
+    if (!d.symbol.empty()) addr += data_symbol(prog, where, d.x, d.y, d.symbol, "data").addr;
+    const PeImage& img = prog.images[static_cast<size_t>(where.at({d.x, d.y}))].image;
+    if (addr < img.code_bytes() || addr + d.bytes.size() > core->sram_bytes()) {
+      throw ConfigError("data for PE " + at(d.x, d.y) + " at address " + std::to_string(addr) + " (" +
+                        std::to_string(d.bytes.size()) + " bytes) overlaps code or leaves SRAM");
+    }
+    if (!d.bytes.empty()) {
+      core->write_bytes(static_cast<uint32_t>(addr), d.bytes.data(), static_cast<uint32_t>(d.bytes.size()));
+    }
+  }
+  fabric.finalize();
+  return out;
+}
+
+bool program_done(const Fabric& fabric, const LoadedProgram& loaded, size_t* first) {
+  while (*first < loaded.cores.size() && loaded.cores[*first]->halted()) ++*first;
+  if (*first < loaded.cores.size()) return false;
+  for (const PeCore* c : loaded.cores) {
+    if (c->has_work()) return false;
+  }
+  return fabric.totals().in_flight == 0;
+}
+
+RunResult run_to_completion(Fabric& fabric, const LoadedProgram& loaded, uint64_t max_cycles) {
+  size_t first = 0;
+  const uint64_t stop = fabric.cycle() + max_cycles;
+  while (!program_done(fabric, loaded, &first)) {
+    if (fabric.cycle() >= stop) return {fabric.cycle(), false};
+    fabric.step();
+  }
+  return {fabric.cycle(), true};
+}
+
+std::vector<OutputValues> read_outputs(const Fabric& fabric, const FabricProgram& prog) {
+  const auto where = placement_map(prog, false);
+  std::vector<OutputValues> res;
+  for (const OutputSpec& o : prog.outputs) {
+    const Symbol& s = data_symbol(prog, where, o.x, o.y, o.symbol, "output");
+    const uint32_t count = o.count ? o.count : s.count;
+    if (o.offset + uint64_t{count} > s.count) {
+      throw ConfigError("output '" + o.name + "' at PE " + at(o.x, o.y) + " reads past symbol '" + o.symbol + "'");
+    }
+    const auto* core = dynamic_cast<const PeCore*>(fabric.agent(o.x, o.y));
+    if (!core) throw ConfigError("output '" + o.name + "': PE " + at(o.x, o.y) + " has no core");
+    if (res.empty() || res.back().name != o.name) res.push_back({o.name, {}});
+    std::vector<uint8_t> raw(size_t{count} * s.elem_bytes);
+    core->read_bytes(s.addr + o.offset * s.elem_bytes, raw.data(), static_cast<uint32_t>(raw.size()));
+    for (uint32_t i = 0; i < count; ++i) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &raw[size_t{i} * s.elem_bytes], s.elem_bytes);
+      float v;
+      if (s.is_int) {
+        v = s.elem_bytes == 2 ? static_cast<float>(static_cast<int16_t>(bits)) : static_cast<float>(static_cast<int32_t>(bits));
+      } else {
+        v = to_f32(s.fmt, bits, fabric.config().core.cb16_bias);
+      }
+      res.back().values.push_back(v);
+    }
+  }
+  return res;
+}
+
+// --- the directory form ---
+
+namespace {
+
+json xy(int x, int y) { return json::array({x, y}); }
+
+json route_json(const RouteSpec& r) {
+  json j = {{"at", xy(r.x, r.y)}, {"color", r.color}};
+  if (r.route.npos == 1) {
+    j["rx"] = port_set_name(r.route.pos[0].rx);
+    j["tx"] = port_set_name(r.route.pos[0].tx);
+  } else {
+    json pos = json::array();
+    for (int i = 0; i < r.route.npos; ++i) {
+      pos.push_back({{"rx", port_set_name(r.route.pos[i].rx)}, {"tx", port_set_name(r.route.pos[i].tx)}});
+    }
+    j["positions"] = pos;
+  }
+  return j;
+}
+
+}  // namespace
+
+void save_program(const FabricProgram& prog, const std::string& dir) {
+  fs::create_directories(fs::path(dir) / "images");
+  json j;
+  j["format"] = kFormat;
+  j["name"] = prog.name;
+  j["fabric"] = {{"min_width", prog.min_width}, {"min_height", prog.min_height}};
+  json images = json::array();
+  for (const ProgramImage& im : prog.images) {
+    if (!im.source.empty()) {
+      const std::string rel = "images/" + im.name + ".s";
+      write_file_atomic((fs::path(dir) / rel).string(), im.source);
+      images.push_back({{"name", im.name}, {"source", rel}});
+    } else {
+      const std::string rel = "images/" + im.name + ".wsimg";
+      save_image_file(im.image, (fs::path(dir) / rel).string());
+      images.push_back({{"name", im.name}, {"binary", rel}});
+    }
+  }
+  j["images"] = images;
+  json placements = json::array();
+  for (const Placement& p : prog.placements) {
+    placements.push_back({{"at", xy(p.x, p.y)}, {"image", prog.images[static_cast<size_t>(p.image)].name}});
+  }
+  j["placements"] = placements;
+  json routes = json::array();
+  for (const RouteSpec& r : prog.routes) routes.push_back(route_json(r));
+  j["routes"] = routes;
+  std::string blob;
+  json data = json::array();
+  for (const DataPatch& d : prog.data) {
+    json e = {{"at", xy(d.x, d.y)}, {"file", "data.bin"}, {"file_offset", blob.size()}, {"bytes", d.bytes.size()}};
+    if (!d.symbol.empty()) e["symbol"] = d.symbol;
+    e[d.symbol.empty() ? "address" : "offset"] = d.offset;
+    blob.append(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size());
+    data.push_back(e);
+  }
+  j["data"] = data;
+  json outputs = json::array();
+  for (const OutputSpec& o : prog.outputs) {
+    outputs.push_back({{"name", o.name}, {"at", xy(o.x, o.y)}, {"symbol", o.symbol}, {"offset", o.offset},
+                       {"count", o.count}});
+  }
+  j["outputs"] = outputs;
+  write_file_atomic((fs::path(dir) / "data.bin").string(), blob);
+  write_file_atomic((fs::path(dir) / "program.json").string(), j.dump(1) + "\n");
+}
+
+namespace {
+
+// Reads JSON fields with user-facing errors: "program.json: routes[3]: 'color' must be ...".
+class Reader {
+ public:
+  explicit Reader(std::string file) : m_file(std::move(file)) {}
+  [[noreturn]] void fail(const std::string& where, const std::string& msg) const {
+    throw ConfigError(m_file + ": " + where + (where.empty() ? "" : ": ") + msg);
+  }
+  void only(const json& j, const std::string& where, std::initializer_list<const char*> keys) const {
+    if (!j.is_object()) fail(where, "must be an object");
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; })) {
+        fail(where, "unknown key '" + it.key() + "'");
+      }
+    }
+  }
+  const json& need(const json& j, const std::string& where, const char* key) const {
+    if (!j.contains(key)) fail(where, std::string("missing '") + key + "'");
+    return j[key];
+  }
+  int integer(const json& j, const std::string& where, const char* key, int lo, int hi) const {
+    const json& v = need(j, where, key);
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+      fail(where, std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
+                      std::to_string(hi) + "]");
+    }
+    return static_cast<int>(v.get<int64_t>());
+  }
+  uint64_t count(const json& j, const std::string& where, const char* key, uint64_t dflt) const {
+    if (!j.contains(key)) return dflt;
+    const json& v = j[key];
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+      fail(where, std::string("'") + key + "' must be a non-negative integer");
+    }
+    return v.get<uint64_t>();
+  }
+  std::string str(const json& j, const std::string& where, const char* key) const {
+    const json& v = need(j, where, key);
+    if (!v.is_string()) fail(where, std::string("'") + key + "' must be a string");
+    return v.get<std::string>();
+  }
+  std::pair<int, int> pos(const json& j, const std::string& where) const {
+    const json& v = need(j, where, "at");
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer()) {
+      fail(where, "'at' must be [x, y]");
+    }
+    const int64_t x = v[0].get<int64_t>(), y = v[1].get<int64_t>();
+    if (x < 0 || y < 0 || x > 100000 || y > 100000) fail(where, "'at' must be non-negative PE coordinates");
+    return {static_cast<int>(x), static_cast<int>(y)};
+  }
+  uint8_t ports(const json& j, const std::string& where, const char* key) const {
+    const std::string s = str(j, where, key);
+    uint8_t m = 0;
+    for (char c : s) {
+      int p = 0;
+      if (c == '+' || c == ',' || c == ' ') continue;
+      if (!parse_port(c, &p)) fail(where, std::string("'") + key + "' = '" + s + "': ports are N, S, E, W, R");
+      m |= port_bit(p);
+    }
+    return m;
+  }
+
+ private:
+  std::string m_file;
+};
+
+std::string read_text(const fs::path& p, const std::string& what) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw ConfigError("cannot read " + what + " '" + p.string() + "'");
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+}  // namespace
+
+FabricProgram load_program_file(const std::string& path, const AsmTarget& target) {
+  fs::path file(path);
+  if (fs::is_directory(file)) file /= "program.json";
+  const fs::path dir = file.parent_path();
+  const Reader rd(file.string());
+  json j;
+  try {
+    j = json::parse(read_text(file, "program"));
+  } catch (const json::parse_error& e) {
+    rd.fail("", std::string("not valid JSON (") + e.what() + ")");
+  }
+  rd.only(j, "", {"format", "name", "fabric", "images", "placements", "routes", "data", "outputs"});
+  if (rd.str(j, "", "format") != kFormat) rd.fail("", std::string("'format' must be \"") + kFormat + "\"");
+  FabricProgram p;
+  if (j.contains("name")) p.name = rd.str(j, "", "name");
+  if (j.contains("fabric")) {
+    rd.only(j["fabric"], "fabric", {"min_width", "min_height"});
+    p.min_width = static_cast<int>(rd.count(j["fabric"], "fabric", "min_width", 0));
+    p.min_height = static_cast<int>(rd.count(j["fabric"], "fabric", "min_height", 0));
+  }
+  auto list = [&](const char* key) -> const json& {
+    static const json empty = json::array();
+    if (!j.contains(key)) return empty;
+    if (!j[key].is_array()) rd.fail(key, "must be a list");
+    return j[key];
+  };
+  int n = 0;
+  for (const json& e : list("images")) {
+    const std::string w = "images[" + std::to_string(n++) + "]";
+    rd.only(e, w, {"name", "source", "binary"});
+    const std::string name = rd.str(e, w, "name");
+    if (p.find_image(name) >= 0) rd.fail(w, "image '" + name + "' defined twice");
+    if (e.contains("source") == e.contains("binary")) rd.fail(w, "give exactly one of 'source' and 'binary'");
+    if (e.contains("source")) {
+      const fs::path src = dir / rd.str(e, w, "source");
+      p.images.push_back({name, read_text(src, "image source"), {}});
+      p.images.back().image = assemble(p.images.back().source, src.string(), target);
+    } else {
+      const fs::path bin = dir / rd.str(e, w, "binary");
+      try {
+        p.images.push_back({name, "", load_image_file(bin.string())});
+      } catch (const std::runtime_error& ex) {
+        rd.fail(w, ex.what());
+      }
+    }
+  }
+  n = 0;
+  for (const json& e : list("placements")) {
+    const std::string w = "placements[" + std::to_string(n++) + "]";
+    rd.only(e, w, {"at", "image"});
+    const auto [x, y] = rd.pos(e, w);
+    const std::string name = rd.str(e, w, "image");
+    const int im = p.find_image(name);
+    if (im < 0) rd.fail(w, "unknown image '" + name + "'");
+    p.place(x, y, im);
+  }
+  n = 0;
+  for (const json& e : list("routes")) {
+    const std::string w = "routes[" + std::to_string(n++) + "]";
+    rd.only(e, w, {"at", "color", "rx", "tx", "positions"});
+    const auto [x, y] = rd.pos(e, w);
+    const int color = rd.integer(e, w, "color", 0, target.colors - 1);
+    ColorRoute r;
+    if (e.contains("positions")) {
+      if (e.contains("rx") || e.contains("tx")) rd.fail(w, "give either 'rx'/'tx' or 'positions'");
+      const json& ps = e["positions"];
+      if (!ps.is_array() || ps.empty() || ps.size() > kMaxSwitchPositions) {
+        rd.fail(w, "'positions' must list 1 to " + std::to_string(kMaxSwitchPositions) + " switch positions");
+      }
+      r.npos = static_cast<uint8_t>(ps.size());
+      for (size_t i = 0; i < ps.size(); ++i) {
+        const std::string wi = w + ".positions[" + std::to_string(i) + "]";
+        rd.only(ps[i], wi, {"rx", "tx"});
+        r.pos[i] = {rd.ports(ps[i], wi, "rx"), rd.ports(ps[i], wi, "tx")};
+      }
+    } else {
+      r.pos[0] = {rd.ports(e, w, "rx"), rd.ports(e, w, "tx")};
+    }
+    p.route(x, y, color, r);
+  }
+  n = 0;
+  std::string blob;
+  bool have_blob = false;
+  const auto where = placement_map(p, false);
+  for (const json& e : list("data")) {
+    const std::string w = "data[" + std::to_string(n++) + "]";
+    rd.only(e, w, {"at", "symbol", "offset", "address", "values", "file", "file_offset", "bytes"});
+    const auto [x, y] = rd.pos(e, w);
+    DataPatch d;
+    d.x = x;
+    d.y = y;
+    if (e.contains("symbol") == e.contains("address")) rd.fail(w, "give exactly one of 'symbol' and 'address'");
+    if (e.contains("symbol")) {
+      d.symbol = rd.str(e, w, "symbol");
+      d.offset = static_cast<uint32_t>(rd.count(e, w, "offset", 0));
+    } else {
+      d.offset = static_cast<uint32_t>(rd.count(e, w, "address", 0));
+    }
+    if (e.contains("values") == e.contains("file")) rd.fail(w, "give exactly one of 'values' and 'file'");
+    if (e.contains("values")) {
+      if (d.symbol.empty()) rd.fail(w, "'values' need a 'symbol' (its format converts them)");
+      const Symbol& s = data_symbol(p, where, x, y, d.symbol, (file.string() + ": " + w + ": data").c_str());
+      const json& vs = e["values"];
+      if (!vs.is_array()) rd.fail(w, "'values' must be a list of numbers");
+      for (const json& v : vs) {
+        if (!v.is_number()) rd.fail(w, "'values' must be a list of numbers");
+        uint32_t bits;
+        if (s.is_int) {
+          if (!v.is_number_integer()) rd.fail(w, "symbol '" + d.symbol + "' holds integers");
+          bits = static_cast<uint32_t>(v.get<int64_t>());
+        } else {
+          bits = from_f32(s.fmt, v.get<float>(), target.cb16_bias);
+        }
+        for (uint32_t b = 0; b < s.elem_bytes; ++b) d.bytes.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+      }
+    } else {
+      const std::string rel = rd.str(e, w, "file");
+      if (!have_blob || rel != "data.bin") {
+        blob = read_text(dir / rel, "data file");
+        have_blob = rel == "data.bin";
+      }
+      const uint64_t off = rd.count(e, w, "file_offset", 0);
+      const uint64_t len = rd.count(e, w, "bytes", blob.size() > off ? blob.size() - off : 0);
+      if (off + len > blob.size()) {
+        rd.fail(w, "bytes " + std::to_string(off) + ".." + std::to_string(off + len) + " are past the end of '" + rel +
+                       "' (" + std::to_string(blob.size()) + " bytes)");
+      }
+      d.bytes.assign(blob.begin() + static_cast<std::ptrdiff_t>(off), blob.begin() + static_cast<std::ptrdiff_t>(off + len));
+    }
+    p.data.push_back(std::move(d));
+  }
+  n = 0;
+  for (const json& e : list("outputs")) {
+    const std::string w = "outputs[" + std::to_string(n++) + "]";
+    rd.only(e, w, {"name", "at", "symbol", "offset", "count"});
+    const auto [x, y] = rd.pos(e, w);
+    p.output(rd.str(e, w, "name"), x, y, rd.str(e, w, "symbol"), static_cast<uint32_t>(rd.count(e, w, "count", 0)),
+             static_cast<uint32_t>(rd.count(e, w, "offset", 0)));
+  }
+  return p;
+}
+
+}  // namespace wafersim
