@@ -84,6 +84,7 @@ int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, 
     std::string base = cfg.trace.vcd;
     if (base.size() > 4 && base.compare(base.size() - 4, 4, ".vcd") == 0) base.resize(base.size() - 4);
     tf = sc_core::sc_create_vcd_trace_file(base.c_str());
+    tf->set_time_unit(1, sc_core::SC_PS);
     wafer.trace(tf);
   }
   uint64_t active_pe_cycles = 0;

@@ -8,6 +8,7 @@
 #include <systemc>
 
 #include "app/fabric_cmd.h"
+#include "app/run_cmd.h"
 
 namespace {
 
@@ -16,6 +17,8 @@ const char kUsage[] =
     "\n"
     "commands:\n"
     "  fabric   simulate the router fabric under synthetic traffic (wafersim fabric --help)\n"
+    "  run      run a fabric program of PE firmware until it finishes (wafersim run --help)\n"
+    "  kernel   write a kernel of the library as a fabric program (wafersim kernel --help)\n"
     "\n"
     "Every option can also come from an INI file (--config FILE); the command line wins.\n";
 
@@ -26,9 +29,13 @@ int sc_main(int argc, char** argv) {
     std::cout << kUsage;
     return argc < 2 ? wafersim::kExitUsage : wafersim::kExitOk;
   }
+  // SystemC's informational notes (trace time units and the like) are not news to the user.
+  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "fabric") return wafersim::run_fabric_command(args, std::cout, std::cerr);
+  if (cmd == "run") return wafersim::run_program_command(args, std::cout, std::cerr);
+  if (cmd == "kernel") return wafersim::kernel_command(args, std::cout, std::cerr);
   std::cerr << "wafersim: error: unknown command '" << cmd << "'\n\n" << kUsage;
   return wafersim::kExitUsage;
 }

@@ -1,6 +1,7 @@
 #include "app/options.h"
 
 #include <fstream>
+#include <memory>
 #include <map>
 #include <sstream>
 
@@ -19,7 +20,7 @@ std::string format_value(const boost::any& v) {
 }
 
 // INI text of every option of `desc` with its resolved value, one section per key prefix.
-std::string resolved_ini(const po::options_description& desc, const po::variables_map& vm) {
+std::string resolved_ini(const po::options_description& desc, const po::variables_map& vm, const char* cmd) {
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> sections;
   for (const auto& opt : desc.options()) {
     const std::string& key = opt->long_name();
@@ -28,7 +29,7 @@ std::string resolved_ini(const po::options_description& desc, const po::variable
     sections[key.substr(0, dot)].emplace_back(key.substr(dot + 1), format_value(vm[key].value()));
   }
   std::ostringstream os;
-  os << "# wafersim fabric: fully resolved configuration of this run\n";
+  os << "# " << cmd << ": fully resolved configuration of this run\n";
   for (const auto& [section, kv] : sections) {
     os << "\n[" << section << "]\n";
     for (const auto& [k, v] : kv) os << k << " = " << v << "\n";
@@ -36,74 +37,78 @@ std::string resolved_ini(const po::options_description& desc, const po::variable
   return os.str();
 }
 
-}  // namespace
+void add_fabric_options(po::options_description& d, HwConfig& hw) {
+  d.add_options()
+      ("fabric.width", po::value(&hw.fabric.width)->default_value(hw.fabric.width), "PEs west to east (WSE-2: 757)")
+      ("fabric.height", po::value(&hw.fabric.height)->default_value(hw.fabric.height), "PEs north to south (WSE-2: 996)")
+      ("fabric.clock_mhz", po::value(&hw.fabric.clock_mhz)->default_value(hw.fabric.clock_mhz), "clock, converts cycles to time");
+}
 
-bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig* cfg, std::ostream& out) {
-  FabricRunConfig& c = *cfg;
-  std::string visit_order = visit_order_name(c.hw.sim.visit_order);
+void add_router_options(po::options_description& d, HwConfig& hw) {
+  d.add_options()
+      ("router.colors", po::value(&hw.router.colors)->default_value(hw.router.colors), "routable colors (at most 32)")
+      ("router.buffer_depth", po::value(&hw.router.buffer_depth)->default_value(hw.router.buffer_depth), "wavelets per (input port, color) buffer")
+      ("router.hop_latency", po::value(&hw.router.hop_latency)->default_value(hw.router.hop_latency), "cycles per hop")
+      ("router.ramp_latency", po::value(&hw.router.ramp_latency)->default_value(hw.router.ramp_latency), "cycles between core and router, each way");
+}
 
-  po::options_description general("General");
-  general.add_options()
-      ("help,h", "print this help and exit")
-      ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)");
+void add_io_options(po::options_description& d, HwConfig& hw) {
+  d.add_options()
+      ("io.channels_per_edge", po::value(&hw.io.channels_per_edge)->default_value(hw.io.channels_per_edge), "channels on each of the E and W edges (at most; fewer if the edge is short)")
+      ("io.spacing", po::value(&hw.io.spacing)->default_value(hw.io.spacing), "rows between channels")
+      ("io.queue_depth", po::value(&hw.io.queue_depth)->default_value(hw.io.queue_depth), "host-side buffer per channel and direction")
+      ("io.channel_gbps", po::value(&hw.io.channel_gbps)->default_value(hw.io.channel_gbps), "bandwidth per channel and direction");
+}
 
-  po::options_description fabric("Fabric [fabric]");
-  fabric.add_options()
-      ("fabric.width", po::value(&c.hw.fabric.width)->default_value(c.hw.fabric.width), "PEs west to east (WSE-2: 757)")
-      ("fabric.height", po::value(&c.hw.fabric.height)->default_value(c.hw.fabric.height), "PEs north to south (WSE-2: 996)")
-      ("fabric.clock_mhz", po::value(&c.hw.fabric.clock_mhz)->default_value(c.hw.fabric.clock_mhz), "clock, converts cycles to time");
+void add_core_options(po::options_description& d, HwConfig& hw) {
+  CoreConfig& c = hw.core;
+  d.add_options()
+      ("core.sram_kb", po::value(&c.sram_kb)->default_value(c.sram_kb), "SRAM per PE in KB, code and data")
+      ("core.sram_banks", po::value(&c.sram_banks)->default_value(c.sram_banks), "SRAM banks (16-bit words interleaved)")
+      ("core.read_ports", po::value(&c.read_ports)->default_value(c.read_ports), "SRAM vector reads per cycle")
+      ("core.write_ports", po::value(&c.write_ports)->default_value(c.write_ports), "SRAM vector writes per cycle")
+      ("core.vector_bits", po::value(&c.vector_bits)->default_value(c.vector_bits), "bits per SRAM access (SIMD width)")
+      ("core.dsd_regs", po::value(&c.dsd_regs)->default_value(c.dsd_regs), "descriptor registers")
+      ("core.microthreads", po::value(&c.microthreads)->default_value(c.microthreads), "microthreads for async vector ops")
+      ("core.decode_latency", po::value(&c.decode_latency)->default_value(c.decode_latency), "cycles from fetch to execute")
+      ("core.fmac_fp32", po::value(&c.fmac_fp32)->default_value(c.fmac_fp32), "fp32 FMACs per cycle")
+      ("core.fmac_16", po::value(&c.fmac_16)->default_value(c.fmac_16), "fp16/cb16/bf16 FMACs per cycle")
+      ("core.fmac_mixed", po::value(&c.fmac_mixed)->default_value(c.fmac_mixed), "16-bit x 16-bit + fp32 FMACs per cycle")
+      ("core.add_fp32", po::value(&c.add_fp32)->default_value(c.add_fp32), "fp32 adds/moves per cycle")
+      ("core.add_16", po::value(&c.add_16)->default_value(c.add_16), "16-bit adds/moves per cycle")
+      ("core.special", po::value(&c.special)->default_value(c.special), "exp/reciprocal elements per cycle")
+      ("core.inq_depths", po::value(&c.inq_depths)->default_value(c.inq_depths), "words in each of the 8 input queues")
+      ("core.outq_depths", po::value(&c.outq_depths)->default_value(c.outq_depths), "words in each of the 6 output queues")
+      ("core.cb16_bias", po::value(&c.cb16_bias)->default_value(c.cb16_bias), "exponent bias of cb16 (1..62)");
+}
 
-  po::options_description router("Router [router]");
-  router.add_options()
-      ("router.colors", po::value(&c.hw.router.colors)->default_value(c.hw.router.colors), "routable colors (at most 32)")
-      ("router.buffer_depth", po::value(&c.hw.router.buffer_depth)->default_value(c.hw.router.buffer_depth), "wavelets per (input port, color) buffer")
-      ("router.hop_latency", po::value(&c.hw.router.hop_latency)->default_value(c.hw.router.hop_latency), "cycles per hop")
-      ("router.ramp_latency", po::value(&c.hw.router.ramp_latency)->default_value(c.hw.router.ramp_latency), "cycles between core and router, each way");
-
-  po::options_description io("Edge I/O [io]");
-  io.add_options()
-      ("io.channels_per_edge", po::value(&c.hw.io.channels_per_edge)->default_value(c.hw.io.channels_per_edge), "channels on each of the E and W edges (at most; fewer if the edge is short)")
-      ("io.spacing", po::value(&c.hw.io.spacing)->default_value(c.hw.io.spacing), "rows between channels")
-      ("io.queue_depth", po::value(&c.hw.io.queue_depth)->default_value(c.hw.io.queue_depth), "host-side buffer per channel and direction")
-      ("io.channel_gbps", po::value(&c.hw.io.channel_gbps)->default_value(c.hw.io.channel_gbps), "bandwidth per channel and direction");
-
-  po::options_description sim("Simulation [sim]");
-  sim.add_options()
-      ("sim.cycles", po::value(&c.hw.sim.cycles)->default_value(c.hw.sim.cycles), "cycles to simulate")
-      ("sim.seed", po::value(&c.hw.sim.seed)->default_value(c.hw.sim.seed), "seed of every random choice")
-      ("sim.threads", po::value(&c.hw.sim.threads)->default_value(c.hw.sim.threads), "host threads (results do not depend on it)")
+void add_sim_options(po::options_description& d, HwConfig& hw, std::string& visit_order, const char* cycles_help) {
+  d.add_options()
+      ("sim.cycles", po::value(&hw.sim.cycles)->default_value(hw.sim.cycles), cycles_help)
+      ("sim.seed", po::value(&hw.sim.seed)->default_value(hw.sim.seed), "seed of every random choice")
+      ("sim.threads", po::value(&hw.sim.threads)->default_value(hw.sim.threads), "host threads (results do not depend on it)")
       ("sim.visit_order", po::value(&visit_order)->default_value(visit_order), "forward, reverse or shuffle (results do not depend on it)")
-      ("sim.watchdog_cycles", po::value(&c.hw.sim.watchdog_cycles)->default_value(c.hw.sim.watchdog_cycles), "stop when nothing moves this long with wavelets buffered (0 = off)");
+      ("sim.watchdog_cycles", po::value(&hw.sim.watchdog_cycles)->default_value(hw.sim.watchdog_cycles), "stop when nothing moves this long with wavelets buffered (0 = off)");
+}
 
-  po::options_description traffic("Traffic generator [traffic]");
-  traffic.add_options()
-      ("traffic.pattern", po::value(&c.traffic.pattern)->default_value(c.traffic.pattern), "neighbour, row-broadcast, column-broadcast, reduce, random, hotspot, mixed or file")
-      ("traffic.rate", po::value(&c.traffic.rate)->default_value(c.traffic.rate), "wavelets per cycle per source, (0, 1]")
-      ("traffic.hops", po::value(&c.traffic.hops)->default_value(c.traffic.hops), "neighbour: hops East and North")
-      ("traffic.flows", po::value(&c.traffic.flows)->default_value(c.traffic.flows), "random: number of flows")
-      ("traffic.count", po::value(&c.traffic.count)->default_value(c.traffic.count), "wavelets per flow (0 = unbounded)")
-      ("traffic.drain_prob", po::value(&c.traffic.drain_prob)->default_value(c.traffic.drain_prob), "chance per cycle a receiver takes an arrival")
-      ("traffic.stall_prob", po::value(&c.traffic.stall_prob)->default_value(c.traffic.stall_prob), "chance per cycle a sender holds back")
-      ("traffic.region", po::value(&c.traffic.region)->default_value(c.traffic.region), "x0:x1,y0:y1 of taking part PEs (empty = all)")
-      ("traffic.routes", po::value(&c.traffic.routes)->default_value(c.traffic.routes), "file: route file (route X Y COLOR RX TX ..., flow X Y COLOR [RATE [COUNT [CTRL_EVERY]]])")
-      ("traffic.hotspot_channel", po::value(&c.traffic.hotspot_channel)->default_value(c.traffic.hotspot_channel), "East channel of the hotspot (-1 = middle)");
+void add_stats_options(po::options_description& d, StatsOptions& st, TraceOptions& tr) {
+  d.add_options()
+      ("stats.out", po::value(&st.out)->default_value(st.out), "results directory")
+      ("stats.warmup", po::value(&st.warmup)->default_value(st.warmup), "cycles before the counters restart")
+      ("stats.interval", po::value(&st.interval)->default_value(st.interval), "also write stats every N cycles (0 = at the end only)")
+      ("trace.vcd", po::value(&tr.vcd)->default_value(tr.vcd), "VCD file to write (empty = no trace)")
+      ("trace.region", po::value(&tr.region)->default_value(tr.region), "x0:x1,y0:y1 of traced PEs (required with trace.vcd)");
+}
 
-  po::options_description stats("Statistics and traces [stats] [trace]");
-  stats.add_options()
-      ("stats.out", po::value(&c.stats.out)->default_value(c.stats.out), "directory for stats.json, pe_*.csv, config.ini")
-      ("stats.warmup", po::value(&c.stats.warmup)->default_value(c.stats.warmup), "cycles before the counters restart")
-      ("stats.interval", po::value(&c.stats.interval)->default_value(c.stats.interval), "also write stats every N cycles (0 = at the end only)")
-      ("trace.vcd", po::value(&c.trace.vcd)->default_value(c.trace.vcd), "VCD file to write (empty = no trace)")
-      ("trace.region", po::value(&c.trace.region)->default_value(c.trace.region), "x0:x1,y0:y1 of traced PEs (required with trace.vcd)");
-
-  po::options_description file_opts;
-  file_opts.add(fabric).add(router).add(io).add(sim).add(traffic).add(stats);
-  po::options_description all("wafersim fabric: simulate the router fabric under synthetic traffic\n\nOptions");
-  all.add(general).add(file_opts);
-
-  po::variables_map vm;
+// Parses the command line (and the INI file it names) into `vm`; false after printing help.
+bool parse_into(const std::vector<std::string>& args, const po::options_description& all,
+                const po::options_description& file_opts, const po::positional_options_description* pos,
+                po::variables_map& vm, std::ostream& out) {
   try {
-    po::store(po::command_line_parser(args).options(all).run(), vm);
+    po::command_line_parser parser(args);
+    parser.options(all);
+    if (pos) parser.positional(*pos);
+    po::store(parser.run(), vm);
     if (vm.count("help")) {
       out << all << "\n";
       return false;
@@ -122,14 +127,147 @@ bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig*
   } catch (const po::error& e) {
     throw ConfigError(e.what());
   }
+  return true;
+}
+
+void check_trace(const TraceOptions& tr, const HwConfig& hw) {
+  if (!tr.vcd.empty() && tr.region.empty()) {
+    throw ConfigError("trace.vcd needs trace.region (x0:x1,y0:y1): tracing is limited to a region of PEs");
+  }
+  if (!tr.region.empty()) parse_region(tr.region, hw.fabric.width, hw.fabric.height, "trace.region");
+}
+
+}  // namespace
+
+bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig* cfg, std::ostream& out) {
+  FabricRunConfig& c = *cfg;
+  std::string visit_order = visit_order_name(c.hw.sim.visit_order);
+
+  po::options_description general("General");
+  general.add_options()
+      ("help,h", "print this help and exit")
+      ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)");
+  po::options_description fabric("Fabric [fabric]"), router("Router [router]"), io("Edge I/O [io]"),
+      sim("Simulation [sim]"), traffic("Traffic generator [traffic]"), stats("Statistics and traces [stats] [trace]");
+  add_fabric_options(fabric, c.hw);
+  add_router_options(router, c.hw);
+  add_io_options(io, c.hw);
+  add_sim_options(sim, c.hw, visit_order, "cycles to simulate");
+  traffic.add_options()
+      ("traffic.pattern", po::value(&c.traffic.pattern)->default_value(c.traffic.pattern), "neighbour, row-broadcast, column-broadcast, reduce, random, hotspot, mixed or file")
+      ("traffic.rate", po::value(&c.traffic.rate)->default_value(c.traffic.rate), "wavelets per cycle per source, (0, 1]")
+      ("traffic.hops", po::value(&c.traffic.hops)->default_value(c.traffic.hops), "neighbour: hops East and North")
+      ("traffic.flows", po::value(&c.traffic.flows)->default_value(c.traffic.flows), "random: number of flows")
+      ("traffic.count", po::value(&c.traffic.count)->default_value(c.traffic.count), "wavelets per flow (0 = unbounded)")
+      ("traffic.drain_prob", po::value(&c.traffic.drain_prob)->default_value(c.traffic.drain_prob), "chance per cycle a receiver takes an arrival")
+      ("traffic.stall_prob", po::value(&c.traffic.stall_prob)->default_value(c.traffic.stall_prob), "chance per cycle a sender holds back")
+      ("traffic.region", po::value(&c.traffic.region)->default_value(c.traffic.region), "x0:x1,y0:y1 of taking part PEs (empty = all)")
+      ("traffic.routes", po::value(&c.traffic.routes)->default_value(c.traffic.routes), "file: route file (route X Y COLOR RX TX ..., flow X Y COLOR [RATE [COUNT [CTRL_EVERY]]])")
+      ("traffic.hotspot_channel", po::value(&c.traffic.hotspot_channel)->default_value(c.traffic.hotspot_channel), "East channel of the hotspot (-1 = middle)");
+  add_stats_options(stats, c.stats, c.trace);
+
+  po::options_description file_opts;
+  file_opts.add(fabric).add(router).add(io).add(sim).add(traffic).add(stats);
+  po::options_description all("wafersim fabric: simulate the router fabric under synthetic traffic\n\nOptions");
+  all.add(general).add(file_opts);
+
+  po::variables_map vm;
+  if (!parse_into(args, all, file_opts, nullptr, vm, out)) return false;
   c.hw.sim.visit_order = parse_visit_order(visit_order);
   c.hw.validate();
   c.traffic.validate();
-  if (!c.trace.vcd.empty() && c.trace.region.empty()) {
-    throw ConfigError("trace.vcd needs trace.region (x0:x1,y0:y1): tracing is limited to a region of PEs");
-  }
-  if (!c.trace.region.empty()) parse_region(c.trace.region, c.hw.fabric.width, c.hw.fabric.height, "trace.region");
-  c.resolved_ini = resolved_ini(file_opts, vm);
+  check_trace(c.trace, c.hw);
+  c.resolved_ini = resolved_ini(file_opts, vm, "wafersim fabric");
+  return true;
+}
+
+bool parse_run_options(const std::vector<std::string>& args, RunConfig* cfg, std::ostream& out) {
+  RunConfig& c = *cfg;
+  c.hw.sim.cycles = 10000000;
+  std::string visit_order = visit_order_name(c.hw.sim.visit_order);
+  po::options_description general("General");
+  general.add_options()
+      ("help,h", "print this help and exit")
+      ("program", po::value(&c.program), "fabric program: a directory with program.json, or the file itself")
+      ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)")
+      ("show", po::value(&c.show)->default_value(c.show), "values printed per output (all go to outputs.json)");
+  po::options_description fabric("Fabric [fabric] (default: the program's bounding box)"), router("Router [router]"),
+      io("Edge I/O [io]"), core("PE core [core]"), sim("Simulation [sim]"), stats("Statistics and traces [stats] [trace]");
+  add_fabric_options(fabric, c.hw);
+  add_router_options(router, c.hw);
+  add_io_options(io, c.hw);
+  add_core_options(core, c.hw);
+  add_sim_options(sim, c.hw, visit_order, "stop with an error if the program has not finished after this many cycles");
+  add_stats_options(stats, c.stats, c.trace);
+  po::options_description file_opts;
+  file_opts.add(fabric).add(router).add(io).add(core).add(sim).add(stats);
+  po::options_description all(
+      "wafersim run PROGRAM: run a fabric program (docs/program.md) until every core halts;\n"
+      "print cycles, per-PE busy/stall/idle and the outputs\n\nOptions");
+  all.add(general).add(file_opts);
+  po::positional_options_description pos;
+  pos.add("program", 1);
+  po::variables_map vm;
+  if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
+  if (c.program.empty()) throw ConfigError("no program given (wafersim run DIR or wafersim run DIR/program.json)");
+  c.width_given = !vm["fabric.width"].defaulted();
+  c.height_given = !vm["fabric.height"].defaulted();
+  c.hw.sim.visit_order = parse_visit_order(visit_order);
+  c.hw.validate();
+  if (c.show < 0) throw ConfigError("show must be >= 0");
+  // The fabric size may still change to the program's bounding box: resolve the INI text then.
+  auto desc = std::make_shared<po::options_description>(file_opts);
+  c.resolved_ini = [desc, vm](const HwConfig& hw) mutable {
+    vm.at("fabric.width").value() = hw.fabric.width;
+    vm.at("fabric.height").value() = hw.fabric.height;
+    return resolved_ini(*desc, vm, "wafersim run");
+  };
+  return true;
+}
+
+void check_run_trace(const RunConfig& c) { check_trace(c.trace, c.hw); }
+
+
+bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig* cfg, std::ostream& out) {
+  KernelGenConfig& c = *cfg;
+  std::string visit_order = visit_order_name(c.hw.sim.visit_order);
+  po::options_description general("General");
+  general.add_options()
+      ("help,h", "print this help and exit")
+      ("kernel", po::value(&c.kernel), "gemv, allreduce, reduce, broadcast, elementwise or pingpong")
+      ("out,o", po::value(&c.out)->default_value(c.out), "directory to write the program to")
+      ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)");
+  po::options_description kernel("Kernel [kernel]"), router("Router [router]"), core("PE core [core]"),
+      sim("Simulation [sim]");
+  kernel.add_options()
+      ("kernel.w", po::value(&c.w)->default_value(c.w), "PEs west to east")
+      ("kernel.h", po::value(&c.h)->default_value(c.h), "PEs north to south")
+      ("kernel.m", po::value(&c.m)->default_value(c.m), "gemv: rows of A")
+      ("kernel.n", po::value(&c.n)->default_value(c.n), "gemv: columns of A")
+      ("kernel.len", po::value(&c.len)->default_value(c.len), "elements per PE (reduce, broadcast, elementwise, pingpong)")
+      ("kernel.format", po::value(&c.format)->default_value(c.format), "fp32, fp16, cb16 or bf16")
+      ("kernel.acc", po::value(&c.acc)->default_value(c.acc), "gemv: accumulation format (fp32 or the same as kernel.format)")
+      ("kernel.algo", po::value(&c.algo)->default_value(c.algo), "chain or tree (reductions)")
+      ("kernel.reps", po::value(&c.reps)->default_value(c.reps), "gemv: products computed back to back")
+      ("kernel.op", po::value(&c.op)->default_value(c.op), "elementwise: add, sub, mul, max, cmpgt, relu, exp, recip")
+      ("kernel.columns", po::value(&c.columns)->default_value(c.columns), "broadcast: down the columns instead of along the rows")
+      ("kernel.distance", po::value(&c.distance)->default_value(c.distance), "pingpong: hops between the two PEs")
+      ("kernel.rounds", po::value(&c.rounds)->default_value(c.rounds), "pingpong: round trips");
+  add_router_options(router, c.hw);
+  add_core_options(core, c.hw);
+  add_sim_options(sim, c.hw, visit_order, "(unused)");
+  po::options_description file_opts;
+  file_opts.add(kernel).add(router).add(core).add(sim);
+  po::options_description all(
+      "wafersim kernel NAME -o DIR: write a kernel of the library as a fabric program with random\n"
+      "inputs from sim.seed (run it with wafersim run DIR)\n\nOptions");
+  all.add(general).add(file_opts);
+  po::positional_options_description pos;
+  pos.add("kernel", 1);
+  po::variables_map vm;
+  if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
+  if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, allreduce, reduce, broadcast, elementwise, pingpong)");
+  c.hw.validate();
   return true;
 }
 

@@ -1,6 +1,7 @@
 // Command-line and INI options of `wafersim fabric`, one options_description per subsystem.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,34 @@ struct FabricRunConfig {
   std::string resolved_ini;  // every option with its final value, INI syntax
 };
 
+// Everything one `wafersim run` uses.
+struct RunConfig {
+  HwConfig hw;
+  StatsOptions stats;
+  TraceOptions trace;
+  std::string program;       // directory or program.json
+  std::string config_file;
+  int show = 8;              // values printed per output
+  bool width_given = false, height_given = false;  // else the program's bounding box
+  std::function<std::string(const HwConfig&)> resolved_ini;  // INI text with the final fabric size
+};
+
+// Everything one `wafersim kernel` uses: which kernel, its shape, and the target hardware.
+struct KernelGenConfig {
+  HwConfig hw;
+  std::string kernel, out = "wafersim-program", config_file;
+  int w = 4, h = 4;
+  uint32_t m = 256, n = 256, len = 16, reps = 1, rounds = 4;
+  int distance = 1;
+  std::string format = "fp32", acc = "fp32", algo = "chain", op = "add";
+  bool columns = false;
+};
+
 // Parses; returns false after printing help to `out`. Throws ConfigError with a user-facing
 // message for unknown options, bad values, malformed INI files and values out of range.
 bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig* cfg, std::ostream& out);
+bool parse_run_options(const std::vector<std::string>& args, RunConfig* cfg, std::ostream& out);
+void check_run_trace(const RunConfig& cfg);  // once the fabric size is final
+bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig* cfg, std::ostream& out);
 
 }  // namespace wafersim

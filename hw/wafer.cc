@@ -1,5 +1,7 @@
 #include "hw/wafer.h"
 
+#include "hw/pe_core.h"
+
 namespace wafersim {
 
 void sc_trace(sc_core::sc_trace_file* tf, const Wavelet& w, const std::string& name) {
@@ -21,12 +23,28 @@ void PeProbe::sample(const Fabric& fabric, uint64_t now) {
   for (int p = 0; p < kNumPorts; ++p) {
     m_out[p].valid = r && r->sent_this_cycle(p, now, &m_out[p].w);
   }
+  if (const auto* core = fabric.agent_as<PeCore>(m_x, m_y)) {
+    m_task = core->running_task();
+    const CoreStats& st = core->stats();
+    m_busy = st.busy != m_prev_busy;
+    m_stall = st.stall != m_prev_stall;
+    m_prev_busy = st.busy;
+    m_prev_stall = st.stall;
+    for (int q = 0; q < 8; ++q) m_inq[q] = static_cast<uint32_t>(core->input_queue_count(q));
+    for (int q = 0; q < 6; ++q) m_outq[q] = static_cast<uint32_t>(core->output_queue_count(q));
+  }
 }
 
-void PeProbe::trace(sc_core::sc_trace_file* tf) const {
+void PeProbe::trace(sc_core::sc_trace_file* tf, const Fabric& fabric) const {
   const std::string base = name();
   for (int p = 0; p < kNumPorts; ++p) sc_trace(tf, m_out[p], base + ".out_" + port_name(p));
   sc_core::sc_trace(tf, m_occupancy, base + ".buffered");
+  if (!fabric.agent_as<PeCore>(m_x, m_y)) return;
+  sc_core::sc_trace(tf, m_task, base + ".core.task");
+  sc_core::sc_trace(tf, m_busy, base + ".core.busy");
+  sc_core::sc_trace(tf, m_stall, base + ".core.stall");
+  for (int q = 0; q < 8; ++q) sc_core::sc_trace(tf, m_inq[q], base + ".core.inq" + std::to_string(q), 8);
+  for (int q = 0; q < 6; ++q) sc_core::sc_trace(tf, m_outq[q], base + ".core.outq" + std::to_string(q), 8);
 }
 
 Wafer::Wafer(sc_core::sc_module_name name, Fabric& fabric, uint64_t cycles, const Region* trace_region)
@@ -49,7 +67,7 @@ Wafer::Wafer(sc_core::sc_module_name name, Fabric& fabric, uint64_t cycles, cons
 
 void Wafer::trace(sc_core::sc_trace_file* tf) {
   sc_core::sc_trace(tf, m_traced_cycle, std::string(name()) + ".cycle");
-  for (const PeProbe& p : m_probes) p.trace(tf);
+  for (const PeProbe& p : m_probes) p.trace(tf, m_fabric);
 }
 
 void Wafer::tick() {

@@ -21,12 +21,14 @@ struct TracedWavelet {
 void sc_trace(sc_core::sc_trace_file* tf, const Wavelet& w, const std::string& name);
 void sc_trace(sc_core::sc_trace_file* tf, const TracedWavelet& w, const std::string& name);
 
-// Trace probe of one PE: what left on each port this cycle and how full its buffers are.
+// Trace probe of one PE: what left on each port this cycle and how full its buffers are; with
+// a core, also its running task (-1 idle), whether it made progress or stalled this cycle, and
+// the occupancy of its 8 input and 6 output queues.
 class PeProbe : public sc_core::sc_module {
  public:
   PeProbe(sc_core::sc_module_name name, int x, int y);
   void sample(const Fabric& fabric, uint64_t now);
-  void trace(sc_core::sc_trace_file* tf) const;
+  void trace(sc_core::sc_trace_file* tf, const Fabric& fabric) const;
   int x() const { return m_x; }
   int y() const { return m_y; }
 
@@ -34,6 +36,10 @@ class PeProbe : public sc_core::sc_module {
   int m_x, m_y;
   TracedWavelet m_out[kNumPorts];
   uint32_t m_occupancy = 0;
+  int m_task = -1;
+  bool m_busy = false, m_stall = false;
+  uint64_t m_prev_busy = 0, m_prev_stall = 0;
+  uint32_t m_inq[8] = {}, m_outq[6] = {};
 };
 
 // Not a process per PE (see docs/fabric.md): one SC_METHOD on the clock steps the plain-C++

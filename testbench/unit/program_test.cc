@@ -1,0 +1,234 @@
+// The fabric-program loader and its directory form: what it accepts and every bad input it
+// must reject with a message naming the place.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "app/fabric_cmd.h"
+#include "app/run_cmd.h"
+#include "firmware/kernels/kernels.h"
+#include "firmware/program.h"
+#include "hw/fabric.h"
+#include "test_support.h"
+
+namespace wafersim::test {
+namespace {
+
+const char kHalt[] = ".task 0, main, active\n.space buf, fp32, 4\nmain:\n    halt\n";
+const char kSend[] = ".outq 0, 2\n.task 0, main, active\n.space buf, fp32, 4\nmain:\n    dfout d0, 2, 4\n"
+                     "    dmem d1, buf, 4, 1\n    vmov.fp32 d0, d1\n    halt\n";
+const char kRecv[] = ".inq 0, 2\n.task 0, main, active\n.space buf, fp32, 4\nmain:\n    dfin d0, 2, 4\n"
+                     "    dmem d1, buf, 4, 1\n    vmov.fp32 d1, d0\n    halt\n";
+
+// The message of the ConfigError that loading `prog` on a w x h fabric throws ("" if none).
+std::string load_error(const FabricProgram& prog, int w, int h, HwConfig hw = HwConfig{}) {
+  hw.fabric.width = w;
+  hw.fabric.height = h;
+  Fabric f(hw);
+  try {
+    load_program(f, prog);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+FabricProgram two_pe_program() {
+  FabricProgram p;
+  const AsmTarget t;
+  const int s = p.add_image("send", kSend, t), r = p.add_image("recv", kRecv, t);
+  p.place(0, 0, s);
+  p.place(2, 0, r);
+  p.route(0, 0, 2, R, E);
+  p.route(1, 0, 2, W, E);
+  p.route(2, 0, 2, W, R);
+  p.set_f32(0, 0, "buf", {1, 2, 3, 4});
+  p.output("got", 2, 0, "buf");
+  return p;
+}
+
+TEST(Program, ATwoPeProgramRunsAndReadsBack) {
+  const FabricProgram p = two_pe_program();
+  Fabric f(small_config(3, 1));
+  const LoadedProgram lp = load_program(f, p);
+  const RunResult r = run_to_completion(f, lp, 1000);
+  EXPECT_TRUE(r.finished);
+  const auto out = read_outputs(f, p);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].values, (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(Program, OverlappingPlacementsAreRejected) {
+  FabricProgram p = two_pe_program();
+  p.place(2, 0, p.find_image("send"));
+  const std::string e = load_error(p, 3, 1);
+  EXPECT_NE(e.find("overlapping placements: PE (2, 0)"), std::string::npos) << e;
+  EXPECT_NE(e.find("'recv'"), std::string::npos) << e;
+}
+
+TEST(Program, PlacementsAndRoutesOutsideTheFabricAreRejected) {
+  const FabricProgram p = two_pe_program();
+  std::string e = load_error(p, 2, 1);
+  EXPECT_NE(e.find("PE (2, 0) is outside the 2 x 1 fabric"), std::string::npos) << e;
+  EXPECT_NE(e.find("needs at least 3 x 1"), std::string::npos) << e;
+  FabricProgram q = two_pe_program();
+  q.route(2, 0, 2, W, R | N);  // the receiver also forwards north, off the fabric
+  e = load_error(q, 3, 1);
+  EXPECT_NE(e.find("leaves the fabric edge"), std::string::npos) << e;
+  FabricProgram off;
+  off.place(0, 0, off.add_image("h", kHalt, AsmTarget{}));
+  off.route(5, 0, 1, W, E);
+  e = load_error(off, 3, 1);
+  EXPECT_NE(e.find("route of color 1 at PE (5, 0) is outside"), std::string::npos) << e;
+}
+
+TEST(Program, AnImageThatDoesNotFitTheCoreIsRejected) {
+  FabricProgram p;
+  AsmTarget big;
+  big.sram_bytes = 64 * 1024;
+  p.place(0, 0, p.add_image("huge", ".task 0, main, active\n.space big, fp32, 13000\nmain:\n    halt\n", big));
+  const std::string e = load_error(p, 1, 1);  // the default core has 48 KB
+  EXPECT_NE(e.find("image 'huge' at PE (0, 0) does not fit"), std::string::npos) << e;
+}
+
+TEST(Program, DataForUnknownSymbolsOrTooLargeIsRejected) {
+  FabricProgram p = two_pe_program();
+  p.set_f32(2, 0, "nope", {1});
+  std::string e = load_error(p, 3, 1);
+  EXPECT_NE(e.find("image 'recv' has no data symbol 'nope'"), std::string::npos) << e;
+  FabricProgram q = two_pe_program();
+  q.set_f32(0, 0, "buf", {1, 2, 3, 4, 5});
+  e = load_error(q, 3, 1);
+  EXPECT_NE(e.find("20 bytes at offset 0 do not fit its 16 bytes"), std::string::npos) << e;
+  FabricProgram r = two_pe_program();
+  r.set_f32(1, 0, "buf", {1});
+  e = load_error(r, 3, 1);
+  EXPECT_NE(e.find("PE (1, 0), which runs no image"), std::string::npos) << e;
+}
+
+// --- the directory form ---
+
+class ProgramFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = tmp_path(std::string("prog_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir);
+    save_program(two_pe_program(), dir);
+  }
+  void write(const std::string& rel, const std::string& text) {
+    std::ofstream(dir + "/" + rel) << text;
+  }
+  std::string error() {
+    try {
+      load_program_file(dir, AsmTarget{});
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  }
+  std::string dir;
+};
+
+TEST_F(ProgramFile, RoundTripsThroughTheDirectoryForm) {
+  const FabricProgram p = load_program_file(dir, AsmTarget{});
+  const FabricProgram q = two_pe_program();
+  ASSERT_EQ(p.images.size(), q.images.size());
+  for (size_t i = 0; i < p.images.size(); ++i) EXPECT_TRUE(p.images[i].image == q.images[i].image);
+  EXPECT_EQ(p.routes.size(), q.routes.size());
+  ASSERT_EQ(p.data.size(), 1u);
+  EXPECT_EQ(p.data[0].bytes, q.data[0].bytes);
+  EXPECT_EQ(p.min_width, 3);
+}
+
+TEST_F(ProgramFile, HandWrittenJsonWithValuesAndSwitchPositions) {
+  write("program.json", R"({"format": "wafersim-program/1", "images": [{"name": "h", "source": "images/send.s"}],
+    "placements": [{"at": [0, 0], "image": "h"}],
+    "routes": [{"at": [0, 0], "color": 2, "positions": [{"rx": "R", "tx": "E"}, {"rx": "R", "tx": "S"}]}],
+    "data": [{"at": [0, 0], "symbol": "buf", "values": [1.5, 2, 3, 4]}]})");
+  const FabricProgram p = load_program_file(dir, AsmTarget{});
+  ASSERT_EQ(p.routes.size(), 1u);
+  EXPECT_EQ(p.routes[0].route.npos, 2);
+  float v[4];
+  std::memcpy(v, p.data[0].bytes.data(), 16);
+  EXPECT_EQ(v[0], 1.5f);
+}
+
+TEST_F(ProgramFile, MalformedFilesGiveClearErrors) {
+  write("program.json", "{\"format\": \"wafersim-program/1\", \"images\": [");
+  EXPECT_NE(error().find("not valid JSON"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "placement": []})");
+  EXPECT_NE(error().find("unknown key 'placement'"), std::string::npos) << error();
+  write("program.json", R"({"format": "other"})");
+  EXPECT_NE(error().find("'format' must be"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "images": [{"name": "a", "source": "images/none.s"}]})");
+  EXPECT_NE(error().find("cannot read image source"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "placements": [{"at": [0, 0], "image": "x"}]})");
+  EXPECT_NE(error().find("placements[0]: unknown image 'x'"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "routes": [{"at": [0, 0], "color": 30, "rx": "R", "tx": "E"}]})");
+  EXPECT_NE(error().find("routes[0]: 'color' must be an integer in [0, 23]"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "routes": [{"at": [0, 0], "color": 1, "rx": "Q", "tx": "E"}]})");
+  EXPECT_NE(error().find("ports are N, S, E, W, R"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "routes": [{"at": [-1, 0], "color": 1, "rx": "R", "tx": "E"}]})");
+  EXPECT_NE(error().find("non-negative PE coordinates"), std::string::npos) << error();
+  write("images/bad.s", ".task 0, main, active\nmain:\n    vadx d0, d1, d2\n");
+  write("program.json", R"({"format": "wafersim-program/1", "images": [{"name": "b", "source": "images/bad.s"}]})");
+  EXPECT_NE(error().find("bad.s:3:5: unknown mnemonic 'vadx'"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "images": [{"name": "h", "source": "images/send.s"}],
+    "placements": [{"at": [0, 0], "image": "h"}],
+    "data": [{"at": [0, 0], "symbol": "buf", "file": "data.bin", "file_offset": 8, "bytes": 100}]})");
+  EXPECT_NE(error().find("past the end of 'data.bin'"), std::string::npos) << error();
+}
+
+// --- the commands' bad input (in-process; each returns before the simulation starts) ---
+
+int run_cmd(const std::vector<std::string>& args, std::string* err_text) {
+  std::ostringstream out, err;
+  const int rc = run_program_command(args, out, err);
+  *err_text = err.str();
+  return rc;
+}
+
+TEST_F(ProgramFile, RunCommandRejectsBadInputWithUsageExit) {
+  std::string e;
+  EXPECT_EQ(run_cmd({}, &e), kExitUsage);
+  EXPECT_NE(e.find("no program given"), std::string::npos) << e;
+  EXPECT_EQ(run_cmd({dir, "--core.sram_kb", "0"}, &e), kExitUsage);
+  EXPECT_NE(e.find("core.sram_kb"), std::string::npos) << e;
+  EXPECT_EQ(run_cmd({dir, "--core.fancy", "1"}, &e), kExitUsage);
+  EXPECT_NE(e.find("unrecognised option"), std::string::npos) << e;
+  EXPECT_EQ(run_cmd({dir, "--fabric.width", "2"}, &e), kExitUsage);
+  EXPECT_NE(e.find("outside the 2 x 1 fabric"), std::string::npos) << e;
+  EXPECT_EQ(run_cmd({dir + "/missing"}, &e), kExitUsage);
+  EXPECT_NE(e.find("cannot read program"), std::string::npos) << e;
+  EXPECT_EQ(run_cmd({dir, "--trace.vcd", "x.vcd"}, &e), kExitUsage);
+  EXPECT_NE(e.find("trace.region"), std::string::npos) << e;
+}
+
+TEST(KernelCommand, RejectsUnknownKernelsAndShapes) {
+  auto run = [](const std::vector<std::string>& args) {
+    std::ostringstream out, err;
+    const int rc = kernel_command(args, out, err);
+    return std::make_pair(rc, err.str());
+  };
+  const std::string out = tmp_path("kernel_cmd");
+  auto [rc, e] = run({"fft", "-o", out});
+  EXPECT_EQ(rc, kExitUsage);
+  EXPECT_NE(e.find("kernel 'fft' is unknown"), std::string::npos) << e;
+  std::tie(rc, e) = run({"gemv", "--kernel.m", "100", "--kernel.w", "3", "-o", out});
+  EXPECT_EQ(rc, kExitUsage);
+  EXPECT_NE(e.find("does not tile evenly"), std::string::npos) << e;
+  std::tie(rc, e) = run({"gemv", "--kernel.m", "1024", "--kernel.n", "1024", "--kernel.w", "2", "--kernel.h", "2", "-o", out});
+  EXPECT_EQ(rc, kExitUsage);
+  EXPECT_NE(e.find("use more PEs"), std::string::npos) << e;
+  std::tie(rc, e) = run({"gemv", "--kernel.format", "fp8", "-o", out});
+  EXPECT_EQ(rc, kExitUsage);
+  EXPECT_NE(e.find("kernel.format 'fp8' is unknown"), std::string::npos) << e;
+  std::tie(rc, e) = run({"elementwise", "--kernel.op", "tanh", "-o", out});
+  EXPECT_EQ(rc, kExitUsage);
+  EXPECT_NE(e.find("elementwise op 'tanh' is unknown"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace wafersim::test
