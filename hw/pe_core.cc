@@ -156,10 +156,7 @@ void PeCore::deliver(const Wavelet& w, uint64_t ready) {
 }
 
 bool PeCore::has_work() const {
-  for (const Queue& q : m_outq) {
-    if (q.count) return true;
-  }
-  if (m_ut_busy) return true;
+  if (m_outq_nonempty || m_ut_busy) return true;
   if (m_halted) return false;
   if (m_task >= 0 || m_main_op.active) return true;
   if (m_activated & m_declared & ~m_blocked & ~m_data_task) return true;
@@ -366,14 +363,14 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
 
   // The ramp carries one wavelet per cycle: round-robin over output queues whose color the
   // router can take (a wavelet written this cycle leaves next cycle at the earliest).
-  for (int k = 0; k < kNumOutputQueues; ++k) {
+  for (int k = 0; m_outq_nonempty && k < kNumOutputQueues; ++k) {
     int q = m_rr_outq + k;
     if (q >= kNumOutputQueues) q -= kNumOutputQueues;
     Queue& Q = m_outq[q];
     if (!Q.count || ((ramp_full >> Q.color) & 1)) continue;
     *out = Wavelet{Q.slot[Q.head], static_cast<uint8_t>(Q.color), false};
     if (++Q.head == Q.depth) Q.head = 0;
-    --Q.count;
+    if (--Q.count == 0) m_outq_nonempty &= ~(1u << q);
     m_rr_outq = q + 1 == kNumOutputQueues ? 0 : q + 1;
     result |= kOffered;
     break;
@@ -382,7 +379,8 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};
   bool progress = false, waiting = false;
   if (m_main_op.active) {
-    const int s = step_vector(now, m_main_op, res);
+    const int s = m_ut_busy == 0 && m_main_op.mem_only ? step_vector_solo(now, m_main_op)
+                                                       : step_vector(now, m_main_op, res);
     progress |= s > 0;
     waiting |= s == 0;
     if (!m_main_op.active) complete_main();

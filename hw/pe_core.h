@@ -69,7 +69,8 @@ class PeCore : public PeAgent {
     uint32_t head = 0, count = 0, depth = 0;
     int color = -1;
   };
-  // A vector op in flight on the main thread or a microthread.
+  // A vector op in flight on the main thread or a microthread. Everything that does not change
+  // between steps is worked out once, at start_vector.
   struct VecOp {
     bool active = false;
     Instr in;
@@ -78,6 +79,15 @@ class PeCore : public PeAgent {
     uint32_t total = 0, done = 0;
     int rate = 1;               // datapath elements per cycle for this op and its formats
     bool alu = false;           // needs the arithmetic datapath
+    bool sum = false;           // vsum: no destination
+    bool one_per_step = false;  // a fabric operand or a stride other than 1: one element per step
+    bool mem_only = false;      // every operand in SRAM
+    bool conflict_known = false, conflict_full = false;  // a full step's bank self-conflict
+    uint8_t reads = 0;          // memory sources (one SRAM read each per step)
+    uint8_t writes = 0;         // 1 for a memory destination
+    uint8_t port_cycles = 1;    // ceil(reads / read ports)
+    uint8_t sbytes[3] = {4, 4, 4}, dbytes = 4;
+    NumFormat sfmt[3] = {NumFormat::kF32, NumFormat::kF32, NumFormat::kF32};
     float scalar = 0;
     float acc = 0;              // vsum
     uint64_t next_step = 0;     // earliest cycle of the next step (multi-cycle steps)
@@ -93,6 +103,8 @@ class PeCore : public PeAgent {
   bool start_vector(uint64_t now, const Instr& in, VecOp& op);
   // One step of a vector op: returns 1 progress, 0 stalled; finishes it when complete.
   int step_vector(uint64_t now, VecOp& op, Resources& res);
+  int step_vector_solo(uint64_t now, VecOp& op);
+  static float apply(VecOp& op, const float* v, bool* raw_copy);
   void complete_main();
   bool pick_task(uint64_t now);
   uint32_t mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok);
@@ -134,6 +146,7 @@ class PeCore : public PeAgent {
   Queue m_outq[kNumOutputQueues];
   uint32_t m_full = ~0u;              // colors the core cannot take now (start of cycle)
   int m_rr_outq = 0;
+  uint32_t m_outq_nonempty = 0;       // output queues holding a wavelet
   uint32_t m_send_colors = 0, m_receive_colors = 0;
   uint64_t m_consumed = 0;
 

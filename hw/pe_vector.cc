@@ -11,6 +11,26 @@ namespace wafersim {
 
 using namespace core_detail;
 
+namespace {
+
+// Banks touched by `words` consecutive 16-bit words from byte address `addr`.
+inline uint64_t bank_span(uint32_t addr, uint32_t words, int nb) {
+  const uint64_t full = nb >= 64 ? ~uint64_t{0} : (uint64_t{1} << nb) - 1;
+  if (words >= static_cast<uint32_t>(nb)) return full;
+  const uint64_t m = (uint64_t{1} << words) - 1;
+  const uint32_t r = (addr >> 1) % static_cast<uint32_t>(nb);
+  return r == 0 ? m : ((m << r) | (m >> (static_cast<uint32_t>(nb) - r))) & full;
+}
+
+inline uint32_t mem_addr(uint32_t base, int32_t stride, uint32_t i, int bytes) {
+  return base + static_cast<uint32_t>(static_cast<int64_t>(i) * stride * bytes);
+}
+
+inline float widen(NumFormat f, uint32_t raw, int bias) { return f == NumFormat::kF32 ? f32_from_bits(raw) : to_f32(f, raw, bias); }
+inline uint32_t narrow(NumFormat f, float v, int bias) { return f == NumFormat::kF32 ? f32_bits(v) : from_f32(f, v, bias); }
+
+}  // namespace
+
 bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
   const VecShape sh = shape(in.op);
   op = VecOp{};
@@ -68,42 +88,140 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
       }
     }
   }
+  op.sum = sum;
+  op.reads = 0;
+  op.one_per_step = false;
+  for (int k = 0; k < op.nsrc; ++k) {
+    op.sfmt[k] = src_format(in, k);
+    op.sbytes[k] = static_cast<uint8_t>(src_bytes(k));
+    if (op.src[k].kind == kMemDsd) {
+      ++op.reads;
+      if (op.src[k].stride != 1) op.one_per_step = true;
+    } else {
+      op.one_per_step = true;
+    }
+  }
+  op.dbytes = static_cast<uint8_t>(dbytes);
+  op.writes = !sum && op.dst.kind == kMemDsd ? 1 : 0;
+  if (!sum && (op.dst.kind != kMemDsd || op.dst.stride != 1)) op.one_per_step = true;
+  op.port_cycles = static_cast<uint8_t>(std::max(1, (op.reads + m_cfg.read_ports - 1) / m_cfg.read_ports));
+  op.mem_only = op.reads == op.nsrc && (sum || op.dst.kind == kMemDsd);
+  // When every memory source advances by the same bytes per element, their banks keep their
+  // relative places: a full step's self-conflict is the same for the whole op.
+  op.conflict_known = false;
+  if (op.mem_only && op.reads >= 2 && op.reads <= m_cfg.read_ports) {
+    bool same = true;
+    for (int k = 1; k < op.nsrc; ++k) same = same && op.src[k].stride * op.sbytes[k] == op.src[0].stride * op.sbytes[0];
+    if (same) {
+      const uint32_t kk = op.one_per_step ? 1u : static_cast<uint32_t>(op.rate);
+      uint64_t banks = 0;
+      for (int k = 0; k < op.nsrc; ++k) {
+        const uint64_t mine = bank_span(op.src[k].base, kk * op.sbytes[k] / 2u, m_cfg.sram_banks);
+        if (mine & banks) op.conflict_full = true;
+        banks |= mine;
+      }
+      op.conflict_known = true;
+    }
+  }
   op.active = op.total > 0;
   op.next_step = op.total > 0 ? now : now + 1;  // an empty op completes at once
   return true;
+}
+
+
+// The arithmetic of one element; vsum accumulates into op.acc.
+inline float PeCore::apply(VecOp& op, const float* v, bool* raw_copy) {
+  switch (op.in.op) {
+    case Op::kVmov: *raw_copy = true; return 0;
+    case Op::kVadd: return v[0] + v[1];
+    case Op::kVsub: return v[0] - v[1];
+    case Op::kVmul: return v[0] * v[1];
+    case Op::kVmax: return std::fmax(v[0], v[1]);
+    case Op::kVfmac: return std::fma(v[0], v[1], v[2]);
+    case Op::kVaxpy: return std::fma(op.scalar, v[0], v[1]);
+    case Op::kVmuls: return v[0] * op.scalar;
+    case Op::kVfill: return op.scalar;
+    case Op::kVrelu: return (v[0] > 0 || std::isnan(v[0])) ? v[0] : 0.0f;
+    case Op::kVdrelu: return v[0] > 0 ? v[1] : 0.0f;
+    case Op::kVexp: return std::exp(v[0]);
+    case Op::kVrecip: return 1.0f / v[0];
+    case Op::kVcmpgt: return v[0] > v[1] ? 1.0f : 0.0f;
+    case Op::kVsel: return v[0] != 0 ? v[1] : v[2];
+    case Op::kVcvt: return v[0];
+    case Op::kVsum: op.acc += v[0]; return 0;
+    default: return 0;
+  }
+}
+
+// step_vector for an op whose operands are all in memory, on the main thread with no
+// microthread busy: it has every port, bank and the datapath to itself, so the resource checks
+// of step_vector always pass and only the self-conflict matters. Same results and timing.
+int PeCore::step_vector_solo(uint64_t now, VecOp& op) {
+  if (now < op.next_step) return 1;
+  const uint32_t k = op.one_per_step ? 1u : std::min<uint32_t>(static_cast<uint32_t>(op.rate), op.total - op.done);
+  bool self_conflict = false;
+  const bool full_step = op.one_per_step || k == static_cast<uint32_t>(op.rate);
+  if (op.conflict_known && full_step) {
+    self_conflict = op.conflict_full;
+  } else if (op.reads >= 2 && op.reads <= m_cfg.read_ports) {
+    uint64_t banks = 0;
+    for (int s = 0; s < op.nsrc; ++s) {
+      const Dsd& d = op.src[s];
+      const uint64_t mine = bank_span(mem_addr(d.base, d.stride, op.done, op.sbytes[s]), k * op.sbytes[s] / 2u, m_cfg.sram_banks);
+      if (mine & banks) self_conflict = true;
+      banks |= mine;
+    }
+  }
+  const int bias = m_cfg.cb16_bias;
+  const NumFormat dfmt = op.in.fmt2;
+  uint8_t* const sram = m_sram.get();
+  for (uint32_t e = 0; e < k; ++e) {
+    const uint32_t i = op.done + e;
+    uint32_t raw[3] = {0, 0, 0};
+    float v[3] = {0, 0, 0};
+    for (int s = 0; s < op.nsrc; ++s) {
+      const Dsd& d = op.src[s];
+      const uint8_t* p = sram + mem_addr(d.base, d.stride, i, op.sbytes[s]);
+      if (op.sbytes[s] == 4) {
+        std::memcpy(&raw[s], p, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        raw[s] = h;
+      }
+      v[s] = widen(op.sfmt[s], raw[s], bias);
+    }
+    bool raw_copy = false;
+    const float r = apply(op, v, &raw_copy);
+    if (op.sum) continue;
+    const uint32_t out = raw_copy ? raw[0] : narrow(dfmt, r, bias);
+    uint8_t* q = sram + mem_addr(op.dst.base, op.dst.stride, i, op.dbytes);
+    if (op.dbytes == 4) std::memcpy(q, &out, 4);
+    else std::memcpy(q, &out, 2);
+  }
+  op.done += k;
+  m_stats.vector_elems += k;
+  op.next_step = now + static_cast<uint64_t>(op.port_cycles + (self_conflict ? 1 : 0));
+  if (op.done == op.total) op.active = false;
+  return 1;
 }
 
 int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
   if (!op.active) return 0;
   if (now < op.next_step) return 1;  // inside a multi-cycle step
   const Instr& in = op.in;
-  const bool sum = in.op == Op::kVsum;
-  const int dbytes = elem_bytes(in.fmt2);
-  auto src_bytes = [&](int k) { return elem_bytes(src_format(in, k)); };
-  uint32_t k = std::min<uint32_t>(static_cast<uint32_t>(op.rate), op.total - op.done);
-  int reads = 0;
+  const uint32_t k = op.one_per_step ? 1u : std::min<uint32_t>(static_cast<uint32_t>(op.rate), op.total - op.done);
   for (int s = 0; s < op.nsrc; ++s) {
     const Dsd& d = op.src[s];
-    if (d.kind == kMemDsd) {
-      ++reads;
-      if (d.stride != 1) k = 1;
-    } else {
-      k = 1;
-      const Queue& q = m_inq[d.queue];
-      if (!q.count || q.ready[q.head] > now) return 0;  // waits for a wavelet
-    }
+    if (d.kind == kMemDsd) continue;
+    const Queue& q = m_inq[d.queue];
+    if (!q.count || q.ready[q.head] > now) return 0;  // waits for a wavelet
   }
-  if (!sum) {
-    if (op.dst.kind == kMemDsd) {
-      if (op.dst.stride != 1) k = 1;
-    } else {
-      k = 1;
-      if (m_outq[op.dst.queue].count == m_outq[op.dst.queue].depth) return 0;  // output queue full
-    }
+  if (!op.sum && op.dst.kind != kMemDsd && m_outq[op.dst.queue].count == m_outq[op.dst.queue].depth) {
+    return 0;  // output queue full
   }
   // Sources with one fabric queue read twice (same queue in two operands) are not supported.
-  const int writes = !sum && op.dst.kind == kMemDsd ? 1 : 0;
-  const int cycles_ports = std::max(1, (reads + m_cfg.read_ports - 1) / m_cfg.read_ports);
+  const int reads = op.reads, writes = op.writes;
   if (reads > res.reads && !(reads > m_cfg.read_ports && res.reads == m_cfg.read_ports)) return 0;
   if (writes > res.writes) return 0;
   if (op.alu && !res.alu) return 0;
@@ -113,12 +231,8 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
   for (int s = 0; s < op.nsrc; ++s) {
     const Dsd& d = op.src[s];
     if (d.kind != kMemDsd) continue;
-    uint64_t mine = 0;
-    const int bytes = src_bytes(s);
-    for (uint32_t e = 0; e < k; ++e) {
-      const uint32_t a = elem_addr(d, op.done + e, bytes);
-      for (int w = 0; w < bytes / 2; ++w) mine |= uint64_t{1} << (((a >> 1) + static_cast<uint32_t>(w)) % static_cast<uint32_t>(nb));
-    }
+    // One element, or k consecutive ones (stride 1): consecutive 16-bit words either way.
+    const uint64_t mine = bank_span(mem_addr(d.base, d.stride, op.done, op.sbytes[s]), k * op.sbytes[s] / 2u, nb);
     // Reads spread over several port cycles are assumed to be ordered around conflicts.
     if ((mine & banks) && reads <= m_cfg.read_ports) self_conflict = true;
     banks |= mine;
@@ -130,15 +244,23 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
   res.banks |= banks;
 
   const int bias = m_cfg.cb16_bias;
+  const NumFormat dfmt = in.fmt2;
   for (uint32_t e = 0; e < k; ++e) {
     const uint32_t i = op.done + e;
     uint32_t raw[3] = {0, 0, 0};
     float v[3] = {0, 0, 0};
     for (int s = 0; s < op.nsrc; ++s) {
       const Dsd& d = op.src[s];
-      const int bytes = src_bytes(s);
+      const int bytes = op.sbytes[s];
       if (d.kind == kMemDsd) {
-        std::memcpy(&raw[s], &m_sram[elem_addr(d, i, bytes)], static_cast<size_t>(bytes));
+        const uint8_t* p = &m_sram[mem_addr(d.base, d.stride, i, bytes)];
+        if (bytes == 4) {
+          std::memcpy(&raw[s], p, 4);
+        } else {
+          uint16_t h;
+          std::memcpy(&h, p, 2);
+          raw[s] = h;
+        }
       } else {
         Queue& q = m_inq[d.queue];
         raw[s] = q.slot[q.head];
@@ -147,45 +269,26 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
         if (q.count-- == q.depth) m_full &= ~(1u << q.color);
         ++m_consumed;
       }
-      v[s] = to_f32(src_format(in, s), raw[s], bias);
+      v[s] = widen(op.sfmt[s], raw[s], bias);
     }
-    float r = 0;
     bool raw_copy = false;
-    switch (in.op) {
-      case Op::kVmov: raw_copy = true; break;
-      case Op::kVadd: r = v[0] + v[1]; break;
-      case Op::kVsub: r = v[0] - v[1]; break;
-      case Op::kVmul: r = v[0] * v[1]; break;
-      case Op::kVmax: r = std::fmax(v[0], v[1]); break;
-      case Op::kVfmac: r = std::fma(v[0], v[1], v[2]); break;
-      case Op::kVaxpy: r = std::fma(op.scalar, v[0], v[1]); break;
-      case Op::kVmuls: r = v[0] * op.scalar; break;
-      case Op::kVfill: r = op.scalar; break;
-      case Op::kVrelu: r = (v[0] > 0 || std::isnan(v[0])) ? v[0] : 0.0f; break;
-      case Op::kVdrelu: r = v[0] > 0 ? v[1] : 0.0f; break;
-      case Op::kVexp: r = std::exp(v[0]); break;
-      case Op::kVrecip: r = 1.0f / v[0]; break;
-      case Op::kVcmpgt: r = v[0] > v[1] ? 1.0f : 0.0f; break;
-      case Op::kVsel: r = v[0] != 0 ? v[1] : v[2]; break;
-      case Op::kVcvt: r = v[0]; break;
-      case Op::kVsum: op.acc += v[0]; break;
-      default: break;
-    }
-    if (sum) continue;
-    const uint32_t out = raw_copy ? raw[0] : from_f32(in.fmt2, r, bias);
+    const float r = apply(op, v, &raw_copy);
+    if (op.sum) continue;
+    const uint32_t out = raw_copy ? raw[0] : narrow(dfmt, r, bias);
     if (op.dst.kind == kMemDsd) {
-      std::memcpy(&m_sram[elem_addr(op.dst, i, dbytes)], &out, static_cast<size_t>(dbytes));
+      std::memcpy(&m_sram[mem_addr(op.dst.base, op.dst.stride, i, op.dbytes)], &out, op.dbytes);
     } else {
       Queue& q = m_outq[op.dst.queue];
       uint32_t tail = q.head + q.count;
       if (tail >= q.depth) tail -= q.depth;
       q.slot[tail] = out;
       ++q.count;
+      m_outq_nonempty |= 1u << op.dst.queue;
     }
   }
   op.done += k;
   m_stats.vector_elems += k;
-  op.next_step = now + static_cast<uint64_t>(cycles_ports + (self_conflict ? 1 : 0));
+  op.next_step = now + static_cast<uint64_t>(op.port_cycles + (self_conflict ? 1 : 0));
   if (op.done == op.total) op.active = false;  // completes when next_step arrives
   return 1;
 }
