@@ -173,14 +173,17 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
     return kExitUsage;
   }
   if (!outs.empty()) sum << "outputs\n";
+  size_t listed = 0;
   for (const OutputValues& o : outs) {
+    oj[o.name] = o.values;
+    if (++listed > 16) continue;  // the rest only in outputs.json
     sum << "  " << o.name << " [" << o.values.size() << "]:";
     sum << std::setprecision(6) << std::defaultfloat;
     for (size_t i = 0; i < o.values.size() && i < static_cast<size_t>(cfg.show); ++i) sum << " " << o.values[i];
     if (o.values.size() > static_cast<size_t>(cfg.show)) sum << " ...";
     sum << "\n";
-    oj[o.name] = o.values;
   }
+  if (listed > 16) sum << "  ... " << listed - 16 << " more outputs (all in outputs.json)\n";
 
   int rc = kExitOk;
   try {
