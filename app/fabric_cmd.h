@@ -5,10 +5,17 @@
 #include <string>
 #include <vector>
 
+#include <systemc>
+
 namespace wafersim {
 
 // Exit codes shared by all subcommands.
 constexpr int kExitOk = 0, kExitRuntime = 1, kExitUsage = 2, kExitDeadlock = 3;
+
+// The clock of `mhz` (period rounded to a picosecond), and the VCD file for --trace.vcd
+// (SystemC adds ".vcd"; time unit 1 ps; nullptr when `path` is empty). Shared by the commands.
+sc_core::sc_time clock_period(double mhz);
+sc_core::sc_trace_file* open_vcd(const std::string& path);
 
 int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -113,18 +113,11 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
   }
 
   Fabric& f = *fabric;
-  const auto period_ps = static_cast<uint64_t>(std::llround(1e6 / cfg.hw.fabric.clock_mhz));
-  sc_core::sc_clock clk("clk", sc_core::sc_time(static_cast<double>(period_ps), sc_core::SC_PS));
+  sc_core::sc_clock clk("clk", clock_period(cfg.hw.fabric.clock_mhz));
   Wafer wafer("wafer", f, cfg.hw.sim.cycles, cfg.trace.vcd.empty() ? nullptr : &trace_region);
   wafer.clk(clk);
-  sc_core::sc_trace_file* tf = nullptr;
-  if (!cfg.trace.vcd.empty()) {
-    std::string base = cfg.trace.vcd;
-    if (base.size() > 4 && base.compare(base.size() - 4, 4, ".vcd") == 0) base.resize(base.size() - 4);
-    tf = sc_core::sc_create_vcd_trace_file(base.c_str());
-    tf->set_time_unit(1, sc_core::SC_PS);
-    wafer.trace(tf);
-  }
+  sc_core::sc_trace_file* tf = open_vcd(cfg.trace.vcd);
+  if (tf) wafer.trace(tf);
   size_t first_running = 0;
   bool finished = program_done(f, loaded, &first_running);
   const StatsOptions st = cfg.stats;

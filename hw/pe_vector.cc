@@ -26,6 +26,18 @@ inline uint32_t mem_addr(uint32_t base, int32_t stride, uint32_t i, int bytes) {
   return base + static_cast<uint32_t>(static_cast<int64_t>(i) * stride * bytes);
 }
 
+// One element of `bytes` (2 or 4) from SRAM, zero-extended.
+inline uint32_t read_elem(const uint8_t* p, int bytes) {
+  if (bytes == 4) {
+    uint32_t w;
+    std::memcpy(&w, p, 4);
+    return w;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
 inline float widen(NumFormat f, uint32_t raw, int bias) { return f == NumFormat::kF32 ? f32_from_bits(raw) : to_f32(f, raw, bias); }
 inline uint32_t narrow(NumFormat f, float v, int bias) { return f == NumFormat::kF32 ? f32_bits(v) : from_f32(f, v, bias); }
 
@@ -181,14 +193,7 @@ int PeCore::step_vector_solo(uint64_t now, VecOp& op) {
     float v[3] = {0, 0, 0};
     for (int s = 0; s < op.nsrc; ++s) {
       const Dsd& d = op.src[s];
-      const uint8_t* p = sram + mem_addr(d.base, d.stride, i, op.sbytes[s]);
-      if (op.sbytes[s] == 4) {
-        std::memcpy(&raw[s], p, 4);
-      } else {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        raw[s] = h;
-      }
+      raw[s] = read_elem(sram + mem_addr(d.base, d.stride, i, op.sbytes[s]), op.sbytes[s]);
       v[s] = widen(op.sfmt[s], raw[s], bias);
     }
     bool raw_copy = false;
@@ -253,14 +258,7 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
       const Dsd& d = op.src[s];
       const int bytes = op.sbytes[s];
       if (d.kind == kMemDsd) {
-        const uint8_t* p = &m_sram[mem_addr(d.base, d.stride, i, bytes)];
-        if (bytes == 4) {
-          std::memcpy(&raw[s], p, 4);
-        } else {
-          uint16_t h;
-          std::memcpy(&h, p, 2);
-          raw[s] = h;
-        }
+        raw[s] = read_elem(&m_sram[mem_addr(d.base, d.stride, i, bytes)], bytes);
       } else {
         Queue& q = m_inq[d.queue];
         raw[s] = q.slot[q.head];
