@@ -225,7 +225,10 @@ bool parse_run_options(const std::vector<std::string>& args, RunConfig* cfg, std
   return true;
 }
 
-void check_run_trace(const RunConfig& c) { check_trace(c.trace, c.hw); }
+Region run_trace_region(const RunConfig& c) {
+  check_trace(c.trace, c.hw);
+  return c.trace.region.empty() ? Region{} : parse_region(c.trace.region, c.hw.fabric.width, c.hw.fabric.height, "trace.region");
+}
 
 
 bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig* cfg, std::ostream& out) {

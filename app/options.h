@@ -61,7 +61,8 @@ struct KernelGenConfig {
 // message for unknown options, bad values, malformed INI files and values out of range.
 bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig* cfg, std::ostream& out);
 bool parse_run_options(const std::vector<std::string>& args, RunConfig* cfg, std::ostream& out);
-void check_run_trace(const RunConfig& cfg);  // once the fabric size is final
+// The traced region, checked against the fabric (once its size is final); throws ConfigError.
+Region run_trace_region(const RunConfig& cfg);
 bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig* cfg, std::ostream& out);
 
 }  // namespace wafersim

@@ -93,23 +93,15 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
     if (!cfg.width_given) cfg.hw.fabric.width = std::max(1, prog.min_width);
     if (!cfg.height_given) cfg.hw.fabric.height = std::max(1, prog.min_height);
     cfg.hw.validate();
-    check_run_trace(cfg);
+    trace_region = run_trace_region(cfg);
     fabric = std::make_unique<Fabric>(cfg.hw);
     loaded = load_program(*fabric, prog);
-    if (!cfg.trace.region.empty()) {
-      trace_region = parse_region(cfg.trace.region, cfg.hw.fabric.width, cfg.hw.fabric.height, "trace.region");
-    }
     std::filesystem::create_directories(cfg.stats.out);
     write_file_atomic(cfg.stats.out + "/config.ini", cfg.resolved_ini(cfg.hw));
-  } catch (const ConfigError& e) {
-    err << "wafersim run: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const AsmError& e) {
-    err << "wafersim run: error: " << e.what() << "\n";
-    return kExitUsage;
   } catch (const std::exception& e) {
+    const bool usage = dynamic_cast<const ConfigError*>(&e) || dynamic_cast<const AsmError*>(&e);
     err << "wafersim run: error: " << e.what() << "\n";
-    return kExitRuntime;
+    return usage ? kExitUsage : kExitRuntime;
   }
 
   Fabric& f = *fabric;

@@ -186,7 +186,7 @@ bool program_done(const Fabric& fabric, const LoadedProgram& loaded, size_t* fir
   for (const PeCore* c : loaded.cores) {
     if (c->has_work()) return false;
   }
-  return fabric.totals().in_flight == 0;
+  return fabric.in_flight() == 0;
 }
 
 RunResult run_to_completion(Fabric& fabric, const LoadedProgram& loaded, uint64_t max_cycles) {

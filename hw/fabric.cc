@@ -316,18 +316,24 @@ std::string Fabric::describe_faults() const {
   return os.str();
 }
 
+uint64_t Fabric::in_flight() const {
+  uint64_t pushed = 0, popped = 0;
+  for (const ThreadCtx& tc : m_ctx) {
+    pushed += tc.pushed;
+    popped += tc.popped;
+  }
+  return pushed - popped;
+}
+
 FabricTotals Fabric::totals() const {
   FabricTotals t;
   t.cycles = m_cycle;
-  uint64_t pushed = 0, popped = 0;
   for (const ThreadCtx& tc : m_ctx) {
     t.injected += tc.injected;
     t.delivered += tc.delivered;
     t.multicast_copies += tc.nonfinal;
-    pushed += tc.pushed;
-    popped += tc.popped;
   }
-  t.in_flight = pushed - popped;
+  t.in_flight = in_flight();
   for (const auto& rp : m_routers) {
     if (!rp) continue;
     for (uint64_t f : rp->s_forwarded) t.forwarded += f;

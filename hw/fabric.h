@@ -80,6 +80,7 @@ class Fabric {
   void run(uint64_t cycles);
   uint64_t cycle() const { return m_cycle; }  // cycles completed so far
   FabricTotals totals() const;
+  uint64_t in_flight() const;  // totals().in_flight without the walk over every router
   std::vector<ColorCounters> color_counters() const;  // per color, summed over the fabric
   uint64_t active_routers() const;
   void reset_stats();  // warm-up: port/color counters and peaks restart, state and totals stay

@@ -104,6 +104,8 @@ class PeCore : public PeAgent {
   // One step of a vector op: returns 1 progress, 0 stalled; finishes it when complete.
   int step_vector(uint64_t now, VecOp& op, Resources& res);
   int step_vector_solo(uint64_t now, VecOp& op);
+  template <bool kMemOnly>
+  void finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict);
   static float apply(VecOp& op, const float* v, bool* raw_copy);
   void complete_main();
   bool pick_task(uint64_t now);

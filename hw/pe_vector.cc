@@ -165,6 +165,53 @@ inline float PeCore::apply(VecOp& op, const float* v, bool* raw_copy) {
   }
 }
 
+// The data movement and arithmetic of one step of k elements, then the op's progress. kMemOnly:
+// every operand is in SRAM (step_vector_solo), so the fabric branches drop out.
+template <bool kMemOnly>
+void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict) {
+  const int bias = m_cfg.cb16_bias;
+  const NumFormat dfmt = op.in.fmt2;
+  uint8_t* const sram = m_sram.get();
+  for (uint32_t e = 0; e < k; ++e) {
+    const uint32_t i = op.done + e;
+    uint32_t raw[3] = {0, 0, 0};
+    float v[3] = {0, 0, 0};
+    for (int s = 0; s < op.nsrc; ++s) {
+      const Dsd& d = op.src[s];
+      const int bytes = op.sbytes[s];
+      if (kMemOnly || d.kind == kMemDsd) {
+        raw[s] = read_elem(sram + mem_addr(d.base, d.stride, i, bytes), bytes);
+      } else {
+        Queue& q = m_inq[d.queue];
+        raw[s] = q.slot[q.head];
+        if (bytes == 2) raw[s] &= 0xffff;
+        if (++q.head == q.depth) q.head = 0;
+        if (q.count-- == q.depth) m_full &= ~(1u << q.color);
+        ++m_consumed;
+      }
+      v[s] = widen(op.sfmt[s], raw[s], bias);
+    }
+    bool raw_copy = false;
+    const float r = apply(op, v, &raw_copy);
+    if (op.sum) continue;
+    const uint32_t out = raw_copy ? raw[0] : narrow(dfmt, r, bias);
+    if (kMemOnly || op.dst.kind == kMemDsd) {
+      std::memcpy(sram + mem_addr(op.dst.base, op.dst.stride, i, op.dbytes), &out, op.dbytes);
+    } else {
+      Queue& q = m_outq[op.dst.queue];
+      uint32_t tail = q.head + q.count;
+      if (tail >= q.depth) tail -= q.depth;
+      q.slot[tail] = out;
+      ++q.count;
+      m_outq_nonempty |= 1u << op.dst.queue;
+    }
+  }
+  op.done += k;
+  m_stats.vector_elems += k;
+  op.next_step = now + static_cast<uint64_t>(op.port_cycles + (self_conflict ? 1 : 0));
+  if (op.done == op.total) op.active = false;  // completes when next_step arrives
+}
+
 // step_vector for an op whose operands are all in memory, on the main thread with no
 // microthread busy: it has every port, bank and the datapath to itself, so the resource checks
 // of step_vector always pass and only the self-conflict matters. Same results and timing.
@@ -184,37 +231,13 @@ int PeCore::step_vector_solo(uint64_t now, VecOp& op) {
       banks |= mine;
     }
   }
-  const int bias = m_cfg.cb16_bias;
-  const NumFormat dfmt = op.in.fmt2;
-  uint8_t* const sram = m_sram.get();
-  for (uint32_t e = 0; e < k; ++e) {
-    const uint32_t i = op.done + e;
-    uint32_t raw[3] = {0, 0, 0};
-    float v[3] = {0, 0, 0};
-    for (int s = 0; s < op.nsrc; ++s) {
-      const Dsd& d = op.src[s];
-      raw[s] = read_elem(sram + mem_addr(d.base, d.stride, i, op.sbytes[s]), op.sbytes[s]);
-      v[s] = widen(op.sfmt[s], raw[s], bias);
-    }
-    bool raw_copy = false;
-    const float r = apply(op, v, &raw_copy);
-    if (op.sum) continue;
-    const uint32_t out = raw_copy ? raw[0] : narrow(dfmt, r, bias);
-    uint8_t* q = sram + mem_addr(op.dst.base, op.dst.stride, i, op.dbytes);
-    if (op.dbytes == 4) std::memcpy(q, &out, 4);
-    else std::memcpy(q, &out, 2);
-  }
-  op.done += k;
-  m_stats.vector_elems += k;
-  op.next_step = now + static_cast<uint64_t>(op.port_cycles + (self_conflict ? 1 : 0));
-  if (op.done == op.total) op.active = false;
+  finish_step<true>(now, op, k, self_conflict);
   return 1;
 }
 
 int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
   if (!op.active) return 0;
   if (now < op.next_step) return 1;  // inside a multi-cycle step
-  const Instr& in = op.in;
   const uint32_t k = op.one_per_step ? 1u : std::min<uint32_t>(static_cast<uint32_t>(op.rate), op.total - op.done);
   for (int s = 0; s < op.nsrc; ++s) {
     const Dsd& d = op.src[s];
@@ -248,46 +271,7 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
   if (op.alu) res.alu = false;
   res.banks |= banks;
 
-  const int bias = m_cfg.cb16_bias;
-  const NumFormat dfmt = in.fmt2;
-  for (uint32_t e = 0; e < k; ++e) {
-    const uint32_t i = op.done + e;
-    uint32_t raw[3] = {0, 0, 0};
-    float v[3] = {0, 0, 0};
-    for (int s = 0; s < op.nsrc; ++s) {
-      const Dsd& d = op.src[s];
-      const int bytes = op.sbytes[s];
-      if (d.kind == kMemDsd) {
-        raw[s] = read_elem(&m_sram[mem_addr(d.base, d.stride, i, bytes)], bytes);
-      } else {
-        Queue& q = m_inq[d.queue];
-        raw[s] = q.slot[q.head];
-        if (bytes == 2) raw[s] &= 0xffff;
-        if (++q.head == q.depth) q.head = 0;
-        if (q.count-- == q.depth) m_full &= ~(1u << q.color);
-        ++m_consumed;
-      }
-      v[s] = widen(op.sfmt[s], raw[s], bias);
-    }
-    bool raw_copy = false;
-    const float r = apply(op, v, &raw_copy);
-    if (op.sum) continue;
-    const uint32_t out = raw_copy ? raw[0] : narrow(dfmt, r, bias);
-    if (op.dst.kind == kMemDsd) {
-      std::memcpy(&m_sram[mem_addr(op.dst.base, op.dst.stride, i, op.dbytes)], &out, op.dbytes);
-    } else {
-      Queue& q = m_outq[op.dst.queue];
-      uint32_t tail = q.head + q.count;
-      if (tail >= q.depth) tail -= q.depth;
-      q.slot[tail] = out;
-      ++q.count;
-      m_outq_nonempty |= 1u << op.dst.queue;
-    }
-  }
-  op.done += k;
-  m_stats.vector_elems += k;
-  op.next_step = now + static_cast<uint64_t>(op.port_cycles + (self_conflict ? 1 : 0));
-  if (op.done == op.total) op.active = false;  // completes when next_step arrives
+  finish_step<false>(now, op, k, self_conflict);
   return 1;
 }
 
