@@ -9,6 +9,7 @@
 
 #include "app/fabric_cmd.h"
 #include "app/run_cmd.h"
+#include "app/train_cmd.h"
 
 namespace {
 
@@ -19,6 +20,8 @@ const char kUsage[] =
     "  fabric   simulate the router fabric under synthetic traffic (wafersim fabric --help)\n"
     "  run      run a fabric program of PE firmware until it finishes (wafersim run --help)\n"
     "  kernel   write a kernel of the library as a fabric program (wafersim kernel --help)\n"
+    "  compile  compile an ONNX model for the wafer: validate, place, route, report (wafersim compile --help)\n"
+    "  train    train an ONNX model on the simulated wafer, layer-pipelined (wafersim train --help)\n"
     "\n"
     "Every option can also come from an INI file (--config FILE); the command line wins.\n";
 
@@ -35,6 +38,8 @@ int sc_main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "fabric") return wafersim::run_fabric_command(args, std::cout, std::cerr);
   if (cmd == "run") return wafersim::run_program_command(args, std::cout, std::cerr);
+  if (cmd == "compile") return wafersim::compile_command(args, std::cout, std::cerr);
+  if (cmd == "train") return wafersim::train_command(args, std::cout, std::cerr);
   if (cmd == "kernel") return wafersim::kernel_command(args, std::cout, std::cerr);
   std::cerr << "wafersim: error: unknown command '" << cmd << "'\n\n" << kUsage;
   return wafersim::kExitUsage;

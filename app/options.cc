@@ -1,5 +1,6 @@
 #include "app/options.h"
 
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <map>
@@ -271,6 +272,101 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
   if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, allreduce, reduce, broadcast, elementwise, pingpong)");
   c.hw.validate();
+  return true;
+}
+
+}  // namespace wafersim
+
+namespace wafersim {
+
+bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg, std::ostream& out, bool train) {
+  TrainConfig& c = *cfg;
+  c.model = WAFERSIM_DEMO_MODEL;
+  std::string visit_order = visit_order_name(c.hw.sim.visit_order);
+  po::options_description general("General");
+  general.add_options()
+      ("help,h", "print this help and exit")
+      ("model", po::value(&c.model)->default_value(c.model), "ONNX model as torch.onnx.export writes it")
+      ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)")
+      ("out,o", po::value(&c.out)->default_value(c.out), "directory for the artifacts and reports")
+      ("mode", po::value(&c.mode)->default_value(c.mode), "execution mode: layer-pipelined")
+      ("validate-only", po::bool_switch(&c.validate_only), "stop after matching the graph to kernels; list unsupported ops");
+  if (!train) {
+    general.add_options()("compile-only", po::bool_switch(&c.compile_only),
+                          "write the fabric program and the compile report to --out, do not run");
+  } else {
+    general.add_options()("resume", po::value(&c.resume), "continue from a checkpoint written by an earlier run");
+  }
+  po::options_description comp("Compiler [compile]"), tr("Training [train]"), data("Data [data]"), fabric("Fabric [fabric]"),
+      router("Router [router]"), io("Edge I/O [io]"), core("PE core [core]"), sim("Simulation [sim]");
+  comp.add_options()
+      ("compile.max_pes", po::value(&c.compile.place.max_pes)->default_value(c.compile.place.max_pes),
+       "PEs the model's regions may use (0: the whole fabric, the most throughput)")
+      ("compile.ring_depth", po::value(&c.compile.place.ring_depth)->default_value(c.compile.place.ring_depth),
+       "samples in flight per tile within a minibatch (1..64)")
+      ("train.batch", po::value(&c.compile.place.batch)->default_value(c.compile.place.batch), "samples per weight update")
+      ("train.loss", po::value(&c.compile.loss)->default_value(c.compile.loss),
+       "loss when the graph has none: softmax_xent; graph: require the graph's own");
+  if (train) {
+    tr.add_options()
+        ("train.steps", po::value(&c.steps)->default_value(c.steps), "minibatches to train (0: 1000)")
+        ("train.lr", po::value(&c.compile.hyper.lr)->default_value(c.compile.hyper.lr), "learning rate")
+        ("train.momentum", po::value(&c.compile.hyper.momentum)->default_value(c.compile.hyper.momentum), "SGD momentum")
+        ("train.log_every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (0: about 20 lines)")
+        ("train.checkpoint_every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
+         "write OUT/checkpoint.onnx every N steps (0: only at the end)")
+        ("train.eval", po::value(&c.eval)->default_value(c.eval), "evaluate test-set accuracy at the end");
+    data.add_options()
+        ("data.source", po::value(&c.data)->default_value(c.data), "fashion-mnist, idx or npy")
+        ("data.dir", po::value(&c.data_dir)->default_value(c.data_dir), "Fashion-MNIST directory (Debian's dataset-fashion-mnist)")
+        ("data.train_x", po::value(&c.train_x), "idx/npy: training samples")
+        ("data.train_y", po::value(&c.train_y), "idx/npy: training labels")
+        ("data.test_x", po::value(&c.test_x), "idx/npy: test samples")
+        ("data.test_y", po::value(&c.test_y), "idx/npy: test labels")
+        ("data.scale", po::value(&c.norm.scale)->default_value(c.norm.scale), "input normalisation: (x * scale - mean) / std")
+        ("data.mean", po::value(&c.norm.mean)->default_value(c.norm.mean), "")
+        ("data.std", po::value(&c.norm.std)->default_value(c.norm.std), "");
+  }
+  add_fabric_options(fabric, c.hw);
+  add_router_options(router, c.hw);
+  add_io_options(io, c.hw);
+  add_core_options(core, c.hw);
+  add_sim_options(sim, c.hw, visit_order, "(not used by training: it runs until the steps are done)");
+  po::options_description file_opts;
+  file_opts.add(comp);
+  if (train) file_opts.add(tr).add(data);
+  file_opts.add(fabric).add(router).add(io).add(core).add(sim);
+  po::options_description all(train ? "wafersim train [MODEL.onnx]: compile the model and train it on the simulated wafer\n"
+                                      "(layer-pipelined), streaming loss values back; docs/training.md\n\nOptions"
+                                    : "wafersim compile [MODEL.onnx]: compile an ONNX model for the wafer (docs/compiler.md)\n\nOptions");
+  all.add(general).add(file_opts);
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  po::variables_map vm;
+  if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
+  c.hw.sim.visit_order = parse_visit_order(visit_order);
+  c.hw.validate();
+  if (c.mode != "layer-pipelined") {
+    throw ConfigError("mode '" + c.mode + "' is not available (layer-pipelined; weight streaming is not implemented yet)");
+  }
+  if (c.compile.place.batch < 1 || c.compile.place.batch > 65535) throw ConfigError("train.batch must be in 1..65535");
+  if (c.compile.place.max_pes < 0) throw ConfigError("compile.max_pes must be >= 0");
+  if (c.compile.place.ring_depth < 1 || c.compile.place.ring_depth > 64) throw ConfigError("compile.ring_depth must be in 1..64");
+  if (train) {
+    if (c.steps < 0) throw ConfigError("train.steps must be >= 0");
+    if (c.steps == 0) c.steps = 1000;
+    if (c.checkpoint_every < 0 || c.log_every < 0) throw ConfigError("train.checkpoint_every and train.log_every must be >= 0");
+    if (!(c.compile.hyper.lr > 0) || !std::isfinite(c.compile.hyper.lr)) throw ConfigError("train.lr must be a positive number");
+    if (!(c.compile.hyper.momentum >= 0 && c.compile.hyper.momentum < 1)) throw ConfigError("train.momentum must be in [0, 1)");
+    if (!(c.norm.std != 0) || !std::isfinite(c.norm.std)) throw ConfigError("data.std must be a non-zero number");
+    if (c.data != "fashion-mnist" && c.data != "idx" && c.data != "npy") {
+      throw ConfigError("data.source '" + c.data + "' is unknown (fashion-mnist, idx or npy)");
+    }
+    if (c.data != "fashion-mnist" && (c.train_x.empty() || c.train_y.empty())) {
+      throw ConfigError("data.source " + c.data + " needs data.train_x and data.train_y");
+    }
+  }
+  c.resolved_ini = resolved_ini(file_opts, vm, train ? "wafersim train" : "wafersim compile");
   return true;
 }
 

@@ -7,8 +7,10 @@
 
 #include <boost/program_options.hpp>
 
+#include "compiler/compile.h"
 #include "hw/config.h"
 #include "hw/traffic_gen.h"
+#include "tlm/input_worker.h"
 
 namespace wafersim {
 
@@ -57,6 +59,24 @@ struct KernelGenConfig {
   bool columns = false;
 };
 
+// Everything `wafersim compile` and `wafersim train` use.
+struct TrainConfig {
+  HwConfig hw;
+  std::string model;             // ONNX file (default: the demo model in models/)
+  std::string out = "wafersim-out", config_file, resume, mode = "layer-pipelined";
+  bool validate_only = false, compile_only = false;
+  compiler::CompileOptions compile;
+  long long steps = 0;           // minibatches (0: the default of the demo)
+  long long log_every = 0;       // progress line every N steps (0: about 20 lines)
+  long long checkpoint_every = 0;
+  std::string data = "fashion-mnist";  // fashion-mnist, idx or npy
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string train_x, train_y, test_x, test_y;
+  tlm::Normalize norm;
+  bool eval = true;
+  std::string resolved_ini;
+};
+
 // Parses; returns false after printing help to `out`. Throws ConfigError with a user-facing
 // message for unknown options, bad values, malformed INI files and values out of range.
 bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig* cfg, std::ostream& out);
@@ -64,5 +84,7 @@ bool parse_run_options(const std::vector<std::string>& args, RunConfig* cfg, std
 // The traced region, checked against the fabric (once its size is final); throws ConfigError.
 Region run_trace_region(const RunConfig& cfg);
 bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig* cfg, std::ostream& out);
+// `train` false: the options of `wafersim compile` only.
+bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg, std::ostream& out, bool train);
 
 }  // namespace wafersim

@@ -68,6 +68,7 @@ const OpInfo kOps[] = {
     {"vsel", "d,d,d,d", true, false},
     {"vcvt", "d,d", true, true},
     {"vsum", "r,d", true, false},
+    {"vlog", "d,d", true, false},
 };
 static_assert(sizeof(kOps) / sizeof(kOps[0]) == static_cast<size_t>(Op::kCount), "op table out of step");
 

@@ -27,7 +27,7 @@ enum class Op : uint8_t {
   kDmem, kDfin, kDfout, kDlen, kDbase, kDaddb, kDstride,
   // Vector ops over descriptors (sync on the main thread, or async on a microthread).
   kVmov, kVadd, kVsub, kVmul, kVmax, kVfmac, kVaxpy, kVmuls, kVfill, kVrelu, kVdrelu, kVexp,
-  kVrecip, kVcmpgt, kVsel, kVcvt, kVsum,
+  kVrecip, kVcmpgt, kVsel, kVcvt, kVsum, kVlog,
   kCount
 };
 

@@ -38,7 +38,7 @@ inline VecShape shape(Op op) {
     case Op::kVaxpy: return {1, true, true, true};
     case Op::kVmuls: return {1, false, true, true};
     case Op::kVfill: return {0, false, true, false};
-    case Op::kVrelu: case Op::kVexp: case Op::kVrecip: case Op::kVcvt: return {1, false, false, true};
+    case Op::kVrelu: case Op::kVexp: case Op::kVrecip: case Op::kVlog: case Op::kVcvt: return {1, false, false, true};
     case Op::kVsum: return {1, false, false, true};
     default: return {0, false, false, false};
   }

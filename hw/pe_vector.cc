@@ -59,7 +59,7 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
     case Op::kVfmac: case Op::kVaxpy:
       op.rate = !is16(in.fmt) && !is16(in.fmt2) ? m_cfg.fmac_fp32 : is16(in.fmt) && is16(in.fmt2) ? m_cfg.fmac_16 : m_cfg.fmac_mixed;
       break;
-    case Op::kVexp: case Op::kVrecip: op.rate = m_cfg.special; break;
+    case Op::kVexp: case Op::kVrecip: case Op::kVlog: op.rate = m_cfg.special; break;
     default: op.rate = is16(in.fmt) && is16(in.fmt2) ? m_cfg.add_16 : m_cfg.add_fp32;
   }
   const int dbytes = elem_bytes(in.fmt2);
@@ -157,6 +157,7 @@ inline float PeCore::apply(VecOp& op, const float* v, bool* raw_copy) {
     case Op::kVdrelu: return v[0] > 0 ? v[1] : 0.0f;
     case Op::kVexp: return std::exp(v[0]);
     case Op::kVrecip: return 1.0f / v[0];
+    case Op::kVlog: return std::log(v[0]);
     case Op::kVcmpgt: return v[0] > v[1] ? 1.0f : 0.0f;
     case Op::kVsel: return v[0] != 0 ? v[1] : v[2];
     case Op::kVcvt: return v[0];

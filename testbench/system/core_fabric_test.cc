@@ -211,6 +211,7 @@ TEST(CoreFabric, ArithmeticMatchesReference) {
       {"vdrelu.fp32 d3, d0, d1", [](float x, float y, float) { return x > 0 ? y : 0.0f; }},
       {"vexp.fp32 d3, d0", [](float x, float, float) { return std::exp(x); }},
       {"vrecip.fp32 d3, d1", [](float, float y, float) { return 1.0f / y; }},
+      {"vlog.fp32 d3, d1", [](float, float y, float) { return std::log(y); }},
       {"vcmpgt.fp32 d3, d0, d1", [](float x, float y, float) { return x > y ? 1.0f : 0.0f; }},
       {"vsel.fp32 d3, d2, d0, d1", [](float x, float y, float z) { return z != 0 ? x : y; }},
       {"vaxpy.fp32 d3, d0, r1", [](float x, float, float) { return std::fma(0.75f, x, 0.0f); }},

@@ -87,6 +87,7 @@ TEST(CoreTiming, VectorRatesPerFormat) {
       {"vfmac.fp32 d3, d0, d1, d3", "fp32", 8, 16},    // 3 reads on 2 ports: 2 cycles per step
       {"vfmac.fp16 d3, d0, d1, d3", "fp16", 8, 4},     // 4 per step, 2 cycles each
       {"vexp.fp32 d3, d0", "fp32", 5, 5},              // special = 1
+      {"vlog.fp32 d3, d0", "fp32", 5, 5},
       {"vmax.fp32 d3, d0, d1", "fp32", 7, 4},
   };
   for (const Case& k : cases) {

@@ -1,0 +1,304 @@
+#include "app/train_cmd.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "app/fabric_cmd.h"
+#include "app/options.h"
+#include "compiler/compile.h"
+#include "compiler/reference.h"
+#include "hw/atomic_file.h"
+#include "tlm/dataset.h"
+#include "tlm/trainer.h"
+
+namespace wafersim {
+namespace {
+
+using namespace compiler;
+namespace fs = std::filesystem;
+
+std::string fixed(double v, int prec) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+void print_graph(const KernelGraph& g, std::ostream& out) {
+  out << "kernel graph: input '" << g.input_name << "' (" << g.in_features << " features), " << g.layers.size()
+      << " dense kernel" << (g.layers.size() == 1 ? "" : "s") << ", " << g.parameters() << " parameters\n";
+  for (const auto& l : g.layers) {
+    out << "  " << l.name << ": dense " << l.out << " x " << l.in << (l.bias.empty() ? "" : " + bias")
+        << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "") << "\n";
+  }
+  out << "  loss: softmax cross-entropy" << (g.loss_node.empty() ? " (chosen by --train.loss)" : " (node '" + g.loss_node + "')")
+      << (g.output_softmax ? ", absorbing the graph's softmax" : "") << "\n";
+  for (const auto& n : g.notes) out << "  note: " << n << "\n";
+}
+
+// Momentum tensors travel in checkpoints as extra initializers next to their weights.
+std::string momentum_name(const std::string& init) { return init + ".momentum"; }
+
+// Weights as the ONNX initializers hold them: W in the initializer's layout, alpha/beta unfolded.
+std::map<std::string, std::vector<float>> onnx_weights(const KernelGraph& g, const ModelState& s, bool momentum) {
+  std::map<std::string, std::vector<float>> m;
+  for (size_t l = 0; l < g.layers.size(); ++l) {
+    const DenseKernel& d = g.layers[l];
+    const auto& W = momentum ? s.v[l] : s.w[l];
+    std::vector<float> w(W.size());
+    for (int o = 0; o < d.out; ++o) {
+      for (int i = 0; i < d.in; ++i) {
+        const float v = W[static_cast<size_t>(o) * d.in + i] / (momentum ? 1.0f : d.alpha);
+        w[d.weight_in_out ? static_cast<size_t>(i) * d.out + o : static_cast<size_t>(o) * d.in + i] = v;
+      }
+    }
+    m[momentum ? momentum_name(d.weight) : d.weight] = std::move(w);
+    if (!d.bias.empty()) {
+      std::vector<float> b = momentum ? s.vb[l] : s.b[l];
+      if (!momentum) {
+        for (float& v : b) v /= d.beta;
+      }
+      m[momentum ? momentum_name(d.bias) : d.bias] = std::move(b);
+    }
+  }
+  return m;
+}
+
+void write_checkpoint(const std::string& src, const std::string& dst, const KernelGraph& g, const ModelState& s,
+                      const TrainConfig& c, uint64_t seed) {
+  std::vector<OnnxTensor> extra;
+  for (auto& [name, v] : onnx_weights(g, s, true)) {
+    OnnxTensor t;
+    t.name = name;
+    t.elem_type = kOnnxFloat;
+    t.dims = {static_cast<int64_t>(v.size())};
+    t.f32 = v;
+    extra.push_back(std::move(t));
+  }
+  write_onnx_with_weights(src, dst, onnx_weights(g, s, false), extra,
+                          {{"wafersim.step", std::to_string(s.step)},
+                           {"wafersim.seed", std::to_string(seed)},
+                           {"wafersim.batch", std::to_string(c.compile.place.batch)},
+                           {"wafersim.lr", fixed(c.compile.hyper.lr, 9)},
+                           {"wafersim.momentum", fixed(c.compile.hyper.momentum, 9)}});
+}
+
+tlm::Dataset load_data(const TrainConfig& c, bool train) {
+  if (c.data == "fashion-mnist") return tlm::load_fashion_mnist(c.data_dir, train);
+  const std::string& x = train ? c.train_x : c.test_x;
+  const std::string& y = train ? c.train_y : c.test_y;
+  if (x.empty() || y.empty()) return {};
+  return c.data == "npy" ? tlm::load_npy(x, y) : tlm::load_idx(x, y);
+}
+
+void write_text(const fs::path& p, const std::string& s) { write_file_atomic(p.string(), s); }
+
+}  // namespace
+
+int compile_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  TrainConfig c;
+  try {
+    if (!parse_train_options(args, &c, out, false)) return kExitOk;
+    const OnnxModel m = import_onnx(c.model);
+    const KernelGraph g = validate_model(m, c.compile);
+    print_graph(g, out);
+    if (!g.unsupported.empty()) require_supported(g);
+    if (c.validate_only) {
+      out << "validate-only: every node is supported\n";
+      return kExitOk;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    CompileResult r = compile_model(c.model, c.hw, c.compile);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.report["compile_seconds"] = secs;
+    out << r.report_text;
+    fs::create_directories(c.out);
+    write_text(fs::path(c.out) / "compile_report.json", r.report.dump(2) + "\n");
+    write_text(fs::path(c.out) / "compile_report.txt", r.report_text);
+    write_text(fs::path(c.out) / "config.ini", c.resolved_ini);
+    if (c.compile_only) save_program(r.compiled.program, (fs::path(c.out) / "program").string());
+    out << "compiled in " << fixed(secs, 2) << " s; report" << (c.compile_only ? ", program" : "") << " in " << c.out << "/\n";
+    return kExitOk;
+  } catch (const CompileError& e) {
+    err << "wafersim compile: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const ConfigError& e) {
+    err << "wafersim compile: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "wafersim compile: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+}
+
+int train_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  TrainConfig c;
+  try {
+    if (!parse_train_options(args, &c, out, true)) return kExitOk;
+    uint64_t seed = c.hw.sim.seed;
+    const std::string model_path = c.resume.empty() ? c.model : c.resume;
+    const OnnxModel m = import_onnx(model_path);
+    const KernelGraph g = validate_model(m, c.compile);
+    print_graph(g, out);
+    require_supported(g);
+    if (c.validate_only) return kExitOk;
+    ModelState state = ModelState::from_graph(g);
+    if (!c.resume.empty()) {
+      auto meta = [&](const char* k) {
+        auto it = m.metadata.find(k);
+        if (it == m.metadata.end()) throw ConfigError(c.resume + " is not a wafersim checkpoint (no " + k + " metadata)");
+        return it->second;
+      };
+      state.step = std::stoll(meta("wafersim.step"));
+      seed = std::stoull(meta("wafersim.seed"));
+      if (std::stoi(meta("wafersim.batch")) != c.compile.place.batch) {
+        throw ConfigError("the checkpoint was trained with batch " + meta("wafersim.batch") + "; resume with --train.batch " +
+                          meta("wafersim.batch"));
+      }
+      for (size_t l = 0; l < g.layers.size(); ++l) {
+        const DenseKernel& d = g.layers[l];
+        auto mom = [&](const std::string& name, std::vector<float>* dst) {
+          if (name.empty()) return;
+          auto it = m.initializers.find(momentum_name(name));
+          if (it == m.initializers.end() || it->second.f32.size() != dst->size()) {
+            throw ConfigError(c.resume + ": momentum tensor '" + momentum_name(name) + "' is missing or has the wrong size");
+          }
+          if (d.weight_in_out && dst == &state.v[l]) {
+            for (int o = 0; o < d.out; ++o)
+              for (int i = 0; i < d.in; ++i)
+                (*dst)[static_cast<size_t>(o) * d.in + i] = it->second.f32[static_cast<size_t>(i) * d.out + o];
+          } else {
+            *dst = it->second.f32;
+          }
+        };
+        mom(d.weight, &state.v[l]);
+        mom(d.bias, &state.vb[l]);
+      }
+      out << "resuming from " << c.resume << " after step " << state.step << " (seed " << seed << ")\n";
+    }
+    const tlm::Dataset train = load_data(c, true);
+    tlm::Dataset test;
+    if (c.eval) test = load_data(c, false);
+    const auto t0 = std::chrono::steady_clock::now();
+    CompileResult r = compile_model(model_path, c.hw, c.compile, &state);
+    out << r.report_text;
+    fs::create_directories(c.out);
+    write_text(fs::path(c.out) / "compile_report.json", r.report.dump(2) + "\n");
+    write_text(fs::path(c.out) / "compile_report.txt", r.report_text);
+    write_text(fs::path(c.out) / "config.ini", c.resolved_ini);
+
+    tlm::Trainer t(c.hw, r.compiled, train, c.norm, seed, state.step);
+    const double f = c.hw.fabric.clock_mhz * 1e6;
+    const int B = c.compile.place.batch;
+    const long long last = state.step + c.steps;
+    const long long every = c.log_every ? c.log_every : std::max<long long>(1, c.steps / 20);
+    std::string losses_csv = "step,mean_loss,cycles\n";
+    const auto h0 = std::chrono::steady_clock::now();
+    uint64_t cycles0 = t.cycles();
+    double window_loss = 0, last_loss = 0;
+    long long window = 0;
+    out << "training " << c.steps << " steps of " << B << " samples (" << train.count << " in the training set)\n";
+    while (t.steps_done() < last) {
+      const tlm::StepResult s = t.step();
+      losses_csv += std::to_string(s.step) + "," + fixed(s.mean_loss, 6) + "," + std::to_string(s.cycles) + "\n";
+      window_loss += s.mean_loss;
+      last_loss = s.mean_loss;
+      ++window;
+      if (s.step % every == 0 || s.step == last) {
+        const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count();
+        const double done = static_cast<double>(s.step - state.step) * B;
+        const double sim_sps = done / (static_cast<double>(t.cycles() - cycles0) / f);
+        out << "step " << s.step << "/" << last << "  loss " << fixed(window_loss / static_cast<double>(window), 4)
+            << "  simulated " << fixed(sim_sps, 0) << " samples/s  host " << fixed(host, 1) << " s (" << fixed(done / host, 1)
+            << " samples/s)\n"
+            << std::flush;
+        window_loss = 0;
+        window = 0;
+      }
+      if (c.checkpoint_every && s.step % c.checkpoint_every == 0 && s.step != last) {
+        write_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, t.read_state(), c, seed);
+      }
+    }
+    const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count();
+    const ModelState final_state = t.read_state();
+    write_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, final_state, c, seed);
+    write_text(fs::path(c.out) / "losses.csv", losses_csv);
+
+    // Report: measured next to the compile report's estimate.
+    const uint64_t cycles = t.cycles() - cycles0;
+    const double samples = static_cast<double>(c.steps) * B;
+    const double measured = samples / (static_cast<double>(cycles) / f);
+    nlohmann::json rep;
+    rep["steps"] = c.steps;
+    rep["samples"] = samples;
+    rep["cycles"] = cycles;
+    rep["measured_samples_per_s"] = measured;
+    rep["estimated_samples_per_s"] = r.report["overall_samples_per_s"];
+    rep["estimate_error_pct"] = 100.0 * (r.report["overall_samples_per_s"].get<double>() - measured) / measured;
+    rep["host_seconds"] = host;
+    rep["host_samples_per_s"] = samples / host;
+    rep["pe_cycles_per_host_second"] = static_cast<double>(r.compiled.plan.pes) * static_cast<double>(cycles) / host;
+    rep["final_loss"] = last_loss;
+    const auto busy = t.layer_busy();
+    nlohmann::json kern = nlohmann::json::array();
+    for (const LayerPlan& l : r.compiled.plan.layers) {
+      const double macs = static_cast<double>(l.in) * l.out * (l.dx ? 3 : 2) * samples;
+      kern.push_back({{"name", g.layers[static_cast<size_t>(l.index)].name},
+                      {"pes", l.pes()},
+                      {"busy_pct", 100.0 * static_cast<double>(busy[static_cast<size_t>(l.index)]) / (l.pes() * static_cast<double>(t.cycles()))},
+                      {"compute_utilisation_pct", 100.0 * macs / (l.p_in * l.p_out * static_cast<double>(cycles) * c.hw.core.fmac_fp32)}});
+    }
+    rep["kernels"] = kern;
+    std::string text = "Run report\n  steps " + std::to_string(c.steps) + " x batch " + std::to_string(B) + ", " +
+                       std::to_string(cycles) + " cycles\n  measured samples/s   " + fixed(measured, 1) +
+                       " (simulated, at " + fixed(c.hw.fabric.clock_mhz, 0) + " MHz)\n  estimated samples/s  " +
+                       fixed(r.report["overall_samples_per_s"].get<double>(), 1) + " (compile report)\n  host time            " +
+                       fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s, " +
+                       fixed(rep["pe_cycles_per_host_second"].get<double>() / 1e6, 2) + " M PE-cycles/s\n";
+    if (c.eval && test.count > 0) {
+      // On the host, with the weights read back from the wafer (the reference's forward pass).
+      Reference ref(g, r.compiled.plan, c.compile.hyper, final_state);
+      long long right = 0;
+      std::vector<float> x(test.features);
+      for (size_t i = 0; i < test.count; ++i) {
+        for (size_t k = 0; k < x.size(); ++k) x[k] = c.norm.apply(test.sample(i)[k]);
+        const auto z = ref.forward(x.data());
+        const int pred = static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
+        right += pred == test.labels[i];
+      }
+      const double acc = 100.0 * static_cast<double>(right) / static_cast<double>(test.count);
+      rep["test_accuracy_pct"] = acc;
+      rep["test_samples"] = test.count;
+      text += "  test accuracy        " + fixed(acc, 2) + " % of " + std::to_string(test.count) +
+              " (host forward pass with the weights read back from the wafer)\n";
+    }
+    for (const auto& k : kern) {
+      text += "  " + k["name"].get<std::string>() + ": busy " + fixed(k["busy_pct"].get<double>(), 1) + " %, MAC utilisation " +
+              fixed(k["compute_utilisation_pct"].get<double>(), 1) + " %\n";
+    }
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    text += "  wall time            " + fixed(total, 1) + " s (compile, train, evaluate)\n";
+    rep["wall_seconds"] = total;
+    out << text;
+    write_text(fs::path(c.out) / "run_report.json", rep.dump(2) + "\n");
+    write_text(fs::path(c.out) / "run_report.txt", text);
+    out << "checkpoint, reports and losses in " << c.out << "/\n";
+    return kExitOk;
+  } catch (const CompileError& e) {
+    err << "wafersim train: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const ConfigError& e) {
+    err << "wafersim train: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const tlm::DatasetError& e) {
+    err << "wafersim train: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "wafersim train: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+}
+
+}  // namespace wafersim

@@ -1,0 +1,371 @@
+#include "compiler/codegen.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "firmware/kernels/kernel_util.h"
+#include "hw/config.h"
+
+namespace wafersim::compiler {
+namespace {
+
+using kernels::PeAsm;
+
+std::string S(long long v) { return std::to_string(v); }
+
+std::string flit(float f) {  // an fp32 literal as raw bits, exact
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", u);
+  return buf;
+}
+
+// Colors of one tile's streams; -1 where absent.
+struct TileColors {
+  int x = -1, fin = -1, fout = -1, dy = -1, dxin = -1, dxout = -1;
+};
+
+// A tile: weights T[k][o] (k over its input slice, o over its output slice), k-major.
+//   fwd (data task, one per input wavelet x_k): y += x_k * T[k, :]; keep x_k in the ring slot
+//   bwd (data task, one per gradient wavelet g_o): V[:, o] += g_o * x; dx += g_o * T[:, o]
+//   ysend/dxsend: the partial sums leave asynchronously (streaming through the child's sum)
+//   update: W += -lr * V; V *= momentum, once per minibatch
+// Registers: r0 0, r1 k, r2 o, r3 fwd ring pointer, r4 samples in flight, r5/r6 forward/backward
+// samples of this minibatch, r7 batch, r8 ring depth, r9 nI, r10 nO, r11 bwd ring slot,
+// r12 ring end, r13 scratch, r14 1 while y is being sent.
+std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch, int depth, const TrainHyper& h) {
+  PeAsm a;
+  a.inq(c.x);
+  a.inq(c.dy);
+  if (c.fin >= 0) a.inq(c.fin);
+  if (c.dxin >= 0) a.inq(c.dxin);
+  a.task("0, init, active");
+  a.task("1, update");
+  if (dx) a.task("2, dxsent");
+  a.task("3, ysent");
+  if (dx) a.task("4, dxsend");
+  a.task("5, ysend");
+  a.task("6, bwd, color=" + S(c.dy));
+  a.task("7, fwd, color=" + S(c.x));
+  a.data(".space y, fp32, " + S(no));
+  if (dx) a.data(".space dx, fp32, " + S(ni));
+  a.data(".space nupd, fp32, 1");
+  a.data(".space W, fp32, " + S(static_cast<long long>(ni) * no));
+  a.data(".space V, fp32, " + S(static_cast<long long>(ni) * no));
+  a.data(".space ring, fp32, " + S(static_cast<long long>(depth) * ni));
+  const long long ring_end_off = 4LL * depth * ni;
+  auto try_unblock = [&](const std::string& tag) {
+    a << "bne r14, r0, " + tag << "beq r5, r7, " + tag << "beq r4, r8, " + tag << "unblock 7" << tag + ":";
+  };
+  a << "init:";
+  const std::string dY = a.mem("y", static_cast<uint32_t>(no));
+  const std::string dWrow = a.mem("W", static_cast<uint32_t>(no));
+  const std::string dVcol = a.mem("V", static_cast<uint32_t>(ni), no);
+  const std::string dXs = a.mem("ring", static_cast<uint32_t>(ni));
+  const std::string dWall = a.mem("W", static_cast<uint32_t>(ni * no));
+  const std::string dVall = a.mem("V", static_cast<uint32_t>(ni * no));
+  std::string dWcol, dDX, dDO, dDI, dFI;
+  if (dx) {
+    dWcol = a.mem("W", static_cast<uint32_t>(ni), no);
+    dDX = a.mem("dx", static_cast<uint32_t>(ni));
+    dDO = a.fout(c.dxout, static_cast<uint32_t>(ni));
+    if (c.dxin >= 0) dDI = a.fin(c.dxin, static_cast<uint32_t>(ni));
+  }
+  const std::string dFO = a.fout(c.fout, static_cast<uint32_t>(no));
+  if (c.fin >= 0) dFI = a.fin(c.fin, static_cast<uint32_t>(no));
+  a << "li r0, 0" << "li r1, 0" << "li r2, 0" << "li r3, ring" << "li r4, 0" << "li r5, 0" << "li r6, 0"
+    << "li r7, " + S(batch) << "li r8, " + S(depth) << "li r9, " + S(ni) << "li r10, " + S(no) << "li r11, ring"
+    << "li r12, ring+" + S(ring_end_off) << "li r14, 0" << "exit";
+
+  a << "update:";
+  a << "lif r13, " + flit(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13";
+  a << "lif r13, " + flit(h.momentum) << "vmuls.fp32 " + dVall + ", " + dVall + ", r13";
+  a << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring" << "dbase " + dXs + ", r11";
+  a << "ld32 r1, [r0+nupd]" << "lif r2, 1.0" << "fadd r1, r1, r2" << "st32 [r0+nupd], r1" << "li r1, 0" << "li r2, 0";
+  try_unblock("upd_u");
+  a << "exit";
+
+  if (dx) {
+    a << "dxsent:" << "vfill.fp32 " + dDX + ", r0" << "unblock 6" << "jmp sample_done";
+    a << "dxsend:";
+    if (c.dxin >= 0) a << "vadd.fp32 " + dDO + ", " + dDI + ", " + dDX + ", async=1, done=activate:2";
+    else a << "vmov.fp32 " + dDO + ", " + dDX + ", async=1, done=activate:2";
+    a << "exit";
+  }
+  a << "ysent:" << "vfill.fp32 " + dY + ", r0" << "li r14, 0";
+  try_unblock("ys_u");
+  a << "exit";
+  a << "ysend:";
+  if (c.fin >= 0) a << "vadd.fp32 " + dFO + ", " + dFI + ", " + dY + ", async=0, done=activate:3";
+  else a << "vmov.fp32 " + dFO + ", " + dY + ", async=0, done=activate:3";
+  a << "exit";
+
+  a << "bwd:";
+  a << "vaxpy.fp32 " + dVcol + ", " + dXs + ", r15";
+  if (dx) a << "vaxpy.fp32 " + dDX + ", " + dWcol + ", r15";
+  a << "daddb " + dVcol + ", 4";
+  if (dx) a << "daddb " + dWcol + ", 4";
+  a << "addi r2, r2, 1" << "bne r2, r10, bwd_x" << "li r2, 0" << "li r13, V" << "dbase " + dVcol + ", r13";
+  if (dx) a << "li r13, W" << "dbase " + dWcol + ", r13";
+  a << "addi r11, r11, " + S(4LL * ni) << "bne r11, r12, bwd_nw" << "li r11, ring" << "bwd_nw:" << "dbase " + dXs + ", r11";
+  if (dx) a << "block 6" << "activate 4" << "exit";
+  a << "sample_done:" << "addi r4, r4, -1" << "addi r6, r6, 1" << "bne r6, r7, sd_more" << "activate 1" << "exit";
+  a << "sd_more:";
+  try_unblock("sd_u");
+  a << "bwd_x:" << "exit";
+
+  a << "fwd:";
+  a << "vaxpy.fp32 " + dY + ", " + dWrow + ", r15" << "st32 [r3], r15" << "addi r3, r3, 4" << "daddb " + dWrow + ", " + S(4LL * no)
+    << "addi r1, r1, 1" << "bne r1, r9, fwd_x" << "li r1, 0" << "li r13, W" << "dbase " + dWrow + ", r13"
+    << "bne r3, r12, fwd_nw" << "li r3, ring" << "fwd_nw:" << "addi r5, r5, 1" << "addi r4, r4, 1" << "li r14, 1"
+    << "block 7" << "activate 5" << "fwd_x:" << "exit";
+  return a.text();
+}
+
+struct RootColors {
+  int fin = -1, yout = -1, dxin = -1, dyout = -1, label = -1, loss = -1;
+};
+
+// A root: the bias of its output slice, the activation (ring of outputs for the derivative),
+// or for the last layer softmax cross-entropy against the label from the host.
+// Registers: r0 0, r3/r11 forward/backward ring slot, r5/r6 forward/backward samples of this
+// minibatch, r7 batch, r12 ring end, r9 r10 r13 r14 scratch.
+std::string root_source(int no, Activation act, bool last, const RootColors& c, int batch, int depth, const TrainHyper& h) {
+  PeAsm a;
+  a.inq(c.fin);
+  if (c.dxin >= 0) a.inq(c.dxin);
+  if (c.label >= 0) a.inq(c.label);
+  a.task("0, init, active");
+  a.task("1, dysent");
+  if (!last) a.task("2, ysent");
+  if (!last) a.task("3, dxgot");
+  a.task("4, fwdgot");
+  const std::string N = S(no);
+  a.data(".space b, fp32, " + N);
+  a.data(".space vb, fp32, " + N);
+  a.data(".space acc, fp32, " + N);
+  a.data(".space g, fp32, " + N);
+  a.data(".space t, fp32, " + N);
+  a.data(".space nupd, fp32, 1");
+  const bool ones = act == Activation::kSigmoid || act == Activation::kTanh;
+  if (ones) a.data(".space ones, fp32, " + N);
+  if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(depth) * no));
+  if (last) {
+    a.data(".space z, fp32, " + N);
+    a.data(".space e, fp32, " + N);
+    a.data(".space mvec, fp32, " + N);
+    a.data(".space lab, i32, 1");
+    a.data(".space s1, fp32, 1");
+    a.data(".space l1, fp32, 1");
+    a.data(".space q1, fp32, 1");
+    a.data(".space lossv, fp32, 1");
+  }
+  const uint32_t n = static_cast<uint32_t>(no);
+  a << "init:";
+  const std::string dB = a.mem("b", n), dVB = a.mem("vb", n), dAcc = a.mem("acc", n), dG = a.mem("g", n), dT = a.mem("t", n);
+  const std::string dFin = a.fin(c.fin, n), dDYO = a.fout(c.dyout, n);
+  std::string dOnes, dYO, dDXI, dYf, dYb;
+  if (ones) dOnes = a.mem("ones", n);
+  if (!last) {
+    dYO = a.fout(c.yout, n);
+    dDXI = a.fin(c.dxin, n);
+    dYf = a.mem("yring", n);
+    dYb = a.mem("yring", n);
+  }
+  const std::string arm_fwd = "vadd.fp32 " + dAcc + ", " + dFin + ", " + dB + ", async=0, done=activate:4";
+  const std::string arm_dx = last ? "" : "vmov.fp32 " + dG + ", " + dDXI + ", async=2, done=activate:3";
+  a << "li r0, 0" << "li r5, 0" << "li r6, 0" << "li r7, " + S(batch);
+  if (!last) a << "li r3, yring" << "li r11, yring" << "li r12, yring+" + S(4LL * depth * no);
+  if (ones) a << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
+  a << arm_fwd;
+  if (!last) a << arm_dx;
+  a << "exit";
+
+  a << "dysent:" << "addi r6, r6, 1" << "bne r6, r7, dy_more";
+  a << "lif r13, " + flit(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13";
+  a << "lif r13, " + flit(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13";
+  a << "li r5, 0" << "li r6, 0";
+  if (!last) a << "li r3, yring" << "li r11, yring" << "dbase " + dYf + ", r3" << "dbase " + dYb + ", r11";
+  a << "ld32 r9, [r0+nupd]" << "lif r10, 1.0" << "fadd r9, r9, r10" << "st32 [r0+nupd], r9";
+  a << arm_fwd;
+  if (!last) a << arm_dx;
+  a << "exit";
+  a << "dy_more:";
+  a << (last ? arm_fwd : arm_dx) << "exit";
+
+  if (!last) {
+    a << "ysent:" << "beq r5, r7, ys_x" << arm_fwd << "ys_x:" << "exit";
+    a << "dxgot:";
+    switch (act) {
+      case Activation::kRelu: a << "vdrelu.fp32 " + dG + ", " + dYb + ", " + dG; break;
+      case Activation::kSigmoid:
+        a << "vsub.fp32 " + dT + ", " + dOnes + ", " + dYb << "vmul.fp32 " + dT + ", " + dT + ", " + dYb
+          << "vmul.fp32 " + dG + ", " + dG + ", " + dT;
+        break;
+      case Activation::kTanh:
+        a << "vmul.fp32 " + dT + ", " + dYb + ", " + dYb << "vsub.fp32 " + dT + ", " + dOnes + ", " + dT
+          << "vmul.fp32 " + dG + ", " + dG + ", " + dT;
+        break;
+      default: break;
+    }
+    a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";
+    a << "jmp gcommon";
+  }
+
+  a << "fwdgot:";
+  if (!last) {
+    switch (act) {
+      case Activation::kRelu: a << "vrelu.fp32 " + dYf + ", " + dAcc; break;
+      case Activation::kSigmoid:
+        a << "lif r13, -1.0" << "vmuls.fp32 " + dT + ", " + dAcc + ", r13" << "vexp.fp32 " + dT + ", " + dT
+          << "vadd.fp32 " + dT + ", " + dT + ", " + dOnes << "vrecip.fp32 " + dYf + ", " + dT;
+        break;
+      case Activation::kTanh:
+        a << "lif r13, -2.0" << "vmuls.fp32 " + dT + ", " + dAcc + ", r13" << "vexp.fp32 " + dT + ", " + dT
+          << "vadd.fp32 " + dT + ", " + dT + ", " + dOnes << "vrecip.fp32 " + dT + ", " + dT << "lif r13, 2.0"
+          << "vmuls.fp32 " + dT + ", " + dT + ", r13" << "vsub.fp32 " + dYf + ", " + dT + ", " + dOnes;
+        break;
+      default: a << "vmov.fp32 " + dYf + ", " + dAcc;
+    }
+    a << "vmov.fp32 " + dYO + ", " + dYf + ", async=1, done=activate:2";
+    a << "addi r3, r3, " + S(4LL * no) << "bne r3, r12, fw_nw" << "li r3, yring" << "fw_nw:" << "dbase " + dYf + ", r3";
+    a << "addi r5, r5, 1" << "exit";
+  } else {
+    // Softmax cross-entropy: z = logits - max, p = e^z / sum, loss = log(sum) - z[label],
+    // gradient (p - onehot(label)) / batch.
+    const std::string dLab = a.mem("lab", 1), dLabIn = a.fin(c.label, 1);
+    a << "vmov.fp32 " + dLab + ", " + dLabIn << "ld32 r9, [r0+lab]";
+    a << "vmov.fp32 " + dT + ", " + dAcc;
+    for (int m = no; m > 1;) {
+      const int half = m / 2;
+      const std::string d1 = a.mem("t", static_cast<uint32_t>(half)), d2 = a.mem("t+" + S(4LL * (m - half)), static_cast<uint32_t>(half));
+      a << "vmax.fp32 " + d1 + ", " + d1 + ", " + d2;
+      m -= half;
+    }
+    const std::string dM = a.mem("mvec", n), dZ = a.mem("z", n), dE = a.mem("e", n);
+    const std::string dS1 = a.mem("s1", 1), dL1 = a.mem("l1", 1), dQ1 = a.mem("q1", 1), dLV = a.mem("lossv", 1);
+    a << "ld32 r13, [r0+t]" << "vfill.fp32 " + dM + ", r13" << "vsub.fp32 " + dZ + ", " + dAcc + ", " + dM
+      << "vexp.fp32 " + dE + ", " + dZ << "vsum.fp32 r13, " + dE << "st32 [r0+s1], r13" << "vlog.fp32 " + dL1 + ", " + dS1
+      << "vrecip.fp32 " + dQ1 + ", " + dS1 << "ld32 r13, [r0+q1]" << "vmuls.fp32 " + dG + ", " + dE + ", r13";
+    a << "li r10, 2" << "shl r10, r9, r10" << "li r14, z" << "add r14, r14, r10" << "ld32 r14, [r14]"
+      << "ld32 r13, [r0+l1]" << "fsub r13, r13, r14" << "st32 [r0+lossv], r13";
+    a << "vmov.fp32 " + a.fout(c.loss, 1) + ", " + dLV;
+    a << "li r14, g" << "add r14, r14, r10" << "ld32 r13, [r14]" << "lif r9, 1.0" << "fsub r13, r13, r9" << "st32 [r14], r13";
+    a << "lif r13, " + flit(1.0f / static_cast<float>(batch)) << "vmuls.fp32 " + dG + ", " + dG + ", r13";
+    a << "addi r5, r5, 1" << "jmp gcommon";
+  }
+  a << "gcommon:" << "vadd.fp32 " + dVB + ", " + dVB + ", " + dG << "vmov.fp32 " + dDYO + ", " + dG + ", async=3, done=activate:1"
+    << "exit";
+  return a.text();
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * 4);
+  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+ModelState ModelState::from_graph(const KernelGraph& g) {
+  ModelState s;
+  for (const auto& l : g.layers) {
+    s.w.push_back(l.w);
+    s.v.emplace_back(l.w.size(), 0.0f);
+    s.b.push_back(l.b);
+    s.vb.emplace_back(l.b.size(), 0.0f);
+  }
+  return s;
+}
+
+std::string out_w(int l, int a, int b) { return "w." + S(l) + "." + S(a) + "." + S(b); }
+std::string out_v(int l, int a, int b) { return "v." + S(l) + "." + S(a) + "." + S(b); }
+std::string out_b(int l, int b) { return "b." + S(l) + "." + S(b); }
+std::string out_vb(int l, int b) { return "vb." + S(l) + "." + S(b); }
+std::string out_updates(int x, int y) { return "nupd." + S(x) + "." + S(y); }
+
+Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, const ModelState& s, const TrainHyper& h,
+                  const AsmTarget& t) {
+  Compiled out;
+  out.plan = plan;
+  out.routing = r;
+  FabricProgram& prog = out.program;
+  prog.name = "train";
+  const int L = static_cast<int>(plan.layers.size());
+  for (int l = 0; l < L; ++l) {
+    const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
+    const LayerNets& n = r.layers[static_cast<size_t>(l)];
+    const bool last = l + 1 == L;
+    const std::string tag = "L" + S(l);
+    for (int a = 0; a < lp.p_in; ++a) {
+      for (int b = 0; b < lp.p_out; ++b) {
+        TileColors c;
+        c.x = r.color(n.xin[static_cast<size_t>(a)]);
+        c.fout = r.color(n.fchain[static_cast<size_t>(a)][static_cast<size_t>(b)]);
+        if (a > 0) c.fin = r.color(n.fchain[static_cast<size_t>(a) - 1][static_cast<size_t>(b)]);
+        c.dy = r.color(n.dy[static_cast<size_t>(b)]);
+        if (lp.dx) {
+          c.dxout = r.color(n.dxchain[static_cast<size_t>(a)][static_cast<size_t>(b)]);
+          if (b + 1 < lp.p_out) c.dxin = r.color(n.dxchain[static_cast<size_t>(a)][static_cast<size_t>(b) + 1]);
+        }
+        const int ni = lp.in_len(a), no = lp.out_len(b);
+        const int img = kernels::intern_image(prog, tag + "_tile",
+                                              tile_source(ni, no, lp.dx, c, plan.batch, plan.ring_depth, h), t);
+        const auto [x, y] = lp.tile_xy(a, b);
+        prog.place(x, y, img);
+        std::vector<float> wt(static_cast<size_t>(ni) * no), vt(wt.size());
+        const auto& W = s.w[static_cast<size_t>(l)];
+        const auto& V = s.v[static_cast<size_t>(l)];
+        for (int k = 0; k < ni; ++k) {
+          for (int o = 0; o < no; ++o) {
+            const size_t src = static_cast<size_t>(lp.out_off[static_cast<size_t>(b)] + o) * lp.in + lp.in_off[static_cast<size_t>(a)] + k;
+            wt[static_cast<size_t>(k) * no + o] = W[src];
+            vt[static_cast<size_t>(k) * no + o] = V[src];
+          }
+        }
+        prog.set_data(x, y, "W", f32_bytes(wt));
+        prog.set_data(x, y, "V", f32_bytes(vt));
+        prog.output(out_w(l, a, b), x, y, "W");
+        prog.output(out_v(l, a, b), x, y, "V");
+        prog.output(out_updates(x, y), x, y, "nupd");
+      }
+    }
+    for (int b = 0; b < lp.p_out; ++b) {
+      RootColors c;
+      c.fin = r.color(n.fchain[static_cast<size_t>(lp.p_in) - 1][static_cast<size_t>(b)]);
+      c.dyout = r.color(n.dy[static_cast<size_t>(b)]);
+      if (!last) {
+        const LayerNets& nn = r.layers[static_cast<size_t>(l) + 1];
+        c.yout = r.color(nn.xin[static_cast<size_t>(b)]);
+        c.dxin = r.color(nn.dxchain[static_cast<size_t>(b)][0]);
+      } else {
+        c.label = r.color(r.label);
+        c.loss = r.color(r.loss);
+      }
+      const int no = lp.out_len(b);
+      const Activation act = g.layers[static_cast<size_t>(l)].act;
+      const int img = kernels::intern_image(prog, tag + "_root",
+                                            root_source(no, act, last, c, plan.batch, plan.ring_depth, h), t);
+      const auto [x, y] = lp.root_xy(b);
+      prog.place(x, y, img);
+      const auto off = static_cast<std::ptrdiff_t>(lp.out_off[static_cast<size_t>(b)]);
+      prog.set_data(x, y, "b", f32_bytes(std::vector<float>(s.b[static_cast<size_t>(l)].begin() + off,
+                                                            s.b[static_cast<size_t>(l)].begin() + off + no)));
+      prog.set_data(x, y, "vb", f32_bytes(std::vector<float>(s.vb[static_cast<size_t>(l)].begin() + off,
+                                                             s.vb[static_cast<size_t>(l)].begin() + off + no)));
+      prog.output(out_b(l, b), x, y, "b");
+      prog.output(out_vb(l, b), x, y, "vb");
+      prog.output(out_updates(x, y), x, y, "nupd");
+    }
+  }
+  for (const Net& net : r.nets) {
+    for (const Hop& hop : net.hops) {
+      prog.route(hop.x, hop.y, net.color, hop.rx, hop.tx);
+      prog.cover(hop.x, hop.y);
+    }
+  }
+  return out;
+}
+
+}  // namespace wafersim::compiler

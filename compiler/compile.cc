@@ -1,0 +1,128 @@
+#include "compiler/compile.h"
+
+#include <cstdio>
+
+namespace wafersim::compiler {
+namespace {
+
+// Multiply-accumulates per sample of a layer: forward, weight gradient, and input gradient
+// (every layer but the first).
+double macs(const LayerPlan& l) { return static_cast<double>(l.in) * l.out * (l.dx ? 3 : 2); }
+
+std::string fmt(double v, int prec = 1) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+}  // namespace
+
+KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) { return build_kernel_graph(m, o.loss); }
+
+void require_supported(const KernelGraph& g) {
+  if (g.unsupported.empty()) return;
+  std::string msg = std::to_string(g.unsupported.size()) + " unsupported node" + (g.unsupported.size() > 1 ? "s" : "") + ":";
+  for (const auto& u : g.unsupported) msg += "\n  " + u;
+  throw CompileError(msg);
+}
+
+nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Routing& r, const HwConfig& hw) {
+  const double f = hw.fabric.clock_mhz * 1e6;
+  const double fabric_pes = static_cast<double>(hw.fabric.width) * hw.fabric.height;
+  nlohmann::json k = nlohmann::json::array();
+  double total_macs = 0;
+  for (const LayerPlan& l : plan.layers) {
+    const double t = l.est.compute() + l.est.update_per_batch / plan.batch;
+    // Transmission into this kernel: layer 0 from the host channels; later layers over one
+    // link per input line (one wavelet per cycle).
+    double trans = 0;
+    for (int a = 0; a < l.p_in; ++a) trans = std::max(trans, static_cast<double>(l.in_len(a)));
+    if (l.index == 0) trans = plan.transmission;
+    const double compute_sps = f / t, trans_sps = f / trans;
+    const int tiles = l.p_in * l.p_out;
+    total_macs += macs(l);
+    const DenseKernel& d = g.layers[static_cast<size_t>(l.index)];
+    k.push_back({{"name", d.name},
+                 {"kernel", std::string("dense") + (d.act != Activation::kNone ? "+" + std::string(activation_name(d.act)) : "") +
+                                (l.index + 1 == static_cast<int>(plan.layers.size()) ? "+softmax_xent" : "")},
+                 {"shape", std::to_string(l.out) + "x" + std::to_string(l.in)},
+                 {"orientation", l.a_type ? "A (inputs along rows)" : "B (inputs along columns)"},
+                 {"tiles", std::to_string(l.p_in) + "x" + std::to_string(l.p_out)},
+                 {"origin", {l.x0, l.y0}},
+                 {"pes", l.pes()},
+                 {"tile_sram_bytes", l.tile_bytes},
+                 {"cycles_per_sample", t},
+                 {"overall_samples_per_s", std::min(compute_sps, trans_sps)},
+                 {"compute_samples_per_s", compute_sps},
+                 {"transmission_samples_per_s", trans_sps},
+                 {"active_pes_pct", 100.0 * l.pes() / fabric_pes},
+                 {"compute_utilisation_pct", 100.0 * macs(l) / (tiles * t * hw.core.fmac_fp32)}});
+  }
+  const double t = plan.cycles_per_sample();
+  double compute_t = 0;
+  for (const LayerPlan& l : plan.layers) compute_t = std::max(compute_t, l.est.compute() + l.est.update_per_batch / plan.batch);
+  const double overall = f * plan.batch / plan.cycles_per_batch();
+  nlohmann::json j;
+  j["model"] = {{"layers", static_cast<int>(plan.layers.size())}, {"parameters", g.parameters()}, {"inputs", g.in_features},
+                {"classes", g.classes()}};
+  j["fabric"] = {{"width", hw.fabric.width}, {"height", hw.fabric.height}, {"clock_mhz", hw.fabric.clock_mhz},
+                 {"used_width", plan.used_width}, {"used_height", plan.used_height}, {"colors_used", r.colors_used},
+                 {"colors", hw.router.colors}};
+  j["batch"] = plan.batch;
+  j["ring_depth"] = plan.ring_depth;
+  j["overall_samples_per_s"] = overall;
+  j["compute_samples_per_s"] = f / compute_t;
+  j["transmission_samples_per_s"] = f / plan.transmission;
+  j["active_pes_pct"] = 100.0 * plan.pes / fabric_pes;
+  j["active_pes"] = plan.pes;
+  j["compute_utilisation_pct"] = 100.0 * total_macs / (plan.pes * (plan.cycles_per_batch() / plan.batch) * hw.core.fmac_fp32);
+  j["cycles_per_sample"] = t;
+  j["cycles_per_batch"] = plan.cycles_per_batch();
+  j["batch_fill_drain_cycles"] = plan.latency;
+  j["kernels"] = k;
+  j["notes"] = g.notes;
+  return j;
+}
+
+std::string report_text(const nlohmann::json& j) {
+  std::string s;
+  s += "Compile report (estimates at " + fmt(j["fabric"]["clock_mhz"].get<double>(), 0) + " MHz, batch " +
+       std::to_string(j["batch"].get<int>()) + ")\n";
+  s += "  overall samples/s       " + fmt(j["overall_samples_per_s"].get<double>()) + "\n";
+  s += "  compute samples/s       " + fmt(j["compute_samples_per_s"].get<double>()) + "\n";
+  s += "  transmission samples/s  " + fmt(j["transmission_samples_per_s"].get<double>()) + "\n";
+  s += "  active PEs              " + fmt(j["active_pes_pct"].get<double>(), 3) + " % (" +
+       std::to_string(j["active_pes"].get<int>()) + " of " + std::to_string(j["fabric"]["width"].get<int>()) + " x " +
+       std::to_string(j["fabric"]["height"].get<int>()) + ")\n";
+  s += "  compute utilisation     " + fmt(j["compute_utilisation_pct"].get<double>()) + " %\n";
+  s += "  colors used             " + std::to_string(j["fabric"]["colors_used"].get<int>()) + " of " +
+       std::to_string(j["fabric"]["colors"].get<int>()) + "\n";
+  s += "  kernel                         tiles   PEs   overall/s   compute/s   transm./s   util %\n";
+  for (const auto& k : j["kernels"]) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-30s %-7s %4d %11.1f %11.1f %11.1f %8.1f\n",
+                  (k["name"].get<std::string>() + " " + k["kernel"].get<std::string>()).substr(0, 30).c_str(),
+                  k["tiles"].get<std::string>().c_str(), k["pes"].get<int>(), k["overall_samples_per_s"].get<double>(),
+                  k["compute_samples_per_s"].get<double>(), k["transmission_samples_per_s"].get<double>(),
+                  k["compute_utilisation_pct"].get<double>());
+    s += line;
+  }
+  return s;
+}
+
+CompileResult compile_model(const std::string& onnx_path, const HwConfig& hw, const CompileOptions& o,
+                            const ModelState* state) {
+  CompileResult res;
+  res.model = import_onnx(onnx_path);
+  res.graph = validate_model(res.model, o);
+  require_supported(res.graph);
+  const Plan plan = place_layers(res.graph, hw, o.place);
+  const Routing routing = route_plan(plan, hw);
+  const ModelState init = state ? *state : ModelState::from_graph(res.graph);
+  res.compiled = generate(res.graph, plan, routing, init, o.hyper, asm_target(hw));
+  res.report = compile_report(res.graph, plan, routing, hw);
+  res.report_text = report_text(res.report);
+  return res;
+}
+
+}  // namespace wafersim::compiler

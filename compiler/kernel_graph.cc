@@ -1,0 +1,242 @@
+#include "compiler/kernel_graph.h"
+
+#include <map>
+#include <set>
+
+namespace wafersim::compiler {
+namespace {
+
+std::string node_ref(const OnnxNode& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+const OnnxTensor* float_init(const OnnxModel& m, const std::string& name, const OnnxNode& n) {
+  auto it = m.initializers.find(name);
+  if (it == m.initializers.end()) return nullptr;
+  if (it->second.elem_type != kOnnxFloat) {
+    throw CompileError(node_ref(n) + ": initializer '" + name + "' has dtype " +
+                       onnx_elem_type_name(it->second.elem_type) + "; only float (fp32) weights are supported");
+  }
+  return &it->second;
+}
+
+// The tracked activation: which value name holds it and how many features it has.
+struct Flow {
+  std::string value;
+  int features = 0;
+  bool known = true;    // false after an unsupported node: later nodes are still checked
+  int dense = -1;       // the dense kernel whose output this is (-1: the model input)
+  bool activated = false;
+  bool pending_matmul = false;  // output of a MatMul still waiting for its Add
+};
+
+}  // namespace
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return "relu";
+    case Activation::kSigmoid: return "sigmoid";
+    case Activation::kTanh: return "tanh";
+    default: return "none";
+  }
+}
+
+long long KernelGraph::parameters() const {
+  long long n = 0;
+  for (const auto& l : layers) n += static_cast<long long>(l.in) * l.out + l.out;
+  return n;
+}
+
+KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option) {
+  if (loss_option != "softmax_xent" && loss_option != "graph") {
+    throw CompileError("loss '" + loss_option + "' is unknown (choose softmax_xent, or graph to require the graph's own)");
+  }
+  KernelGraph g;
+  // The data input: the first float graph input. A second input may carry the labels of a loss.
+  const OnnxValue* in = nullptr;
+  std::set<std::string> label_inputs;
+  for (const auto& v : m.inputs) {
+    if (!in && v.elem_type == kOnnxFloat) in = &v;
+    else label_inputs.insert(v.name);
+  }
+  if (!in) {
+    std::string got = m.inputs.empty() ? "no inputs" : "input '" + m.inputs[0].name + "' of dtype " +
+                                                           onnx_elem_type_name(m.inputs[0].elem_type);
+    throw CompileError(m.path + ": the model needs a float (fp32) input; it has " + got);
+  }
+  g.input_name = in->name;
+  int64_t feat = 1;
+  for (size_t i = 0; i < in->dims.size(); ++i) {
+    if (in->dims[i] >= 0) {
+      if (i > 0 || in->dims.size() == 1) feat *= in->dims[i];
+      continue;
+    }
+    if (i == 0 && in->dims.size() > 1) continue;  // the batch dimension may stay symbolic
+    const std::string sym = in->dim_params[i].empty() ? "?" : in->dim_params[i];
+    throw CompileError(m.path + ": input '" + in->name + "' dimension " + std::to_string(i) + " is dynamic ('" + sym +
+                       "'); only the batch dimension (0) may be: export with a fixed sample shape");
+  }
+  if (in->dims.empty()) throw CompileError(m.path + ": input '" + in->name + "' has no shape; export with a fixed sample shape");
+  g.in_features = static_cast<int>(feat);
+
+  Flow f{in->name, g.in_features};
+  auto unsupported = [&](const OnnxNode& n, const std::string& why) {
+    g.unsupported.push_back(node_ref(n) + ": " + why);
+    f.value = n.outputs.empty() ? "" : n.outputs[0];
+    f.known = false;
+  };
+  auto uses_flow = [&](const OnnxNode& n) { return !n.inputs.empty() && n.inputs[0] == f.value; };
+
+  for (const OnnxNode& n : m.nodes) {
+    const std::string& op = n.op_type;
+    if (!n.domain.empty() && n.domain != "ai.onnx") {
+      unsupported(n, "domain '" + n.domain + "' is not supported");
+      continue;
+    }
+    if (!uses_flow(n) && op != "SoftmaxCrossEntropyLoss" && op != "NegativeLogLikelihoodLoss") {
+      unsupported(n, "does not continue the model's single chain of layers (branches are not supported)");
+      continue;
+    }
+    if (op == "Identity" || op == "Flatten" || op == "Reshape" || op == "Dropout") {
+      if (op == "Reshape" && f.known) {
+        const OnnxTensor* shape = n.inputs.size() > 1 ? &m.initializers.at(n.inputs[1]) : nullptr;
+        if (!shape || shape->i64.empty()) {
+          unsupported(n, "the target shape must be a constant");
+          continue;
+        }
+        int64_t p = 1;
+        for (int64_t d : shape->i64) p *= d > 0 ? d : 1;
+        const int64_t last = shape->i64.back();
+        if (shape->i64.size() > 2 || (last != -1 && last != f.features) || (last == -1 && p != 1 && p != f.features)) {
+          unsupported(n, "reshape to " + dims_str(shape->i64) + " does not keep one sample per row of " +
+                             std::to_string(f.features) + " features");
+          continue;
+        }
+      }
+      if (op == "Dropout") g.notes.push_back(node_ref(n) + " treated as identity (no dropout on the wafer)");
+      f.value = n.outputs[0];
+      continue;
+    }
+    if (op == "Gemm" || op == "MatMul") {
+      if (!f.known) { unsupported(n, "follows an unsupported node"); continue; }
+      if (f.pending_matmul) { unsupported(n, "a MatMul needs its bias Add before the next layer"); continue; }
+      DenseKernel d;
+      d.name = n.name;
+      const OnnxTensor* w = n.inputs.size() > 1 ? float_init(m, n.inputs[1], n) : nullptr;
+      if (!w) { unsupported(n, "the weight (input 1) must be an initializer"); continue; }
+      if (w->dims.size() != 2) { unsupported(n, "weight '" + w->name + "' has shape " + dims_str(w->dims) + "; need 2-D"); continue; }
+      bool trans_b = false;
+      if (op == "Gemm") {
+        const OnnxAttr* ta = n.attr("transA");
+        if (ta && ta->i != 0) { unsupported(n, "transA=1 transposes the activations, which a chain of layers never produces"); continue; }
+        const OnnxAttr* tb = n.attr("transB");
+        trans_b = tb && tb->i != 0;
+        if (const OnnxAttr* a = n.attr("alpha")) d.alpha = a->f;
+        if (const OnnxAttr* b = n.attr("beta")) d.beta = b->f;
+        if (d.alpha == 0) { unsupported(n, "alpha = 0 makes the weights meaningless"); continue; }
+      }
+      d.weight = w->name;
+      d.weight_in_out = !trans_b;
+      d.in = static_cast<int>(trans_b ? w->dims[1] : w->dims[0]);
+      d.out = static_cast<int>(trans_b ? w->dims[0] : w->dims[1]);
+      if (d.in != f.features) {
+        unsupported(n, "weight '" + w->name + "' " + dims_str(w->dims) + " expects " + std::to_string(d.in) +
+                           " input features, the layer before gives " + std::to_string(f.features));
+        continue;
+      }
+      d.w.resize(static_cast<size_t>(d.in) * d.out);
+      for (int o = 0; o < d.out; ++o) {
+        for (int i = 0; i < d.in; ++i) {
+          const float v = d.weight_in_out ? w->f32[static_cast<size_t>(i) * d.out + o] : w->f32[static_cast<size_t>(o) * d.in + i];
+          d.w[static_cast<size_t>(o) * d.in + i] = d.alpha * v;
+        }
+      }
+      d.b.assign(static_cast<size_t>(d.out), 0.0f);
+      if (op == "Gemm" && n.inputs.size() > 2 && !n.inputs[2].empty()) {
+        const OnnxTensor* b = float_init(m, n.inputs[2], n);
+        if (!b) { unsupported(n, "the bias (input 2) must be an initializer"); continue; }
+        if (b->numel() != d.out) {
+          unsupported(n, "bias '" + b->name + "' " + dims_str(b->dims) + " must have " + std::to_string(d.out) + " elements (broadcast over the batch only)");
+          continue;
+        }
+        d.bias = b->name;
+        for (int o = 0; o < d.out; ++o) d.b[static_cast<size_t>(o)] = d.beta * b->f32[static_cast<size_t>(o)];
+      }
+      if (d.alpha != 1 || d.beta != 1) {
+        g.notes.push_back(node_ref(n) + ": alpha and beta folded into the weights (written back unfolded)");
+      }
+      g.layers.push_back(std::move(d));
+      f = Flow{n.outputs[0], g.layers.back().out, true, static_cast<int>(g.layers.size()) - 1, false, op == "MatMul"};
+      continue;
+    }
+    if (op == "Add") {
+      if (!f.known) { unsupported(n, "follows an unsupported node"); continue; }
+      if (!f.pending_matmul) { unsupported(n, "an Add is supported only as the bias of a MatMul"); continue; }
+      const OnnxTensor* b = n.inputs.size() > 1 ? float_init(m, n.inputs[1], n) : nullptr;
+      DenseKernel& d = g.layers.back();
+      if (!b || b->numel() != d.out) {
+        unsupported(n, "the bias must be an initializer of " + std::to_string(d.out) + " elements");
+        continue;
+      }
+      d.bias = b->name;
+      for (int o = 0; o < d.out; ++o) d.b[static_cast<size_t>(o)] = b->f32[static_cast<size_t>(o)];
+      g.notes.push_back(node_ref(n) + " fused into " + d.name + " as its bias");
+      f.pending_matmul = false;
+      f.value = n.outputs[0];
+      continue;
+    }
+    if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
+      if (!f.known) { unsupported(n, "follows an unsupported node"); continue; }
+      if (f.dense < 0 || f.activated) { unsupported(n, "an activation must directly follow a dense layer"); continue; }
+      DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+      d.act = op == "Relu" ? Activation::kRelu : op == "Sigmoid" ? Activation::kSigmoid : Activation::kTanh;
+      d.act_node = n.name;
+      g.notes.push_back(node_ref(n) + " fused into " + d.name);
+      f.pending_matmul = false;
+      f.activated = true;
+      f.value = n.outputs[0];
+      continue;
+    }
+    if (op == "Softmax" || op == "LogSoftmax") {
+      const OnnxAttr* ax = n.attr("axis");
+      const int64_t axis = ax ? ax->i : (m.opset >= 13 ? -1 : 1);
+      if (axis != -1 && axis != 1) { unsupported(n, "softmax over axis " + std::to_string(axis) + "; only the feature axis"); continue; }
+      g.output_softmax = true;
+      f.value = n.outputs[0];
+      f.activated = true;
+      continue;
+    }
+    if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss") {
+      const bool nll = op == "NegativeLogLikelihoodLoss";
+      if (n.inputs.empty() || n.inputs[0] != f.value || (nll && !g.output_softmax)) {
+        unsupported(n, nll ? "needs LogSoftmax of the last layer as its input" : "needs the last layer's logits as its input");
+        continue;
+      }
+      const OnnxAttr* red = n.attr("reduction");
+      if (red && red->s != "mean") { unsupported(n, "reduction '" + red->s + "'; only mean"); continue; }
+      if (n.attr("ignore_index")) { unsupported(n, "ignore_index is not supported"); continue; }
+      if (n.inputs.size() > 2 && !n.inputs[2].empty()) { unsupported(n, "class weights are not supported"); continue; }
+      g.loss_node = n.name;
+      f.value = n.outputs[0];
+      continue;
+    }
+    unsupported(n, "op " + op + " is not in the kernel library");
+  }
+  if (g.layers.empty() && g.unsupported.empty()) {
+    throw CompileError(m.path + ": the model has no Gemm or MatMul layer to compile");
+  }
+  if (loss_option == "graph" && g.loss_node.empty()) {
+    throw CompileError(m.path + ": --train.loss graph, but the graph has no SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss");
+  }
+  if (!g.layers.empty() && g.layers.back().act != Activation::kNone) {
+    g.unsupported.push_back("node '" + g.layers.back().act_node +
+                            "': the last layer feeds softmax cross-entropy and must not have an activation");
+  }
+  return g;
+}
+
+}  // namespace wafersim::compiler

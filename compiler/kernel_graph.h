@@ -1,0 +1,49 @@
+// Pass 2: the ONNX graph matched to the kernels of the library. A supported model is a chain of
+// dense layers (Gemm, or MatMul + Add, each fused with the activation that follows it) ending in
+// softmax cross-entropy; Flatten, Reshape and Identity only rename values. Every node that does
+// not match is listed with its name, so --validate-only can report them all at once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/onnx_model.h"
+
+namespace wafersim::compiler {
+
+enum class Activation { kNone, kRelu, kSigmoid, kTanh };
+const char* activation_name(Activation a);
+
+// One fused kernel: y = act(W x + b), with W stored here as out x in, row-major, in fp32.
+struct DenseKernel {
+  std::string name;         // the Gemm/MatMul node's name
+  std::string weight, bias; // initializer names ("" bias: the kernel has zeros and writes none back)
+  bool weight_in_out = false;  // the initializer is laid out in x out (MatMul, or Gemm transB=0)
+  float alpha = 1, beta = 1;   // Gemm scales, folded into w and b (and unfolded on write-back)
+  int in = 0, out = 0;
+  Activation act = Activation::kNone;
+  std::string act_node;     // the fused activation's node name
+  std::vector<float> w;     // out x in
+  std::vector<float> b;     // out
+};
+
+struct KernelGraph {
+  std::string input_name;
+  int in_features = 0;
+  std::vector<DenseKernel> layers;
+  std::string loss_node;       // the graph's loss node; "" when the loss was chosen by option
+  bool output_softmax = false; // the graph ends in Softmax/LogSoftmax, absorbed by the loss kernel
+  std::vector<std::string> unsupported;  // "node '/x/Conv' (Conv): reason", in graph order
+  std::vector<std::string> notes;        // what was fused or folded, for the report
+
+  int classes() const { return layers.empty() ? 0 : layers.back().out; }
+  long long parameters() const;
+};
+
+// Matches the model's nodes to kernels. Throws CompileError for problems that stop the match
+// (no float input, a symbolic dimension other than the batch, an unknown loss option); ops that
+// do not match are collected in `unsupported` instead. `loss_option` names the loss to use
+// when the graph has none ("softmax_xent"; "graph" requires one in the graph).
+KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option);
+
+}  // namespace wafersim::compiler

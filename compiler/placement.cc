@@ -1,0 +1,261 @@
+#include "compiler/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace wafersim::compiler {
+namespace {
+
+// Cost-model constants in cycles, from the task bodies codegen emits (docs/compiler.md shows the
+// code): a data task's pick, decode and bookkeeping around its vector op(s).
+constexpr double kFwdTask = 10;      // per input wavelet: vaxpy + store + 5 scalar ops + exit
+constexpr double kBwdTask = 12;      // per gradient wavelet: 1 or 2 vaxpy + pointer updates + exit
+constexpr double kSampleEnd = 40;    // per sample: the send tasks, ring pointers, counters
+constexpr double kUpdateFixed = 30;  // per minibatch: the update task's scalar part
+constexpr double kRootFixed = 80;    // per sample: the root's four tasks
+constexpr double kLossFixed = 120;   // per sample: the loss root's softmax bookkeeping
+constexpr long kCodeBytes = 2048;    // a tile's code and scalar data, rounded up
+// Times at or above this mark a layer whose tiles do not fit (plus their bytes, to rank them).
+constexpr double kInfeasible = 1e12;
+
+std::vector<int> split(int n, int p) {
+  std::vector<int> off(static_cast<size_t>(p) + 1);
+  for (int i = 0; i <= p; ++i) off[static_cast<size_t>(i)] = static_cast<int>(static_cast<long long>(n) * i / p);
+  return off;
+}
+
+double act_cost(Activation a) {
+  switch (a) {
+    case Activation::kSigmoid: return 5;
+    case Activation::kTanh: return 7;
+    default: return 1;
+  }
+}
+
+struct Search {
+  const KernelGraph& g;
+  const HwConfig& hw;
+  const PlaceOptions& opt;
+  long sram;
+
+  // Layer l's estimate with p_in x p_out tiles; infinite when a tile does not fit SRAM.
+  KernelEstimate estimate(int l, int p_in, int p_out, long* bytes) const {
+    const DenseKernel& d = g.layers[static_cast<size_t>(l)];
+    const int ni = (d.in + p_in - 1) / p_in, no = (d.out + p_out - 1) / p_out;
+    const bool dx = l > 0;
+    *bytes = tile_sram_bytes(ni, no, opt.ring_depth, dx);
+    const double fmac = hw.core.fmac_fp32, add = hw.core.add_fp32;
+    KernelEstimate e;
+    e.fwd = ni * (no / fmac + kFwdTask) + kSampleEnd / 2;
+    e.bwd = no * ((dx ? 2 : 1) * ni / fmac + kBwdTask) + kSampleEnd / 2;
+    e.update_per_batch = static_cast<double>(ni) * no * (1 / fmac + 1 / add) + kUpdateFixed;
+    const bool last = l + 1 == static_cast<int>(g.layers.size());
+    e.root = kRootFixed + no * (2 + 2 * act_cost(d.act)) + (last ? kLossFixed + 8.0 * no : 0);
+    return e;
+  }
+
+  double layer_time(int l, int p_in, int p_out) const {
+    long bytes = 0;
+    const KernelEstimate e = estimate(l, p_in, p_out, &bytes);
+    // A tile's column descriptors stride by its output slice: at most 2047 elements.
+    const int no = (g.layers[static_cast<size_t>(l)].out + p_out - 1) / p_out;
+    if (bytes > sram || no > 2047) return kInfeasible + static_cast<double>(bytes);
+    return e.compute();
+  }
+};
+
+}  // namespace
+
+double KernelEstimate::compute() const { return std::max(fwd + bwd, root); }
+
+double Plan::cycles_per_sample() const {
+  double t = transmission;
+  for (const auto& l : layers) t = std::max(t, l.est.compute() + l.est.update_per_batch / batch);
+  return t;
+}
+
+double Plan::cycles_per_batch() const { return batch * cycles_per_sample() + latency; }
+
+long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx) {
+  const long ni = in_len, no = out_len;
+  return 8 * ni * no + 4 * no + (dx ? 4 * ni : 0) + 4L * ring_depth * ni + kCodeBytes;
+}
+
+Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt) {
+  const int L = static_cast<int>(g.layers.size());
+  const int W = hw.fabric.width, H = hw.fabric.height;
+  if (L == 0) throw CompileError("the model has no layers to place");
+  if (opt.batch < 1) throw CompileError("train.batch must be at least 1");
+  if (opt.ring_depth < 1 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be in 1..64");
+  if (opt.max_pes < 0) throw CompileError("compile.max_pes must be 0 (the whole fabric) or positive");
+  const long sram = static_cast<long>(hw.core.sram_kb) * 1024;
+  const long long budget = opt.max_pes > 0 ? opt.max_pes : static_cast<long long>(W) * H;
+
+  // Enough SRAM at all? Weights and momentum take 8 bytes per parameter, plus one tile's
+  // buffers and code on every PE.
+  {
+    const long long need = 8LL * g.parameters();
+    const long long per_pe = sram - kCodeBytes;
+    const long long have = static_cast<long long>(std::min<long long>(budget, static_cast<long long>(W) * H)) * per_pe;
+    if (need > have) {
+      throw CompileError("the model does not fit: its " + std::to_string(g.parameters()) + " parameters need " +
+                         std::to_string(need / 1024) + " KB of SRAM for weights and momentum, the " +
+                         (opt.max_pes > 0 ? "PE budget (compile.max_pes = " + std::to_string(opt.max_pes) + ")"
+                                          : std::to_string(W) + " x " + std::to_string(H) + " fabric") +
+                         " has " + std::to_string(have / 1024) + " KB (short by " + std::to_string((need - have) / 1024) +
+                         " KB); use a larger fabric or budget, or weight-streaming mode (--mode weight-streaming)");
+    }
+  }
+  if (W < 3 || H < 3) throw CompileError("the fabric is too small: layer-pipelined mode needs at least 3 x 3 PEs");
+
+  Search s{g, hw, opt, sram};
+  std::vector<int> p(static_cast<size_t>(L) + 1, 1);  // p[l] = layer l's p_in; p[l+1] its p_out; p[L] = 1
+  auto pes_of = [&](const std::vector<int>& q) {
+    long long n = 0;
+    for (int l = 0; l < L; ++l) n += static_cast<long long>(q[static_cast<size_t>(l)]) * q[static_cast<size_t>(l) + 1] + q[static_cast<size_t>(l) + 1];
+    return n;
+  };
+  // Staircase extent: A layers add p_in + 1 rows, B layers p_in + 1 columns.
+  auto extent = [&](const std::vector<int>& q, int* w, int* h) {
+    int x = 1, y = 0, mx = 1, my = 0;
+    for (int l = 0; l < L; ++l) {
+      const int pin = q[static_cast<size_t>(l)], pout = q[static_cast<size_t>(l) + 1];
+      if (l % 2 == 0) {
+        mx = std::max(mx, x + pout);
+        my = std::max(my, y + pin + 1);
+        y += pin + 1;
+      } else {
+        mx = std::max(mx, x + pin + 1);
+        my = std::max(my, y + pout);
+        x += pin + 1;
+      }
+    }
+    *w = mx;
+    *h = my;
+  };
+  auto fits = [&](const std::vector<int>& q) {
+    int w = 0, h = 0;
+    extent(q, &w, &h);
+    return w <= W && h <= H && pes_of(q) <= budget;
+  };
+  auto worst = [&](const std::vector<int>& q, int* which) {
+    double t = -1;
+    for (int l = 0; l < L; ++l) {
+      const double tl = s.layer_time(l, q[static_cast<size_t>(l)], q[static_cast<size_t>(l) + 1]);
+      if (tl > t) {
+        t = tl;
+        *which = l;
+      }
+    }
+    return t;
+  };
+  if (!fits(p)) {
+    throw CompileError("the fabric is too small for " + std::to_string(L) + " layers (" + std::to_string(W) + " x " +
+                       std::to_string(H) + ", compile.max_pes " + std::to_string(opt.max_pes) + ")");
+  }
+  for (int iter = 0; iter < 100000; ++iter) {
+    int l = 0;
+    const double t = worst(p, &l);
+    std::vector<int> best;
+    double best_t = t;
+    long long best_pes = 0;
+    for (int k : {l, l + 1}) {
+      if (k >= L) continue;  // the last layer keeps one output slice (one root computes the loss)
+      const int cap = k < L ? g.layers[static_cast<size_t>(k)].in : 1;
+      const int capo = k > 0 ? g.layers[static_cast<size_t>(k) - 1].out : cap;
+      const int lim = std::min(cap, capo);
+      int& pk = p[static_cast<size_t>(k)];
+      if (pk >= lim) continue;
+      std::vector<int> q = p;
+      q[static_cast<size_t>(k)] = std::min(lim, std::max(pk + 1, pk + pk / 8));
+      if (!fits(q)) continue;
+      int dummy = 0;
+      const double tq = worst(q, &dummy);
+      const long long pq = pes_of(q);
+      if (tq < best_t || (tq == best_t && !best.empty() && pq < best_pes)) {
+        best = q;
+        best_t = tq;
+        best_pes = pq;
+      }
+    }
+    if (best.empty()) break;
+    p = best;
+  }
+  {
+    int l = 0;
+    if (worst(p, &l) >= kInfeasible) {
+      long bytes = 0;
+      s.estimate(l, p[static_cast<size_t>(l)], p[static_cast<size_t>(l) + 1], &bytes);
+      throw CompileError("layer '" + g.layers[static_cast<size_t>(l)].name + "' does not fit: its tiles need " +
+                         std::to_string(bytes) + " bytes of SRAM per PE (the core has " + std::to_string(sram) +
+                         ") with the PEs the fabric and compile.max_pes allow; use a larger fabric or budget, or "
+                         "weight-streaming mode (--mode weight-streaming)");
+    }
+  }
+
+  Plan plan;
+  plan.batch = opt.batch;
+  plan.ring_depth = opt.ring_depth;
+  // West channels: the rows the fabric gives them (hw/fabric.cc).
+  const int nch = std::min(hw.io.channels_per_edge, (H - 1) / hw.io.spacing + 1);
+  if (nch < 1) throw CompileError("layer-pipelined mode needs a West I/O channel for its input (io.channels_per_edge is 0)");
+  const int first = (H - 1 - (nch - 1) * hw.io.spacing) / 2;
+  auto ch_row = [&](int i) { return first + i * hw.io.spacing; };
+  int w = 0, h = 0;
+  extent(p, &w, &h);
+  // Centre layer 0's rows on the channel nearest the fabric's middle, inside the fabric.
+  const int mid = ch_row(nch / 2);
+  int y = std::clamp(mid - p[0] / 2, 0, H - h), x = 1;
+  for (int l = 0; l < L; ++l) {
+    LayerPlan lp;
+    const DenseKernel& d = g.layers[static_cast<size_t>(l)];
+    lp.index = l;
+    lp.a_type = l % 2 == 0;
+    lp.in = d.in;
+    lp.out = d.out;
+    lp.p_in = p[static_cast<size_t>(l)];
+    lp.p_out = p[static_cast<size_t>(l) + 1];
+    lp.in_off = split(d.in, lp.p_in);
+    lp.out_off = split(d.out, lp.p_out);
+    lp.x0 = x;
+    lp.y0 = y;
+    lp.dx = l > 0;
+    lp.est = s.estimate(l, lp.p_in, lp.p_out, &lp.tile_bytes);
+    if (lp.a_type) y += lp.p_in + 1;
+    else x += lp.p_in + 1;
+    plan.pes += lp.pes();
+    plan.layers.push_back(std::move(lp));
+  }
+  plan.used_width = w;
+  plan.used_height = 0;
+  for (const auto& l : plan.layers) plan.used_height = std::max(plan.used_height, l.root_xy(l.p_out - 1).second + 1);
+  for (const auto& l : plan.layers) plan.used_height = std::max(plan.used_height, l.tile_xy(l.p_in - 1, l.p_out - 1).second + 1);
+
+  auto nearest = [&](int row) {
+    int best = 0;
+    for (int i = 1; i < nch; ++i) {
+      if (std::abs(ch_row(i) - row) < std::abs(ch_row(best) - row)) best = i;
+    }
+    return best;
+  };
+  const LayerPlan& l0 = plan.layers.front();
+  std::vector<double> load(static_cast<size_t>(nch), 0.0);
+  for (int a = 0; a < l0.p_in; ++a) {
+    const int c = nearest(l0.tile_xy(a, 0).second);
+    plan.row_channel.push_back(c);
+    load[static_cast<size_t>(c)] += l0.in_len(a);
+  }
+  plan.loss_channel = nearest(plan.layers.back().root_xy(0).second);
+  load[static_cast<size_t>(plan.loss_channel)] += 1;  // the label
+  plan.channel_rate = std::min(1.0, hw.io.channel_gbps * 1e3 / (32.0 * hw.fabric.clock_mhz));
+  plan.transmission = *std::max_element(load.begin(), load.end()) / plan.channel_rate;
+  // One minibatch's fill and drain: a sample's forward and backward through every layer.
+  plan.latency = plan.transmission;
+  for (const auto& l : plan.layers) {
+    plan.latency += l.est.fwd + l.est.bwd + l.est.root + l.est.update_per_batch + 2.0 * (l.p_in + l.p_out);
+  }
+  return plan;
+}
+
+}  // namespace wafersim::compiler

@@ -1,0 +1,77 @@
+// Pass 3: layer-pipelined placement. Each dense kernel gets a rectangle of tiles plus a line of
+// root PEs; the rectangles form a staircase down and to the right from the west edge, so that
+// every layer's outputs leave its roots straight into the next layer's tiles (docs/compiler.md).
+//
+//   A-type layer (inputs along rows):      B-type layer (inputs along columns):
+//     x slice a enters row a from the west   x slice a enters column a from the north
+//     partial sums reduce down column b      partial sums reduce east along row b
+//     into root b below the tiles            into root b east of the tiles
+//
+// Layers alternate A, B, A, ...; layer l's output partition is layer l+1's input partition.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/kernel_graph.h"
+#include "hw/config.h"
+
+namespace wafersim::compiler {
+
+struct PlaceOptions {
+  // PEs the model's regions may use (0: the whole fabric, the most samples/s). The default keeps
+  // the simulation of the demo fast on a small host; architecture studies raise it.
+  int max_pes = 16;
+  int batch = 32;      // samples per weight update
+  int ring_depth = 4;  // samples in flight per tile within a minibatch
+};
+
+// Cycle estimates of the cost model (per sample unless named otherwise).
+struct KernelEstimate {
+  double fwd = 0, bwd = 0, update_per_batch = 0, root = 0;
+  double compute() const;  // the busiest PE's cycles per sample, update spread over the batch
+};
+
+struct LayerPlan {
+  int index = 0;
+  bool a_type = true;
+  int in = 0, out = 0;
+  int p_in = 1, p_out = 1;
+  std::vector<int> in_off, out_off;  // slice starts; size p + 1
+  int x0 = 0, y0 = 0;                // tile (0, 0)
+  bool dx = false;                   // computes input gradients (every layer but the first)
+  KernelEstimate est;
+  long tile_bytes = 0;               // largest tile's SRAM need
+
+  int in_len(int a) const { return in_off[static_cast<size_t>(a) + 1] - in_off[static_cast<size_t>(a)]; }
+  int out_len(int b) const { return out_off[static_cast<size_t>(b) + 1] - out_off[static_cast<size_t>(b)]; }
+  std::pair<int, int> tile_xy(int a, int b) const { return a_type ? std::pair{x0 + b, y0 + a} : std::pair{x0 + a, y0 + b}; }
+  std::pair<int, int> root_xy(int b) const { return a_type ? std::pair{x0 + b, y0 + p_in} : std::pair{x0 + p_in, y0 + b}; }
+  int pes() const { return p_in * p_out + p_out; }
+};
+
+struct Plan {
+  std::vector<LayerPlan> layers;
+  int batch = 32, ring_depth = 4;
+  int used_width = 0, used_height = 0;  // bounding box, bus column included
+  std::vector<int> row_channel;         // layer 0 row a -> West channel index
+  int loss_channel = 0;                 // West channel of labels in and losses out
+  double channel_rate = 1;              // wavelets per cycle per channel
+  double transmission = 0;              // cycles per sample of the busiest input channel
+  double latency = 0;                   // estimated fill + drain of one minibatch, cycles
+  int pes = 0;                          // tiles and roots
+
+  double cycles_per_sample() const;     // slowest kernel or transmission
+  double cycles_per_batch() const;      // batch * cycles_per_sample + latency
+};
+
+// Chooses partitions and positions. Throws CompileError: the model's weights do not fit the
+// fabric's SRAM (by how much; suggests weight streaming), the fabric or the PE budget is too
+// small for the staircase, the fabric has no West I/O channel.
+Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt);
+
+// The SRAM bytes a tile of in_len x out_len needs (weights, momentum, buffers, code).
+long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx);
+
+}  // namespace wafersim::compiler

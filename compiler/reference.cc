@@ -1,0 +1,169 @@
+#include "compiler/reference.h"
+
+#include <cmath>
+
+namespace wafersim::compiler {
+namespace {
+
+float act_fwd(Activation a, float v) {
+  switch (a) {
+    case Activation::kRelu: return (v > 0 || std::isnan(v)) ? v : 0.0f;
+    case Activation::kSigmoid: {
+      float t = v * -1.0f;
+      t = std::exp(t);
+      t = t + 1.0f;
+      return 1.0f / t;
+    }
+    case Activation::kTanh: {
+      float t = v * -2.0f;
+      t = std::exp(t);
+      t = t + 1.0f;
+      t = 1.0f / t;
+      t = t * 2.0f;
+      return t - 1.0f;
+    }
+    default: return v;
+  }
+}
+
+float act_bwd(Activation a, float y, float g) {
+  switch (a) {
+    case Activation::kRelu: return y > 0 ? g : 0.0f;
+    case Activation::kSigmoid: {
+      float t = 1.0f - y;
+      t = t * y;
+      return g * t;
+    }
+    case Activation::kTanh: {
+      float t = y * y;
+      t = 1.0f - t;
+      return g * t;
+    }
+    default: return g;
+  }
+}
+
+}  // namespace
+
+float softmax_xent(const std::vector<float>& logits, int label, int batch, std::vector<float>* g) {
+  const int c = static_cast<int>(logits.size());
+  std::vector<float> t = logits;
+  for (int m = c; m > 1;) {
+    const int half = m / 2;
+    for (int i = 0; i < half; ++i) t[static_cast<size_t>(i)] = std::fmax(t[static_cast<size_t>(i)], t[static_cast<size_t>(m - half + i)]);
+    m -= half;
+  }
+  const float mx = t[0];
+  std::vector<float> z(static_cast<size_t>(c)), e(static_cast<size_t>(c));
+  float s = 0;
+  for (int i = 0; i < c; ++i) {
+    z[static_cast<size_t>(i)] = logits[static_cast<size_t>(i)] - mx;
+    e[static_cast<size_t>(i)] = std::exp(z[static_cast<size_t>(i)]);
+    s += e[static_cast<size_t>(i)];
+  }
+  const float ls = std::log(s), q = 1.0f / s;
+  g->assign(static_cast<size_t>(c), 0.0f);
+  for (int i = 0; i < c; ++i) (*g)[static_cast<size_t>(i)] = e[static_cast<size_t>(i)] * q;
+  const float loss = ls - z[static_cast<size_t>(label)];
+  (*g)[static_cast<size_t>(label)] = (*g)[static_cast<size_t>(label)] - 1.0f;
+  const float inv = 1.0f / static_cast<float>(batch);
+  for (float& v : *g) v = v * inv;
+  return loss;
+}
+
+Reference::Reference(const KernelGraph& g, const Plan& plan, const TrainHyper& h, ModelState s)
+    : m_g(g), m_plan(plan), m_h(h), m_s(std::move(s)) {}
+
+std::vector<float> Reference::run_forward(const float* x, std::vector<std::vector<float>>* inputs,
+                                          std::vector<std::vector<float>>* outputs) const {
+  std::vector<float> cur(x, x + m_plan.layers.front().in);
+  for (const LayerPlan& l : m_plan.layers) {
+    const auto& W = m_s.w[static_cast<size_t>(l.index)];
+    const auto& B = m_s.b[static_cast<size_t>(l.index)];
+    const bool last = l.index + 1 == static_cast<int>(m_plan.layers.size());
+    std::vector<float> y(static_cast<size_t>(l.out));
+    for (int b = 0; b < l.p_out; ++b) {
+      for (int o = l.out_off[static_cast<size_t>(b)]; o < l.out_off[static_cast<size_t>(b) + 1]; ++o) {
+        float sum = 0;
+        for (int a = 0; a < l.p_in; ++a) {
+          float p = 0;
+          for (int k = l.in_off[static_cast<size_t>(a)]; k < l.in_off[static_cast<size_t>(a) + 1]; ++k) {
+            p = std::fma(cur[static_cast<size_t>(k)], W[static_cast<size_t>(o) * l.in + k], p);
+          }
+          sum = a == 0 ? p : sum + p;
+        }
+        const float pre = sum + B[static_cast<size_t>(o)];
+        y[static_cast<size_t>(o)] = last ? pre : act_fwd(m_g.layers[static_cast<size_t>(l.index)].act, pre);
+      }
+    }
+    if (inputs) inputs->push_back(cur);
+    if (outputs) outputs->push_back(y);
+    cur = std::move(y);
+  }
+  return cur;
+}
+
+std::vector<float> Reference::forward(const float* x) const { return run_forward(x, nullptr, nullptr); }
+
+std::vector<float> Reference::step(const std::vector<const float*>& xs, const std::vector<int>& labels) {
+  const int batch = static_cast<int>(xs.size());
+  const int L = static_cast<int>(m_plan.layers.size());
+  std::vector<float> losses;
+  for (int s = 0; s < batch; ++s) {
+    std::vector<std::vector<float>> in, out;
+    const std::vector<float> logits = run_forward(xs[static_cast<size_t>(s)], &in, &out);
+    std::vector<float> g;
+    losses.push_back(softmax_xent(logits, labels[static_cast<size_t>(s)], m_plan.batch, &g));
+    for (int li = L - 1; li >= 0; --li) {
+      const LayerPlan& l = m_plan.layers[static_cast<size_t>(li)];
+      auto& W = m_s.w[static_cast<size_t>(li)];
+      auto& V = m_s.v[static_cast<size_t>(li)];
+      auto& VB = m_s.vb[static_cast<size_t>(li)];
+      const auto& x = in[static_cast<size_t>(li)];
+      for (int o = 0; o < l.out; ++o) VB[static_cast<size_t>(o)] = VB[static_cast<size_t>(o)] + g[static_cast<size_t>(o)];
+      std::vector<float> dx;
+      if (l.dx) {
+        dx.assign(static_cast<size_t>(l.in), 0.0f);
+        for (int a = 0; a < l.p_in; ++a) {
+          for (int k = l.in_off[static_cast<size_t>(a)]; k < l.in_off[static_cast<size_t>(a) + 1]; ++k) {
+            float sum = 0;
+            for (int b = l.p_out - 1; b >= 0; --b) {
+              float q = 0;
+              for (int o = l.out_off[static_cast<size_t>(b)]; o < l.out_off[static_cast<size_t>(b) + 1]; ++o) {
+                q = std::fma(g[static_cast<size_t>(o)], W[static_cast<size_t>(o) * l.in + k], q);
+              }
+              sum = b == l.p_out - 1 ? q : sum + q;
+            }
+            dx[static_cast<size_t>(k)] = sum;
+          }
+        }
+      }
+      for (int o = 0; o < l.out; ++o) {
+        for (int k = 0; k < l.in; ++k) {
+          float& v = V[static_cast<size_t>(o) * l.in + k];
+          v = std::fma(g[static_cast<size_t>(o)], x[static_cast<size_t>(k)], v);
+        }
+      }
+      if (li > 0) {
+        const Activation act = m_g.layers[static_cast<size_t>(li) - 1].act;
+        const auto& yprev = out[static_cast<size_t>(li) - 1];
+        g.assign(dx.size(), 0.0f);
+        for (size_t k = 0; k < dx.size(); ++k) g[k] = act_bwd(act, yprev[k], dx[k]);
+      }
+    }
+  }
+  for (int li = 0; li < L; ++li) {
+    auto upd = [&](std::vector<float>& w, std::vector<float>& v) {
+      for (size_t i = 0; i < w.size(); ++i) {
+        w[i] = std::fma(-m_h.lr, v[i], w[i]);
+        v[i] = v[i] * m_h.momentum;
+      }
+    };
+    upd(m_s.w[static_cast<size_t>(li)], m_s.v[static_cast<size_t>(li)]);
+    upd(m_s.b[static_cast<size_t>(li)], m_s.vb[static_cast<size_t>(li)]);
+  }
+  ++m_s.step;
+  return losses;
+}
+
+}  // namespace wafersim::compiler

@@ -1,0 +1,41 @@
+// The host reference of the wafer's training math: the same operations in the same order as
+// the generated firmware (partial sums per tile in input order, chains of partial sums in
+// placement order, fused multiply-adds where the PEs use vaxpy), so that after any number of
+// steps its weights and losses equal the wafer's bit for bit in fp32. Tests compare against it;
+// `wafersim train` uses its forward pass to evaluate the read-back weights on the test set.
+#pragma once
+
+#include <vector>
+
+#include "compiler/codegen.h"
+#include "compiler/kernel_graph.h"
+#include "compiler/placement.h"
+
+namespace wafersim::compiler {
+
+class Reference {
+ public:
+  Reference(const KernelGraph& g, const Plan& plan, const TrainHyper& h, ModelState s);
+
+  // Logits of one (normalised) sample.
+  std::vector<float> forward(const float* x) const;
+  // One minibatch; returns the per-sample losses. xs: batch pointers to normalised samples.
+  std::vector<float> step(const std::vector<const float*>& xs, const std::vector<int>& labels);
+  const ModelState& state() const { return m_s; }
+
+ private:
+  // Forward through every layer; keeps inputs and outputs per layer. Returns logits.
+  std::vector<float> run_forward(const float* x, std::vector<std::vector<float>>* inputs,
+                                 std::vector<std::vector<float>>* outputs) const;
+
+  const KernelGraph& m_g;
+  Plan m_plan;
+  TrainHyper m_h;
+  ModelState m_s;
+};
+
+// Softmax cross-entropy as the loss root computes it: returns the loss and writes the gradient
+// (p - onehot) * (1 / batch) into g.
+float softmax_xent(const std::vector<float>& logits, int label, int batch, std::vector<float>* g);
+
+}  // namespace wafersim::compiler

@@ -1,0 +1,160 @@
+#include "compiler/routing.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "hw/router.h"
+
+namespace wafersim::compiler {
+namespace {
+
+uint8_t bit(int port) { return port_bit(port); }
+
+// Port from (x0,y0) toward the adjacent (x1,y1).
+int dir_to(int x0, int y0, int x1, int y1) {
+  return x1 > x0 ? kEast : x1 < x0 ? kWest : y1 > y0 ? kSouth : kNorth;
+}
+
+struct Builder {
+  Routing r;
+
+  int add(const std::string& name, std::vector<Hop> hops) {
+    r.nets.push_back(Net{name, std::move(hops), -1});
+    return static_cast<int>(r.nets.size()) - 1;
+  }
+  // From the ramp at src through each PE of `line` (adjacent steps), every one taking a copy
+  // (deliver_all) or only the last.
+  int line(const std::string& name, std::pair<int, int> src, const std::vector<std::pair<int, int>>& pes, bool deliver_all) {
+    std::vector<Hop> h;
+    auto prev = src;
+    h.push_back(Hop{src.first, src.second, bit(kRamp), 0});
+    for (size_t i = 0; i < pes.size(); ++i) {
+      const int d = dir_to(prev.first, prev.second, pes[i].first, pes[i].second);
+      h.back().tx |= bit(d);
+      Hop hop{pes[i].first, pes[i].second, bit(opposite(d)), 0};
+      if (deliver_all || i + 1 == pes.size()) hop.tx |= bit(kRamp);
+      h.push_back(hop);
+      prev = pes[i];
+    }
+    return add(name, std::move(h));
+  }
+};
+
+// The straight run of PEs from a to b, both included.
+std::vector<std::pair<int, int>> run(std::pair<int, int> a, std::pair<int, int> b) {
+  std::vector<std::pair<int, int>> v;
+  const int dx = (b.first > a.first) - (b.first < a.first), dy = (b.second > a.second) - (b.second < a.second);
+  for (auto p = a;; p = {p.first + dx, p.second + dy}) {
+    v.push_back(p);
+    if (p == b) break;
+  }
+  return v;
+}
+
+// A path entering at (0, row) from the West edge, along `row` to x, then along column x to y.
+// The last PE takes it onto its ramp (to_edge = false), or the reverse path leaving at the West edge.
+std::vector<Hop> edge_path(int row, int x, int y, bool to_edge) {
+  std::vector<std::pair<int, int>> pts = run({0, row}, {x, row});
+  if (y != row) {
+    auto col = run({x, row}, {x, y});
+    pts.insert(pts.end(), col.begin() + 1, col.end());
+  }
+  if (to_edge) std::reverse(pts.begin(), pts.end());
+  std::vector<Hop> h;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    Hop hop{pts[i].first, pts[i].second, 0, 0};
+    if (i == 0) hop.rx = to_edge ? bit(kRamp) : bit(kWest);
+    else hop.rx = bit(opposite(dir_to(pts[i - 1].first, pts[i - 1].second, pts[i].first, pts[i].second)));
+    if (i + 1 == pts.size()) hop.tx = to_edge ? bit(kWest) : bit(kRamp);
+    else hop.tx = bit(dir_to(pts[i].first, pts[i].second, pts[i + 1].first, pts[i + 1].second));
+    h.push_back(hop);
+  }
+  return h;
+}
+
+}  // namespace
+
+Routing route_plan(const Plan& plan, const HwConfig& hw) {
+  Builder b;
+  const int L = static_cast<int>(plan.layers.size());
+  const int nch = std::min(hw.io.channels_per_edge, (hw.fabric.height - 1) / hw.io.spacing + 1);
+  const int first = (hw.fabric.height - 1 - (nch - 1) * hw.io.spacing) / 2;
+  auto ch_row = [&](int c) { return first + c * hw.io.spacing; };
+  b.r.layers.resize(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
+    LayerNets& n = b.r.layers[static_cast<size_t>(l)];
+    const std::string tag = "L" + std::to_string(l);
+    // Inputs: from the previous layer's roots, or (layer 0) from the West channels along column 0.
+    for (int a = 0; a < lp.p_in; ++a) {
+      std::vector<std::pair<int, int>> tiles;
+      for (int bb = 0; bb < lp.p_out; ++bb) tiles.push_back(lp.tile_xy(a, bb));
+      if (l > 0) {
+        n.xin.push_back(b.line(tag + ".x" + std::to_string(a), plan.layers[static_cast<size_t>(l) - 1].root_xy(a), tiles, true));
+        continue;
+      }
+      const int row = ch_row(plan.row_channel[static_cast<size_t>(a)]), ty = tiles[0].second;
+      std::vector<Hop> h;
+      for (auto p : run({0, row}, {0, ty})) {
+        Hop hop{0, p.second, 0, 0};
+        hop.rx = p.second == row ? bit(kWest) : bit(p.second > row ? kNorth : kSouth);
+        hop.tx = p.second == ty ? bit(kEast) : bit(ty > row ? kSouth : kNorth);
+        h.push_back(hop);
+      }
+      for (size_t i = 0; i < tiles.size(); ++i) {
+        h.push_back(Hop{tiles[i].first, tiles[i].second, bit(kWest),
+                        static_cast<uint8_t>(bit(kRamp) | (i + 1 < tiles.size() ? bit(kEast) : 0))});
+      }
+      n.xin.push_back(b.add(tag + ".x" + std::to_string(a), std::move(h)));
+    }
+    n.fchain.assign(static_cast<size_t>(lp.p_in), std::vector<int>(static_cast<size_t>(lp.p_out), -1));
+    n.dxchain.assign(static_cast<size_t>(lp.p_in), std::vector<int>(static_cast<size_t>(lp.p_out), -1));
+    for (int a = 0; a < lp.p_in; ++a) {
+      for (int bb = 0; bb < lp.p_out; ++bb) {
+        const auto to = a + 1 < lp.p_in ? lp.tile_xy(a + 1, bb) : lp.root_xy(bb);
+        n.fchain[static_cast<size_t>(a)][static_cast<size_t>(bb)] =
+            b.line(tag + ".f" + std::to_string(a) + "." + std::to_string(bb), lp.tile_xy(a, bb), {to}, true);
+        if (lp.dx) {
+          const auto dto = bb > 0 ? lp.tile_xy(a, bb - 1) : plan.layers[static_cast<size_t>(l) - 1].root_xy(a);
+          n.dxchain[static_cast<size_t>(a)][static_cast<size_t>(bb)] =
+              b.line(tag + ".dx" + std::to_string(a) + "." + std::to_string(bb), lp.tile_xy(a, bb), {dto}, true);
+        }
+      }
+    }
+    for (int bb = 0; bb < lp.p_out; ++bb) {
+      std::vector<std::pair<int, int>> tiles;
+      for (int a = lp.p_in - 1; a >= 0; --a) tiles.push_back(lp.tile_xy(a, bb));
+      n.dy.push_back(b.line(tag + ".dy" + std::to_string(bb), lp.root_xy(bb), tiles, true));
+    }
+  }
+  const auto lr = plan.layers.back().root_xy(0);
+  const int lrow = ch_row(plan.loss_channel);
+  b.r.label = b.add("label", edge_path(lrow, lr.first, lr.second, false));
+  b.r.loss = b.add("loss", edge_path(lrow, lr.first, lr.second, true));
+
+  // Greedy colors: each net takes the lowest color free at every router it crosses.
+  std::map<std::pair<int, int>, uint32_t> used;
+  for (Net& net : b.r.nets) {
+    uint32_t busy = 0;
+    for (const Hop& h : net.hops) busy |= used[{h.x, h.y}];
+    int c = 0;
+    while (c < hw.router.colors && ((busy >> c) & 1)) ++c;
+    if (c >= hw.router.colors) {
+      // Name the most crowded PE on the path.
+      const Hop* worst = &net.hops[0];
+      for (const Hop& h : net.hops) {
+        if (__builtin_popcount(used[{h.x, h.y}]) > __builtin_popcount(used[{worst->x, worst->y}])) worst = &h;
+      }
+      throw CompileError("routing needs more than the fabric's " + std::to_string(hw.router.colors) +
+                         " colors (router.colors): net '" + net.name + "' finds none free at PE (" +
+                         std::to_string(worst->x) + ", " + std::to_string(worst->y) + ")");
+    }
+    net.color = c;
+    b.r.colors_used = std::max(b.r.colors_used, c + 1);
+    for (const Hop& h : net.hops) used[{h.x, h.y}] |= 1u << c;
+  }
+  return std::move(b.r);
+}
+
+}  // namespace wafersim::compiler

@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Builds a fully connected network with PyTorch and exports it to ONNX, the compiler's input.
+
+Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh] [--seed 1]
+                             [--opset 13] [--batch 1] [--loss none|graph]
+                             [--out models/fc_mnist.onnx]
+  --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
+  --act     activation between Linear layers (none after the last)
+  --seed    torch.manual_seed before the layers are built, so the initial weights repeat
+  --opset   ONNX opset_version of the export
+  --batch   batch size of the example input; the batch axis is exported as the symbol "batch"
+  --loss    none: input "input" -> output "logits"; graph: inputs "input" and "labels" (int64)
+            -> output "loss", the mean cross entropy, so the graph carries the loss
+The same arguments give the same bytes. Prints the op types, initializers and opset of the file.
+Needs Debian's python3-torch and python3-onnx; runs /usr/bin/python3.
+"""
+import argparse
+import collections
+import os
+import sys
+
+try:
+    import onnx
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ImportError as e:
+    sys.exit(f"make_model.py: {e}: needs apt-get install python3-torch python3-onnx "
+             "and /usr/bin/python3")
+
+ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
+
+
+def widths(text):
+    try:
+        w = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: '{text}'")
+    if len(w) < 2 or min(w) < 1:
+        raise argparse.ArgumentTypeError(f"need at least two positive widths: '{text}'")
+    return w
+
+
+def build(layers, act):
+    mods = collections.OrderedDict(flatten=nn.Flatten())
+    for i in range(len(layers) - 1):
+        mods[f"fc{i + 1}"] = nn.Linear(layers[i], layers[i + 1])
+        if i < len(layers) - 2:
+            mods[f"act{i + 1}"] = ACTIVATIONS[act]()
+    return nn.Sequential(mods)
+
+
+class WithLoss(nn.Module):
+    """(x, labels) -> mean cross entropy of the network's logits. Its parameters keep the
+    network's names (fc1.weight, ...) because the network is not wrapped in a submodule."""
+
+    def __init__(self, net):
+        super().__init__()
+        for name, mod in net.named_children():
+            self.add_module(name, mod)
+
+    def forward(self, x, labels):
+        for mod in self.children():
+            x = mod(x)
+        return F.cross_entropy(x, labels)
+
+
+def summary(path):
+    m = onnx.load(path)
+    opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in m.opset_import)
+    print(f"{path}: ir_version {m.ir_version}, opset {opsets}, producer {m.producer_name} "
+          f"{m.producer_version}")
+    print("  ops:", " ".join(f"{n.op_type}({n.name})" for n in m.graph.node))
+
+    def shape(v):
+        dims = v.type.tensor_type.shape.dim
+        return "[" + ", ".join(d.dim_param or str(d.dim_value) for d in dims) + "]"
+
+    print("  inputs:", ", ".join(v.name + shape(v) for v in m.graph.input))
+    print("  outputs:", ", ".join(v.name + shape(v) for v in m.graph.output))
+    print("  initializers:", ", ".join(f"{t.name}{list(t.dims)}" for t in m.graph.initializer))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layers", type=widths, default=widths("784,32,32,10"))
+    ap.add_argument("--act", choices=sorted(ACTIVATIONS), default="relu")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--opset", type=int, default=13)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--loss", choices=["none", "graph"], default="none")
+    ap.add_argument("--out", default="models/fc_mnist.onnx")
+    a = ap.parse_args()
+    if a.batch < 1:
+        ap.error("--batch must be at least 1")
+    if a.loss == "graph" and a.opset < 12:
+        ap.error("--loss graph needs --opset 12 or later (SoftmaxCrossEntropyLoss)")
+
+    torch.manual_seed(a.seed)
+    net = build(a.layers, a.act)
+    x = torch.zeros(a.batch, a.layers[0])
+    if a.loss == "graph":
+        model, args = WithLoss(net), (x, torch.zeros(a.batch, dtype=torch.int64))
+        names_in, names_out = ["input", "labels"], ["loss"]
+        axes = {"input": {0: "batch"}, "labels": {0: "batch"}}  # the loss is a scalar
+    else:
+        model, args = net, (x,)
+        names_in, names_out = ["input"], ["logits"]
+        axes = {"input": {0: "batch"}, "logits": {0: "batch"}}
+    model.eval()
+
+    if os.path.dirname(a.out):
+        os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    tmp = a.out + ".tmp"
+    try:
+        torch.onnx.export(model, args, tmp, input_names=names_in, output_names=names_out,
+                          dynamic_axes=axes, opset_version=a.opset, do_constant_folding=True)
+    except (ValueError, torch.onnx.errors.OnnxExporterError) as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        sys.exit(f"make_model.py: export failed: {e}")
+    os.replace(tmp, a.out)
+    summary(a.out)
+
+
+if __name__ == "__main__":
+    main()

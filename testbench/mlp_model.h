@@ -1,0 +1,113 @@
+// Small fully connected ONNX models for compiler and training tests, written with the ONNX
+// protobuf API the way torch.onnx.export writes nn.Linear stacks (Flatten, Gemm transB=1,
+// activations), with reproducible pseudo-random weights; and synthetic datasets to train them on.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tlm/dataset.h"
+
+namespace wafersim::test {
+
+struct MlpSpec {
+  std::vector<int> widths = {16, 8, 6, 4};
+  std::string act = "Relu";
+  uint64_t seed = 7;
+  int64_t opset = 13;
+};
+
+inline float lcg_uniform(uint64_t* s) {  // in [-1, 1)
+  *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+  return static_cast<float>((*s >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+inline void write_mlp(const std::string& path, const MlpSpec& spec) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.set_producer_name("wafersim-test");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(spec.opset);
+  auto* g = m.mutable_graph();
+  g->set_name("mlp");
+  auto value = [](onnx::ValueInfoProto* v, const std::string& name, int features) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("batch");
+    tt->mutable_shape()->add_dim()->set_dim_value(features);
+  };
+  value(g->add_input(), "input", spec.widths.front());
+  uint64_t s = spec.seed;
+  auto* flat = g->add_node();
+  flat->set_name("/flatten/Flatten");
+  flat->set_op_type("Flatten");
+  flat->add_input("input");
+  flat->add_output("flat");
+  std::string cur = "flat";
+  const size_t L = spec.widths.size() - 1;
+  for (size_t l = 0; l < L; ++l) {
+    const int in = spec.widths[l], out = spec.widths[l + 1];
+    const std::string fc = "fc" + std::to_string(l + 1);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(in));
+    auto add_init = [&](const std::string& name, std::vector<int64_t> dims, size_t n) {
+      auto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      for (auto d : dims) t->add_dims(d);
+      for (size_t i = 0; i < n; ++i) t->add_float_data(lcg_uniform(&s) * scale);
+    };
+    add_init(fc + ".weight", {out, in}, static_cast<size_t>(in) * out);
+    add_init(fc + ".bias", {out}, static_cast<size_t>(out));
+    auto* n = g->add_node();
+    n->set_name("/" + fc + "/Gemm");
+    n->set_op_type("Gemm");
+    n->add_input(cur);
+    n->add_input(fc + ".weight");
+    n->add_input(fc + ".bias");
+    n->add_output("/" + fc + "/Gemm_output_0");
+    auto* tb = n->add_attribute();
+    tb->set_name("transB");
+    tb->set_type(onnx::AttributeProto::INT);
+    tb->set_i(1);
+    cur = "/" + fc + "/Gemm_output_0";
+    if (l + 1 < L) {
+      auto* a = g->add_node();
+      a->set_name("/act" + std::to_string(l + 1) + "/" + spec.act);
+      a->set_op_type(spec.act);
+      a->add_input(cur);
+      cur = "/act" + std::to_string(l + 1) + "/" + spec.act + "_output_0";
+      a->add_output(cur);
+    }
+  }
+  g->mutable_node(g->node_size() - 1)->set_output(0, "logits");
+  value(g->add_output(), "logits", spec.widths.back());
+  std::ofstream f(path, std::ios::binary);
+  m.SerializeToOstream(&f);
+}
+
+// `count` samples of `features` values in 0..255 whose label depends on them (so a model can learn).
+inline tlm::Dataset synthetic_dataset(size_t count, size_t features, int classes, uint64_t seed) {
+  tlm::Dataset d;
+  d.count = count;
+  d.features = features;
+  d.classes = classes;
+  uint64_t s = seed;
+  for (size_t i = 0; i < count; ++i) {
+    const int label = static_cast<int>(i % static_cast<size_t>(classes));
+    for (size_t k = 0; k < features; ++k) {
+      const float base = (k % static_cast<size_t>(classes)) == static_cast<size_t>(label) ? 180.0f : 60.0f;
+      d.x.push_back(std::max(0.0f, std::min(255.0f, base + 50.0f * lcg_uniform(&s))));
+    }
+    d.labels.push_back(label);
+  }
+  return d;
+}
+
+}  // namespace wafersim::test

@@ -1,0 +1,86 @@
+// Layer-pipelined training on the simulated wafer against the host reference of the same math.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "compiler/compile.h"
+#include "compiler/reference.h"
+#include "mlp_model.h"
+#include "test_support.h"
+#include "tlm/trainer.h"
+
+namespace wafersim::test {
+namespace {
+
+using namespace compiler;
+
+struct Rig {
+  HwConfig hw;
+  CompileOptions opt;
+  CompileResult res;
+  tlm::Dataset data;
+  tlm::Normalize norm;
+};
+
+Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std::string& name) {
+  Rig r;
+  r.hw = small_config(fabric, fabric);
+  r.hw.io.spacing = 8;
+  r.opt.place.batch = batch;
+  r.opt.place.max_pes = max_pes;
+  r.opt.hyper.lr = 0.05f;
+  const std::string path = tmp_path(name + ".onnx");
+  write_mlp(path, spec);
+  r.res = compile_model(path, r.hw, r.opt);
+  r.data = synthetic_dataset(64, static_cast<size_t>(spec.widths.front()), spec.widths.back(), 3);
+  return r;
+}
+
+void expect_same(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint32_t x, y;
+    std::memcpy(&x, &a[i], 4);
+    std::memcpy(&y, &b[i], 4);
+    ASSERT_EQ(x, y) << what << "[" << i << "]: wafer " << a[i] << " vs reference " << b[i];
+  }
+}
+
+void check_against_reference(const MlpSpec& spec, int fabric, int batch, int max_pes, int steps, const std::string& name) {
+  Rig r = make_rig(spec, fabric, batch, max_pes, name);
+  std::cout << r.res.report_text;
+  tlm::Trainer t(r.hw, r.res.compiled, r.data, r.norm, 11, 0);
+  Reference ref(r.res.graph, r.res.compiled.plan, r.opt.hyper, ModelState::from_graph(r.res.graph));
+  tlm::InputWorker order(r.data, {}, r.norm, 11);
+  for (int s = 0; s < steps; ++s) {
+    const tlm::StepResult w = t.step();
+    std::vector<std::vector<float>> xs;
+    std::vector<const float*> ptrs;
+    std::vector<int> labels;
+    for (int j = 0; j < batch; ++j) {
+      const size_t i = order.sample_at(static_cast<long long>(s) * batch + j);
+      std::vector<float> x(r.data.features);
+      for (size_t k = 0; k < x.size(); ++k) x[k] = r.norm.apply(r.data.sample(i)[k]);
+      xs.push_back(std::move(x));
+      labels.push_back(r.data.labels[i]);
+    }
+    for (auto& x : xs) ptrs.push_back(x.data());
+    const std::vector<float> rl = ref.step(ptrs, labels);
+    expect_same(w.losses, rl, "losses of step " + std::to_string(s + 1));
+    std::cout << "step " << s + 1 << " loss " << w.mean_loss << " cycles " << w.cycles << "\n";
+  }
+  const ModelState ws = t.read_state();
+  for (size_t l = 0; l < ws.w.size(); ++l) {
+    expect_same(ws.w[l], ref.state().w[l], "w" + std::to_string(l));
+    expect_same(ws.v[l], ref.state().v[l], "v" + std::to_string(l));
+    expect_same(ws.b[l], ref.state().b[l], "b" + std::to_string(l));
+    expect_same(ws.vb[l], ref.state().vb[l], "vb" + std::to_string(l));
+  }
+}
+
+TEST(Training, SmallMlpMatchesReferenceBitForBit) {
+  check_against_reference(MlpSpec{}, 24, 4, 0, 3, "small_relu");
+}
+
+}  // namespace
+}  // namespace wafersim::test

@@ -1,0 +1,72 @@
+#include "tlm/input_worker.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hw/fabric.h"
+
+namespace wafersim::tlm {
+
+InputWorker::InputWorker(const Dataset& data, const InputRoute& route, const Normalize& norm, uint64_t seed)
+    : m_data(data), m_route(route), m_norm(norm), m_seed(seed) {
+  int channels = route.label_channel + 1;
+  for (const auto& s : route.slices) channels = std::max(channels, s.channel + 1);
+  m_pending.resize(static_cast<size_t>(channels));
+}
+
+size_t InputWorker::sample_at(long long pos) {
+  const long long n = static_cast<long long>(m_data.count);
+  const long long epoch = pos / n;
+  if (epoch != m_epoch) {
+    m_order = shuffled_order(m_data.count, m_seed, static_cast<uint64_t>(epoch));
+    m_epoch = epoch;
+  }
+  return m_order[static_cast<size_t>(pos % n)];
+}
+
+void InputWorker::enqueue(long long first, long long count) {
+  for (long long p = first; p < first + count; ++p) {
+    const size_t i = sample_at(p);
+    const float* x = m_data.sample(i);
+    // The label first: it then never waits behind this sample's own features.
+    m_pending[static_cast<size_t>(m_route.label_channel)].push_back(
+        Wavelet{static_cast<uint32_t>(m_data.labels[i]), static_cast<uint8_t>(m_route.label_color), false});
+    // Slices sharing a channel are interleaved element by element, so that every input row
+    // progresses at once instead of one row's slow consumer holding up the channel.
+    int longest = 0;
+    for (const auto& s : m_route.slices) longest = std::max(longest, s.len);
+    for (int k = 0; k < longest; ++k) {
+      for (const auto& s : m_route.slices) {
+        if (k >= s.len) continue;
+        const float v = m_norm.apply(x[s.off + k]);
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        m_pending[static_cast<size_t>(s.channel)].push_back(Wavelet{bits, static_cast<uint8_t>(s.color), false});
+      }
+    }
+  }
+}
+
+uint64_t InputWorker::pump(Fabric& fabric) {
+  uint64_t n = 0;
+  for (size_t c = 0; c < m_pending.size(); ++c) {
+    auto& q = m_pending[c];
+    if (q.empty()) continue;
+    EdgeChannel* ch = fabric.channel(kWest, static_cast<int>(c));
+    while (!q.empty() && ch->try_inject(q.front())) {
+      q.pop_front();
+      ++n;
+    }
+    if (!q.empty()) ++m_refused;
+  }
+  return n;
+}
+
+bool InputWorker::idle() const {
+  for (const auto& q : m_pending) {
+    if (!q.empty()) return false;
+  }
+  return true;
+}
+
+}  // namespace wafersim::tlm

@@ -1,0 +1,142 @@
+#include "tlm/trainer.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "hw/config.h"
+#include "hw/pe_core.h"
+
+namespace wafersim::tlm {
+
+using compiler::Compiled;
+using compiler::LayerPlan;
+
+Trainer::Trainer(const HwConfig& hw, const Compiled& c, const Dataset& data, const Normalize& norm, uint64_t seed,
+                 long long first_step)
+    : m_c(c), m_step(first_step), m_first_step(first_step) {
+  if (static_cast<int>(data.features) != c.plan.layers.front().in) {
+    throw ConfigError("the dataset has " + std::to_string(data.features) + " features per sample, the model's input " +
+                      std::to_string(c.plan.layers.front().in));
+  }
+  if (data.classes > c.plan.layers.back().out) {
+    throw ConfigError("the dataset has labels up to " + std::to_string(data.classes - 1) + ", the model only " +
+                      std::to_string(c.plan.layers.back().out) + " classes");
+  }
+  if (data.count == 0) throw ConfigError("the dataset is empty");
+  m_fabric = std::make_unique<Fabric>(hw);
+  m_loaded = load_program(*m_fabric, c.program);
+  for (size_t i = 0; i < m_loaded.cores.size(); ++i) {
+    for (const Symbol& s : m_loaded.images[i]->symbols) {
+      if (s.name == "nupd") m_counters.emplace_back(m_loaded.cores[i], s.addr);
+    }
+  }
+  InputRoute route;
+  const LayerPlan& l0 = c.plan.layers.front();
+  for (int a = 0; a < l0.p_in; ++a) {
+    route.slices.push_back({c.plan.row_channel[static_cast<size_t>(a)],
+                            c.routing.color(c.routing.layers[0].xin[static_cast<size_t>(a)]), l0.in_off[static_cast<size_t>(a)],
+                            l0.in_len(a)});
+  }
+  route.label_channel = c.plan.loss_channel;
+  route.label_color = c.routing.color(c.routing.label);
+  m_worker = std::make_unique<InputWorker>(data, route, norm, seed);
+  m_fabric->channel(kWest, c.plan.loss_channel)->set_auto_drain(false);
+  m_limit = static_cast<uint64_t>(50 * c.plan.cycles_per_batch()) + 100000;
+}
+
+bool Trainer::all_updated(long long n) const {
+  for (const auto& [core, addr] : m_counters) {
+    float v;
+    core->read_bytes(addr, &v, 4);
+    if (static_cast<long long>(v) < n) return false;
+  }
+  return true;
+}
+
+StepResult Trainer::step() {
+  const int batch = m_c.plan.batch;
+  const long long done = m_step - m_first_step;  // counters restart at 0 on a fresh load
+  m_worker->enqueue(m_step * batch, batch);
+  EdgeChannel* out = m_fabric->channel(kWest, m_c.plan.loss_channel);
+  StepResult r;
+  const uint64_t start = m_fabric->cycle();
+  for (;;) {
+    m_worker->pump(*m_fabric);
+    m_fabric->step();
+    Wavelet w;
+    while (out->try_receive(&w)) {
+      float v;
+      std::memcpy(&v, &w.payload, 4);
+      r.losses.push_back(v);
+    }
+    if (static_cast<int>(r.losses.size()) >= batch && (m_fabric->cycle() & 15) == 0 && all_updated(done + 1) &&
+        m_fabric->in_flight() == 0) {
+      break;
+    }
+    if (m_fabric->cycle() - start > m_limit) {
+      throw std::runtime_error("minibatch " + std::to_string(m_step + 1) + " did not finish within " +
+                               std::to_string(m_limit) + " cycles (" + std::to_string(r.losses.size()) + " of " +
+                               std::to_string(batch) + " losses back): the wafer is stuck");
+    }
+  }
+  double sum = 0;
+  for (float v : r.losses) sum += v;
+  r.mean_loss = sum / static_cast<double>(r.losses.size());
+  r.cycles = m_fabric->cycle() - start;
+  r.step = ++m_step;
+  return r;
+}
+
+compiler::ModelState Trainer::read_state() const {
+  const auto outs = read_outputs(*m_fabric, m_c.program);
+  std::map<std::string, const std::vector<float>*> by;
+  for (const auto& o : outs) by[o.name] = &o.values;
+  compiler::ModelState s;
+  s.step = m_step;
+  for (const LayerPlan& l : m_c.plan.layers) {
+    std::vector<float> w(static_cast<size_t>(l.in) * l.out), v(w.size()), b(static_cast<size_t>(l.out)), vb(b.size());
+    for (int a = 0; a < l.p_in; ++a) {
+      for (int bb = 0; bb < l.p_out; ++bb) {
+        const auto& tw = *by.at(compiler::out_w(l.index, a, bb));
+        const auto& tv = *by.at(compiler::out_v(l.index, a, bb));
+        const int ni = l.in_len(a), no = l.out_len(bb);
+        for (int k = 0; k < ni; ++k) {
+          for (int o = 0; o < no; ++o) {
+            const size_t dst = static_cast<size_t>(l.out_off[static_cast<size_t>(bb)] + o) * l.in + l.in_off[static_cast<size_t>(a)] + k;
+            w[dst] = tw[static_cast<size_t>(k) * no + o];
+            v[dst] = tv[static_cast<size_t>(k) * no + o];
+          }
+        }
+      }
+    }
+    for (int bb = 0; bb < l.p_out; ++bb) {
+      const auto& tb = *by.at(compiler::out_b(l.index, bb));
+      const auto& tvb = *by.at(compiler::out_vb(l.index, bb));
+      for (int o = 0; o < l.out_len(bb); ++o) {
+        b[static_cast<size_t>(l.out_off[static_cast<size_t>(bb)] + o)] = tb[static_cast<size_t>(o)];
+        vb[static_cast<size_t>(l.out_off[static_cast<size_t>(bb)] + o)] = tvb[static_cast<size_t>(o)];
+      }
+    }
+    s.w.push_back(std::move(w));
+    s.v.push_back(std::move(v));
+    s.b.push_back(std::move(b));
+    s.vb.push_back(std::move(vb));
+  }
+  return s;
+}
+
+std::vector<uint64_t> Trainer::layer_busy() const {
+  std::vector<uint64_t> busy(m_c.plan.layers.size(), 0);
+  for (const LayerPlan& l : m_c.plan.layers) {
+    auto add = [&](std::pair<int, int> xy) {
+      if (const auto* core = m_fabric->agent_as<PeCore>(xy.first, xy.second)) busy[static_cast<size_t>(l.index)] += core->stats().busy;
+    };
+    for (int a = 0; a < l.p_in; ++a) {
+      for (int b = 0; b < l.p_out; ++b) add(l.tile_xy(a, b));
+    }
+    for (int b = 0; b < l.p_out; ++b) add(l.root_xy(b));
+  }
+  return busy;
+}
+
+}  // namespace wafersim::tlm

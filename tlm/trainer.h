@@ -1,0 +1,56 @@
+// The host side of a layer-pipelined training run (the chief worker): loads the compiled
+// program onto a fabric, feeds minibatches through the input worker, collects the loss values
+// the wafer streams back, and reads the weights back from the PEs' SRAM for checkpoints.
+//
+// Update semantics (docs/training.md): samples of one minibatch pipeline through the layers,
+// up to compile.ring_depth in flight per tile; every tile and root updates its weights when the
+// minibatch's last gradient has passed, and the host starts the next minibatch when all have.
+// The result is plain minibatch SGD with momentum, no staleness.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "compiler/codegen.h"
+#include "firmware/program.h"
+#include "hw/fabric.h"
+#include "tlm/input_worker.h"
+
+namespace wafersim::tlm {
+
+struct StepResult {
+  long long step = 0;             // minibatches done after this one
+  std::vector<float> losses;      // per sample, in data order
+  double mean_loss = 0;
+  uint64_t cycles = 0;            // this minibatch, on the wafer
+};
+
+class Trainer {
+ public:
+  // `first_step`: minibatches already done (resume); the data order continues from there.
+  Trainer(const HwConfig& hw, const compiler::Compiled& c, const Dataset& data, const Normalize& norm, uint64_t seed,
+          long long first_step);
+
+  StepResult step();
+  compiler::ModelState read_state() const;  // weights and momentum, read from SRAM
+  uint64_t cycles() const { return m_fabric->cycle(); }
+  long long steps_done() const { return m_step; }
+  Fabric& fabric() { return *m_fabric; }
+  const LoadedProgram& loaded() const { return m_loaded; }
+  // Busy cycles of each layer's tiles and roots so far (for per-kernel utilisation).
+  std::vector<uint64_t> layer_busy() const;
+
+ private:
+  bool all_updated(long long n) const;
+
+  const compiler::Compiled& m_c;
+  std::unique_ptr<Fabric> m_fabric;
+  LoadedProgram m_loaded;
+  std::unique_ptr<InputWorker> m_worker;
+  std::vector<std::pair<const PeCore*, uint32_t>> m_counters;  // each PE's minibatch counter
+  long long m_step = 0, m_first_step = 0;
+  uint64_t m_limit = 0;  // cycles a minibatch may take before the run is declared stuck
+};
+
+}  // namespace wafersim::tlm
