@@ -309,7 +309,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
        "loss when the graph has none: softmax_xent; graph: require the graph's own");
   if (train) {
     tr.add_options()
-        ("train.steps", po::value(&c.steps)->default_value(c.steps), "minibatches to train (0: 1000)")
+        ("train.steps", po::value(&c.steps)->default_value(c.steps), "minibatches to train (0: 1800, the demo's)")
         ("train.lr", po::value(&c.compile.hyper.lr)->default_value(c.compile.hyper.lr), "learning rate")
         ("train.momentum", po::value(&c.compile.hyper.momentum)->default_value(c.compile.hyper.momentum), "SGD momentum")
         ("train.log_every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (0: about 20 lines)")
@@ -354,7 +354,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   if (c.compile.place.ring_depth < 1 || c.compile.place.ring_depth > 64) throw ConfigError("compile.ring_depth must be in 1..64");
   if (train) {
     if (c.steps < 0) throw ConfigError("train.steps must be >= 0");
-    if (c.steps == 0) c.steps = 1000;
+    if (c.steps == 0) c.steps = 1800;
     if (c.checkpoint_every < 0 || c.log_every < 0) throw ConfigError("train.checkpoint_every and train.log_every must be >= 0");
     if (!(c.compile.hyper.lr > 0) || !std::isfinite(c.compile.hyper.lr)) throw ConfigError("train.lr must be a positive number");
     if (!(c.compile.hyper.momentum >= 0 && c.compile.hyper.momentum < 1)) throw ConfigError("train.momentum must be in [0, 1)");

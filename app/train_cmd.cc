@@ -20,6 +20,12 @@ namespace {
 using namespace compiler;
 namespace fs = std::filesystem;
 
+std::string exact(double v) {  // enough digits to read back the same float
+  char b[64];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
 std::string fixed(double v, int prec) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", prec, v);
@@ -202,7 +208,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     out << "training " << c.steps << " steps of " << B << " samples (" << train.count << " in the training set)\n";
     while (t.steps_done() < last) {
       const tlm::StepResult s = t.step();
-      losses_csv += std::to_string(s.step) + "," + fixed(s.mean_loss, 6) + "," + std::to_string(s.cycles) + "\n";
+      losses_csv += std::to_string(s.step) + "," + exact(s.mean_loss) + "," + std::to_string(s.cycles) + "\n";
       window_loss += s.mean_loss;
       last_loss = s.mean_loss;
       ++window;

@@ -90,6 +90,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     f.known = false;
   };
   auto uses_flow = [&](const OnnxNode& n) { return !n.inputs.empty() && n.inputs[0] == f.value; };
+  const OnnxNode* softmax_node = nullptr;  // a Softmax/LogSoftmax, absorbed only after the last layer
+  size_t softmax_layers = 0;
 
   for (const OnnxNode& n : m.nodes) {
     const std::string& op = n.op_type;
@@ -103,16 +105,16 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     if (op == "Identity" || op == "Flatten" || op == "Reshape" || op == "Dropout") {
       if (op == "Reshape" && f.known) {
-        const OnnxTensor* shape = n.inputs.size() > 1 ? &m.initializers.at(n.inputs[1]) : nullptr;
-        if (!shape || shape->i64.empty()) {
+        auto it = n.inputs.size() > 1 ? m.initializers.find(n.inputs[1]) : m.initializers.end();
+        if (it == m.initializers.end() || it->second.i64.empty()) {
           unsupported(n, "the target shape must be a constant");
           continue;
         }
-        int64_t p = 1;
-        for (int64_t d : shape->i64) p *= d > 0 ? d : 1;
-        const int64_t last = shape->i64.back();
-        if (shape->i64.size() > 2 || (last != -1 && last != f.features) || (last == -1 && p != 1 && p != f.features)) {
-          unsupported(n, "reshape to " + dims_str(shape->i64) + " does not keep one sample per row of " +
+        // One sample per row: [batch or -1 or 0, features], or [0, -1] (keep the batch, flatten).
+        const auto& d = it->second.i64;
+        const bool ok = d.size() == 2 && ((d[1] == f.features && d[0] >= -1) || (d[0] == 0 && d[1] == -1));
+        if (!ok) {
+          unsupported(n, "reshape to " + dims_str(d) + " does not keep one sample per row of " +
                              std::to_string(f.features) + " features");
           continue;
         }
@@ -206,6 +208,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       const int64_t axis = ax ? ax->i : (m.opset >= 13 ? -1 : 1);
       if (axis != -1 && axis != 1) { unsupported(n, "softmax over axis " + std::to_string(axis) + "; only the feature axis"); continue; }
       g.output_softmax = true;
+      softmax_node = &n;
+      softmax_layers = g.layers.size();
       f.value = n.outputs[0];
       f.activated = true;
       continue;
@@ -225,6 +229,11 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       continue;
     }
     unsupported(n, "op " + op + " is not in the kernel library");
+  }
+  if (softmax_node && g.layers.size() != softmax_layers) {
+    g.unsupported.push_back(node_ref(*softmax_node) + ": a softmax between layers is not supported (only after the last one, "
+                            "where the loss absorbs it)");
+    g.output_softmax = false;
   }
   if (g.layers.empty() && g.unsupported.empty()) {
     throw CompileError(m.path + ": the model has no Gemm or MatMul layer to compile");

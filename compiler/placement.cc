@@ -97,14 +97,17 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   {
     const long long need = 8LL * g.parameters();
     const long long per_pe = sram - kCodeBytes;
-    const long long have = static_cast<long long>(std::min<long long>(budget, static_cast<long long>(W) * H)) * per_pe;
+    const long long fabric_pes = static_cast<long long>(W) * H;
+    const bool budget_binds = budget < fabric_pes;
+    const long long have = std::min(budget, fabric_pes) * per_pe;
     if (need > have) {
       throw CompileError("the model does not fit: its " + std::to_string(g.parameters()) + " parameters need " +
                          std::to_string(need / 1024) + " KB of SRAM for weights and momentum, the " +
-                         (opt.max_pes > 0 ? "PE budget (compile.max_pes = " + std::to_string(opt.max_pes) + ")"
-                                          : std::to_string(W) + " x " + std::to_string(H) + " fabric") +
+                         (budget_binds ? "PE budget (compile.max_pes = " + std::to_string(opt.max_pes) + ")"
+                                       : std::to_string(W) + " x " + std::to_string(H) + " fabric") +
                          " has " + std::to_string(have / 1024) + " KB (short by " + std::to_string((need - have) / 1024) +
-                         " KB); use a larger fabric or budget, or weight-streaming mode (--mode weight-streaming)");
+                         " KB); use " + (budget_binds ? "a larger compile.max_pes (0: the whole fabric)" : "a larger fabric") +
+                         ", or weight-streaming mode (--mode weight-streaming)");
     }
   }
   if (W < 3 || H < 3) throw CompileError("the fabric is too small: layer-pipelined mode needs at least 3 x 3 PEs");

@@ -23,7 +23,7 @@ struct PlaceOptions {
   // PEs the model's regions may use (0: the whole fabric, the most samples/s). The default keeps
   // the simulation of the demo fast on a small host; architecture studies raise it.
   int max_pes = 16;
-  int batch = 32;      // samples per weight update
+  int batch = 16;      // samples per weight update
   int ring_depth = 4;  // samples in flight per tile within a minibatch
 };
 

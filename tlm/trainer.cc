@@ -42,6 +42,17 @@ Trainer::Trainer(const HwConfig& hw, const Compiled& c, const Dataset& data, con
   m_worker = std::make_unique<InputWorker>(data, route, norm, seed);
   m_fabric->channel(kWest, c.plan.loss_channel)->set_auto_drain(false);
   m_limit = static_cast<uint64_t>(50 * c.plan.cycles_per_batch()) + 100000;
+  // Let every core run its init task first, so that each minibatch, the first included, starts
+  // from the same idle state (a resumed run then repeats the uninterrupted one's cycle counts).
+  auto busy = [&] {
+    for (const PeCore* core : m_loaded.cores) {
+      if (core->running_task() >= 0) return true;
+    }
+    return false;
+  };
+  do {
+    m_fabric->step();
+  } while (busy() && m_fabric->cycle() < 100000);
 }
 
 bool Trainer::all_updated(long long n) const {
@@ -69,7 +80,7 @@ StepResult Trainer::step() {
       std::memcpy(&v, &w.payload, 4);
       r.losses.push_back(v);
     }
-    if (static_cast<int>(r.losses.size()) >= batch && (m_fabric->cycle() & 15) == 0 && all_updated(done + 1) &&
+    if (static_cast<int>(r.losses.size()) >= batch && all_updated(done + 1) &&
         m_fabric->in_flight() == 0) {
       break;
     }

@@ -84,3 +84,23 @@ TEST(Training, SmallMlpMatchesReferenceBitForBit) {
 
 }  // namespace
 }  // namespace wafersim::test
+
+namespace wafersim::test {
+namespace {
+
+// Other depths, activations and partitions (larger budgets split layers into 2-D grids of tiles,
+// so the chains of partial sums and input gradients run over several PEs).
+TEST(Training, TanhTwoLayersMatchesReference) {
+  check_against_reference(MlpSpec{{12, 10, 3}, "Tanh", 3, 13}, 24, 6, 12, 3, "tanh2");
+}
+
+TEST(Training, SigmoidFourLayersOnGridsMatchesReference) {
+  check_against_reference(MlpSpec{{40, 24, 16, 12, 5}, "Sigmoid", 5, 13}, 40, 5, 60, 2, "sigmoid4");
+}
+
+TEST(Training, WideGridsMatchReference) {
+  check_against_reference(MlpSpec{{64, 48, 10}, "Relu", 9, 13}, 40, 8, 40, 2, "wide");
+}
+
+}  // namespace
+}  // namespace wafersim::test

@@ -1,0 +1,323 @@
+#!/usr/bin/python3
+"""Trains small ONNX models on the simulated wafer and in PyTorch and compares the two.
+
+Usage: scripts/test_torch_roundtrip.py --wafersim build/wafersim [--workdir DIR]
+
+For each shape below the test builds the network as scripts/make_model.py does (its build()),
+exports it with torch.onnx.export, makes a random float32 dataset of exactly --train.batch
+samples (so each wafer step is full-batch training and the shuffle only changes the order of the
+per-sample sums), runs `wafersim train` for a few steps with SGD + momentum and trains the same
+model in PyTorch with torch.optim.SGD(lr, momentum) and F.cross_entropy (mean). Checks:
+  loss1     the wafer's step-1 mean loss (the initial model's forward pass) against PyTorch's
+  losses    every step's mean loss (full precision: runs of 1..N steps, run_report.json)
+  onnx      the checkpoint loads and passes onnx.checker.check_model; its metadata says step N
+  weights   the checkpoint's initializers against PyTorch's trained parameters
+  momentum  NAME.momentum against momentum * the optimizer's momentum_buffer after step N
+  resume    N/2 steps, then --resume for the rest, reproduce the N-step checkpoint bit for bit
+  logits    the checkpoint evaluated on fresh inputs (a small numpy interpreter of its graph,
+            and torch with its weights loaded) against PyTorch's trained model
+A float64 copy of the PyTorch training runs next to the float32 one; its distance from PyTorch
+float32 is printed as the scale of fp32 rounding that the wafer's differences compare to.
+Prints PASS/FAIL per check and exits 1 if any check fails.
+Needs Debian's python3-torch, python3-onnx and numpy; runs /usr/bin/python3.
+"""
+import argparse
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:
+    sys.exit(f"test_torch_roundtrip.py: {e}: needs apt-get install python3-torch python3-onnx "
+             "python3-numpy and /usr/bin/python3")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_model  # noqa: E402  (the same network construction as the exported models)
+
+# (name, layer widths, activation, opset, seed, lr, momentum)
+SHAPES = [
+    ("relu_op13", [20, 12, 5], "relu", 13, 1, 0.1, 0.9),
+    ("tanh_op17", [16, 10, 8, 4], "tanh", 17, 2, 0.2, 0.8),
+    ("sigmoid_op11", [12, 6, 3], "sigmoid", 11, 3, 0.5, 0.9),
+]
+BATCH = 8
+STEPS = 4
+SIM_SEED = 7
+
+# Tolerances. The wafer and PyTorch compute the same float32 arithmetic in a different order
+# (per-sample fma accumulation of the gradients on the wafer, a matmul over the batch in torch;
+# different tree orders for the dot products and the softmax sum), so they may differ by a few
+# ulps per operation. Measured: losses within ~1e-7 relative, weights, momentum and logits
+# within ~1.5e-7 absolute (values O(1)), the same size as PyTorch float32 vs float64, which the
+# checks print. Step 1 is one forward pass: abs 1e-6 + rel 1e-5. Later steps carry the rounding
+# of the updates into the weights and compound over the steps: rel 1e-5, still ~100x the
+# measured difference, while any real error in the update (lr, momentum, 1/B, a dropped sample)
+# moves the loss by 1e-4 or more and the weights by 1e-3 or more. Weights, momentum and logits
+# absolute 1e-6 (~10x the measured, ~10 ulps of 1.0).
+# The wafer's losses are taken from run_report.json (final_loss, a double) of runs of 1..N steps:
+# losses.csv rounds to 6 decimals, which alone would be +-5e-7.
+LOSS1_RTOL, LOSS1_ATOL = 1e-5, 1e-6
+LOSS_RTOL, LOSS_ATOL = 1e-5, 1e-6
+WEIGHT_ATOL = 1e-6
+MOMENTUM_ATOL = 1e-6
+LOGIT_ATOL = 1e-6
+
+failures = []
+
+
+def check(shape, what, ok, detail):
+    print(f"  {'PASS' if ok else 'FAIL'} {what}: {detail}")
+    if not ok:
+        failures.append(f"{shape}: {what}")
+    return ok
+
+
+def export(net, layers, opset, path):
+    """torch.onnx.export as scripts/make_model.py calls it (--loss none)."""
+    net.eval()
+    x = torch.zeros(1, layers[0])
+    torch.onnx.export(net, (x,), path, input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                      opset_version=opset, do_constant_folding=True)
+
+
+def torch_train(net, x, y, lr, mu, steps, dtype):
+    """Full-batch SGD + momentum; returns the loss before each update, the model, the optimizer."""
+    net = copy.deepcopy(net).to(dtype)
+    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=mu)
+    xt, yt = torch.from_numpy(x).to(dtype), torch.from_numpy(y)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(net(xt), yt)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, net, opt
+
+
+def run_onnx(model, x):
+    """A small interpreter for the ops a Linear/activation export contains (numpy, float32)."""
+    env = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    env[model.graph.input[0].name] = x
+    for n in model.graph.node:
+        a = {at.name: onnx.helper.get_attribute_value(at) for at in n.attribute}
+        i = [env[v] for v in n.input if v]
+        if n.op_type == "Gemm":
+            A = i[0].T if a.get("transA", 0) else i[0]
+            B = i[1].T if a.get("transB", 0) else i[1]
+            out = np.float32(a.get("alpha", 1.0)) * (A @ B)
+            if len(i) > 2:
+                out = out + np.float32(a.get("beta", 1.0)) * i[2]
+        elif n.op_type == "MatMul":
+            out = i[0] @ i[1]
+        elif n.op_type == "Add":
+            out = i[0] + i[1]
+        elif n.op_type == "Relu":
+            out = np.maximum(i[0], np.float32(0))
+        elif n.op_type == "Tanh":
+            out = np.tanh(i[0])
+        elif n.op_type == "Sigmoid":
+            out = np.float32(1) / (np.float32(1) + np.exp(-i[0]))
+        elif n.op_type == "Flatten":
+            ax = a.get("axis", 1)
+            out = i[0].reshape(int(np.prod(i[0].shape[:ax])), -1)
+        elif n.op_type == "Identity":
+            out = i[0]
+        else:
+            raise RuntimeError(f"run_onnx: op {n.op_type} is not interpreted")
+        env[n.output[0]] = out.astype(np.float32)
+    return env[model.graph.output[0].name]
+
+
+def maxdiff(a, b):
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+def wafer_train(wafersim, d, out_name, args):
+    """Runs `wafersim train ARGS -o D/OUT_NAME`; returns its run_report.json, or None on failure."""
+    out = os.path.join(d, out_name)
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [wafersim, "train"] + args + ["-o", out]
+    env = dict(os.environ, SYSTEMC_DISABLE_COPYRIGHT_MESSAGE="1")
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    log = os.path.join(d, out_name + ".log")
+    with open(log, "w") as f:
+        f.write(" ".join(cmd) + "\n" + r.stdout)
+    if r.returncode != 0:
+        check(os.path.basename(d), "wafersim train", False, f"exit {r.returncode}: {' '.join(cmd)} (log {log})")
+        print("\n".join("    | " + s for s in r.stdout.splitlines()[-15:]))
+        return None
+    with open(os.path.join(out, "run_report.json")) as f:
+        return json.load(f)
+
+
+def test_shape(wafersim, workdir, shape):
+    name, layers, act, opset, seed, lr, mu = shape
+    print(f"{name}: layers {','.join(map(str, layers))} {act} opset {opset}, batch {BATCH}, "
+          f"{STEPS} steps, lr {lr} momentum {mu}")
+    d = os.path.join(workdir, name)
+    os.makedirs(d, exist_ok=True)
+
+    # 1. The model, built and exported here.
+    torch.manual_seed(seed)
+    net = make_model.build(layers, act)
+    model_path = os.path.join(d, "model.onnx")
+    export(net, layers, opset, model_path)
+
+    # 2. B random samples, integer labels covering the classes.
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((BATCH, layers[0])).astype(np.float32)
+    y = (np.arange(BATCH) % layers[-1]).astype(np.int64)
+    rng.shuffle(y)
+    np.save(os.path.join(d, "x.npy"), x)
+    np.save(os.path.join(d, "y.npy"), y)
+
+    # 3. The wafer: the N-step run, and runs of 1..N-1 steps whose run_report.json carries the
+    # last step's mean loss in full precision (losses.csv rounds to 6 decimals).
+    common = ["--data.source", "npy", "--data.train_x", os.path.join(d, "x.npy"),
+              "--data.train_y", os.path.join(d, "y.npy"),
+              "--data.scale", "1", "--data.mean", "0", "--data.std", "1",
+              "--train.batch", str(BATCH), "--train.lr", repr(lr), "--train.momentum", repr(mu),
+              "--train.eval", "0", "--sim.seed", str(SIM_SEED),
+              "--fabric.width", "32", "--fabric.height", "32", "--io.spacing", "8"]
+    t0 = time.monotonic()
+    runs = {}
+    for k in range(1, STEPS + 1):
+        runs[k] = wafer_train(wafersim, d, f"out{k}", [model_path, "--train.steps", str(k)] + common)
+        if runs[k] is None:
+            return
+    out = os.path.join(d, f"out{STEPS}")
+    rows = np.loadtxt(os.path.join(out, "losses.csv"), delimiter=",", skiprows=1, ndmin=2)
+    if not check(name, "wafersim train", len(rows) == STEPS and list(rows[:, 0]) == list(range(1, STEPS + 1)),
+                 f"{STEPS} runs of 1..{STEPS} steps in {time.monotonic() - t0:.2f} s, "
+                 f"{len(rows)} rows in {out}/losses.csv"):
+        return
+    wafer_losses = [runs[k]["final_loss"] for k in range(1, STEPS + 1)]
+    # The runs are deterministic: step k of the N-step run is step k of the k-step run.
+    csv_off = max(abs(a - b) for a, b in zip(rows[:, 1], wafer_losses))
+    check(name, "losses.csv", csv_off <= 5.01e-7,
+          f"the {STEPS}-step run's rows are the k-step runs' losses to 6 decimals (max off {csv_off:.1e})")
+
+    # 4. PyTorch, float32 (the comparison) and float64 (the rounding scale).
+    t_losses, t_net, t_opt = torch_train(net, x, y, lr, mu, STEPS, torch.float32)
+    d_losses, d_net, d_opt = torch_train(net, x, y, lr, mu, STEPS, torch.float64)
+
+    # 5. Losses.
+    w1, t1 = wafer_losses[0], t_losses[0]
+    check(name, "loss1", abs(w1 - t1) <= LOSS1_ATOL + LOSS1_RTOL * abs(t1),
+          f"wafer {w1:.8f} torch {t1:.8f}: abs {abs(w1 - t1):.2e} rel {abs(w1 - t1) / abs(t1):.2e} "
+          f"(tol abs {LOSS1_ATOL:g} + rel {LOSS1_RTOL:g}; torch fp32-fp64 {abs(t1 - d_losses[0]):.2e})")
+    rel = [abs(w - t) / abs(t) for w, t in zip(wafer_losses, t_losses)]
+    ok = all(abs(w - t) <= LOSS_ATOL + LOSS_RTOL * abs(t) for w, t in zip(wafer_losses, t_losses))
+    check(name, "losses", ok,
+          "wafer " + " ".join(f"{v:.7f}" for v in wafer_losses) + " | torch " +
+          " ".join(f"{v:.7f}" for v in t_losses) + f" | max rel {max(rel):.2e} at step "
+          f"{int(np.argmax(rel)) + 1} (tol abs {LOSS_ATOL:g} + rel {LOSS_RTOL:g}; torch fp32-fp64 max rel "
+          f"{max(abs(a - b) / abs(b) for a, b in zip(t_losses, d_losses)):.2e})")
+
+    # 6. The checkpoint.
+    ck = onnx.load(os.path.join(out, "checkpoint.onnx"))
+    try:
+        onnx.checker.check_model(ck)
+        err = ""
+    except onnx.checker.ValidationError as e:
+        err = str(e).splitlines()[0]
+    meta = {p.key: p.value for p in ck.metadata_props}
+    check(name, "onnx", not err and meta.get("wafersim.step") == str(STEPS)
+          and meta.get("wafersim.batch") == str(BATCH) and meta.get("wafersim.seed") == str(SIM_SEED),
+          f"check_model {'passes' if not err else 'fails: ' + err}; metadata step "
+          f"{meta.get('wafersim.step')} batch {meta.get('wafersim.batch')} seed {meta.get('wafersim.seed')}")
+    inits = {t.name: numpy_helper.to_array(t) for t in ck.graph.initializer}
+    sd32, sd64 = t_net.state_dict(), d_net.state_dict()
+    missing = [k for k in sd32 if k not in inits or k + ".momentum" not in inits]
+    reshaped = [k for k in sd32 if k in inits and tuple(inits[k].shape) != tuple(sd32[k].shape)]
+    if not check(name, "initializers", not missing and not reshaped,
+                 f"{len(sd32)} parameters and their .momentum, missing {missing or 'none'}, "
+                 f"shape changed {reshaped or 'none'}"):
+        return
+    loaded = {k: torch.from_numpy(inits[k].copy()).reshape(sd32[k].shape) for k in sd32}
+    wd = {k: maxdiff(loaded[k], sd32[k]) for k in sd32}
+    worst = max(wd, key=wd.get)
+    ref = max(maxdiff(sd32[k], sd64[k]) for k in sd32)
+    moved = max(maxdiff(sd32[k], net.state_dict()[k]) for k in sd32)
+    check(name, "weights", wd[worst] <= WEIGHT_ATOL,
+          f"max abs diff {wd[worst]:.2e} ({worst}; tol {WEIGHT_ATOL:g}); torch fp32-fp64 {ref:.2e}; "
+          f"training moved them by up to {moved:.2e}")
+
+    # Momentum: torch keeps v_N = mu v_{N-1} + g_N per parameter. The wafer keeps V already scaled
+    # for the next minibatch (V = mu v_N, to which the next gradients add; docs/training.md), and
+    # the checkpoint stores that: NAME.momentum = momentum * torch's momentum_buffer.
+    params = dict(t_net.named_parameters())
+    md = {}
+    for k, p in params.items():
+        buf = t_opt.state[p]["momentum_buffer"].detach().numpy()
+        v = inits[k + ".momentum"].reshape(buf.shape)
+        md[k] = maxdiff(v, mu * buf)
+    worst = max(md, key=md.get)
+    vmax = max(float(t_opt.state[p]["momentum_buffer"].abs().max()) for p in params.values())
+    check(name, "momentum", md[worst] <= MOMENTUM_ATOL,
+          f"max abs diff against momentum * momentum_buffer {md[worst]:.2e} ({worst}; tol {MOMENTUM_ATOL:g}; "
+          f"buffers up to {vmax:.2e})")
+
+    # Resume: the momentum convention only has to agree with what --resume reads back. Two steps,
+    # then --resume for the rest, must give the N-step run's checkpoint bit for bit.
+    half = STEPS // 2
+    rr = wafer_train(wafersim, d, "resumed",
+                     ["--resume", os.path.join(d, f"out{half}", "checkpoint.onnx"),
+                      "--train.steps", str(STEPS - half)] + common)
+    if rr is not None:
+        rk = {t.name: numpy_helper.to_array(t) for t in
+              onnx.load(os.path.join(d, "resumed", "checkpoint.onnx")).graph.initializer}
+        same = rk.keys() == inits.keys() and all(np.array_equal(rk[k], inits[k]) for k in inits)
+        diff = max(maxdiff(rk[k], inits[k]) for k in inits) if rk.keys() == inits.keys() else float("inf")
+        check(name, "resume", same and rr["final_loss"] == runs[STEPS]["final_loss"],
+              f"{half} steps + --resume {STEPS - half} steps vs {STEPS} steps: weights and momentum max "
+              f"abs diff {diff:.1e}, final loss {rr['final_loss']:.9f} vs {runs[STEPS]['final_loss']:.9f}")
+
+    # Logits: the checkpoint (numpy interpreter of its graph, and torch with its weights) against
+    # PyTorch's trained model, on the training samples and fresh inputs.
+    xs = np.concatenate([x, rng.standard_normal((4, layers[0])).astype(np.float32)])
+    with torch.no_grad():
+        want = t_net(torch.from_numpy(xs)).numpy()
+        ck_net = make_model.build(layers, act)
+        ck_net.load_state_dict(loaded)
+        via_torch = ck_net(torch.from_numpy(xs)).numpy()
+    via_onnx = run_onnx(ck, xs)
+    a, b = maxdiff(via_onnx, want), maxdiff(via_torch, want)
+    check(name, "logits", a <= LOGIT_ATOL and b <= LOGIT_ATOL,
+          f"{len(xs)} inputs: checkpoint graph (numpy) vs torch {a:.2e}, checkpoint weights in torch "
+          f"vs torch {b:.2e} (tol {LOGIT_ATOL:g}; logits up to {float(np.abs(want).max()):.2f})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--wafersim", required=True, help="path to the wafersim binary")
+    ap.add_argument("--workdir", default="/tmp/torch_roundtrip", help="models, data and runs go here")
+    a = ap.parse_args()
+    if not os.access(a.wafersim, os.X_OK):
+        ap.error(f"--wafersim {a.wafersim} is not an executable")
+    os.makedirs(a.workdir, exist_ok=True)
+    torch.set_num_threads(1)
+    t0 = time.monotonic()
+    for s in SHAPES:
+        test_shape(os.path.abspath(a.wafersim), a.workdir, s)
+    secs = time.monotonic() - t0
+    if failures:
+        print(f"FAIL: {len(failures)} check(s) failed in {secs:.1f} s: " + ", ".join(failures))
+        return 1
+    print(f"PASS: {len(SHAPES)} shapes in {secs:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+// `wafersim train` end to end on Fashion-MNIST (Debian's dataset-fashion-mnist): checkpoints and
+// resume, determinism across runs and host thread counts, and the compile report's estimate
+// against the measured rate.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/train_cmd.h"
+#include "compiler/onnx_model.h"
+#include "mlp_model.h"
+#include "test_support.h"
+
+namespace wafersim::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kFashion = "/usr/share/datasets/fashion-mnist";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int train(std::vector<std::string> args, std::string* log = nullptr) {
+  std::ostringstream out, err;
+  const int rc = train_command(args, out, err);
+  if (log) *log = out.str() + err.str();
+  if (rc != 0) ADD_FAILURE() << "wafersim train " << ::testing::PrintToString(args) << " failed:\n" << out.str() << err.str();
+  return rc;
+}
+
+// The step lines of losses.csv from `from` on.
+std::vector<std::string> loss_lines(const fs::path& dir, long long from) {
+  std::istringstream in(slurp(dir / "losses.csv"));
+  std::vector<std::string> v;
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    if (std::stoll(line.substr(0, line.find(','))) >= from) v.push_back(line);
+  }
+  return v;
+}
+
+void expect_same_weights(const fs::path& a, const fs::path& b) {
+  const auto ma = compiler::import_onnx(a.string()), mb = compiler::import_onnx(b.string());
+  ASSERT_EQ(ma.initializers.size(), mb.initializers.size());
+  for (const auto& [name, t] : ma.initializers) {
+    ASSERT_TRUE(mb.initializers.count(name)) << name;
+    const auto& u = mb.initializers.at(name);
+    ASSERT_EQ(t.f32.size(), u.f32.size()) << name;
+    EXPECT_EQ(0, std::memcmp(t.f32.data(), u.f32.data(), t.f32.size() * 4)) << name << " differs";
+  }
+  EXPECT_EQ(ma.metadata, mb.metadata);
+}
+
+class TrainCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kFashion)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+};
+
+TEST_F(TrainCli, ResumeGivesTheSameResultBitForBit) {
+  const fs::path a = tmp_path("tr_full"), b = tmp_path("tr_half"), c = tmp_path("tr_resumed");
+  for (const auto& d : {a, b, c}) fs::remove_all(d);
+  train({"--train.steps", "6", "--train.eval", "0", "-o", a.string()});
+  train({"--train.steps", "3", "--train.eval", "0", "-o", b.string()});
+  std::string log;
+  train({"--resume", (b / "checkpoint.onnx").string(), "--train.steps", "3", "--train.eval", "0", "-o", c.string()}, &log);
+  EXPECT_NE(log.find("resuming from"), std::string::npos) << log;
+  expect_same_weights(a / "checkpoint.onnx", c / "checkpoint.onnx");
+  // Losses and cycles of steps 4..6: every minibatch starts from an idle wafer.
+  EXPECT_EQ(loss_lines(a, 4), loss_lines(c, 4));
+  EXPECT_FALSE(fs::exists(a / "checkpoint.onnx.tmp"));
+}
+
+TEST_F(TrainCli, CheckpointAtAnIntervalIsTheStateOfThatStep) {
+  const fs::path a = tmp_path("tr_ckpt"), b = tmp_path("tr_two");
+  for (const auto& d : {a, b}) fs::remove_all(d);
+  // With checkpoints every 2 steps the file after step 4 of 5 is overwritten by the final one;
+  // a 4-step run without intervals must equal the interval run's state at step 4.
+  train({"--train.steps", "4", "--train.checkpoint_every", "2", "--train.eval", "0", "-o", a.string()});
+  train({"--train.steps", "2", "--train.eval", "0", "-o", b.string()});
+  train({"--resume", (b / "checkpoint.onnx").string(), "--train.steps", "2", "--train.checkpoint_every", "1",
+         "--train.eval", "0", "-o", b.string()});
+  expect_same_weights(a / "checkpoint.onnx", b / "checkpoint.onnx");
+  const auto m = compiler::import_onnx((a / "checkpoint.onnx").string());
+  EXPECT_EQ(m.metadata.at("wafersim.step"), "4");
+  EXPECT_TRUE(m.initializers.count("fc1.weight.momentum"));
+}
+
+TEST_F(TrainCli, DeterministicAcrossRunsAndThreadCounts) {
+  const fs::path a = tmp_path("tr_det1"), b = tmp_path("tr_det2");
+  for (const auto& d : {a, b}) fs::remove_all(d);
+  train({"--train.steps", "3", "--train.eval", "0", "-o", a.string()});
+  train({"--train.steps", "3", "--train.eval", "0", "--sim.threads", "2", "-o", b.string()});
+  EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv"));
+  EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx"));
+  // A different seed shuffles differently.
+  const fs::path c = tmp_path("tr_det3");
+  fs::remove_all(c);
+  train({"--train.steps", "3", "--train.eval", "0", "--sim.seed", "2", "-o", c.string()});
+  EXPECT_NE(slurp(a / "losses.csv"), slurp(c / "losses.csv"));
+}
+
+// The compile report's overall samples/s against the measured rate of the same run, on two
+// models and placements (docs/compiler.md quotes the figures).
+TEST_F(TrainCli, EstimateWithinFifteenPercentOfMeasured) {
+  const std::string other = tmp_path("mlp_784_48_10.onnx");
+  write_mlp(other, MlpSpec{{784, 48, 10}, "Tanh", 5, 13});
+  struct Case {
+    std::vector<std::string> args;
+  };
+  const Case cases[] = {
+      {{"--train.steps", "4", "--train.eval", "0"}},
+      {{other, "--compile.max_pes", "24", "--train.steps", "4", "--train.eval", "0"}},
+  };
+  int i = 0;
+  for (const Case& k : cases) {
+    const fs::path d = tmp_path("tr_est" + std::to_string(i++));
+    fs::remove_all(d);
+    auto args = k.args;
+    args.push_back("-o");
+    args.push_back(d.string());
+    ASSERT_EQ(train(args), 0);
+    const auto rep = nlohmann::json::parse(slurp(d / "run_report.json"));
+    const double est = rep["estimated_samples_per_s"].get<double>(), meas = rep["measured_samples_per_s"].get<double>();
+    std::cout << "estimate " << est << " samples/s, measured " << meas << " (" << rep["estimate_error_pct"].get<double>()
+              << " %)\n";
+    EXPECT_LT(std::abs(est - meas) / meas, 0.15) << "estimate " << est << " vs measured " << meas;
+  }
+}
+
+TEST_F(TrainCli, BadInputIsAClearError) {
+  std::ostringstream out, err;
+  EXPECT_EQ(train_command({"--train.lr", "-1"}, out, err), 2);
+  EXPECT_NE(err.str().find("train.lr"), std::string::npos);
+  err.str("");
+  EXPECT_EQ(train_command({"--data.dir", "/nonexistent", "--train.steps", "1"}, out, err), 2);
+  EXPECT_NE(err.str().find("dataset-fashion-mnist"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(train_command({"--resume", "/nonexistent.onnx"}, out, err), 2);
+  EXPECT_NE(err.str().find("/nonexistent.onnx"), std::string::npos) << err.str();
+  err.str("");
+  // A model whose input does not match the data.
+  const std::string small = tmp_path("mlp_small_in.onnx");
+  write_mlp(small, MlpSpec{{16, 8, 10}, "Relu", 1, 13});
+  EXPECT_EQ(train_command({small, "--train.steps", "1"}, out, err), 2);
+  EXPECT_NE(err.str().find("784 features"), std::string::npos) << err.str();
+}
+
+}  // namespace
+}  // namespace wafersim::test
