@@ -55,10 +55,11 @@ Trainer::Trainer(const HwConfig& hw, const Compiled& c, const Dataset& data, con
   } while (busy() && m_fabric->cycle() < 100000);
 }
 
-bool Trainer::all_updated(long long n) const {
-  for (const auto& [core, addr] : m_counters) {
+bool Trainer::all_updated(long long n) {
+  // Counters only grow: resume the scan at the first PE that was behind last time.
+  for (; m_poll < m_counters.size(); ++m_poll) {
     float v;
-    core->read_bytes(addr, &v, 4);
+    m_counters[m_poll].first->read_bytes(m_counters[m_poll].second, &v, 4);
     if (static_cast<long long>(v) < n) return false;
   }
   return true;
@@ -69,6 +70,7 @@ StepResult Trainer::step() {
   const long long done = m_step - m_first_step;  // counters restart at 0 on a fresh load
   m_worker->enqueue(m_step * batch, batch);
   EdgeChannel* out = m_fabric->channel(kWest, m_c.plan.loss_channel);
+  m_poll = 0;
   StepResult r;
   const uint64_t start = m_fabric->cycle();
   for (;;) {

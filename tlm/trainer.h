@@ -42,13 +42,14 @@ class Trainer {
   std::vector<uint64_t> layer_busy() const;
 
  private:
-  bool all_updated(long long n) const;
+  bool all_updated(long long n);
 
   const compiler::Compiled& m_c;
   std::unique_ptr<Fabric> m_fabric;
   LoadedProgram m_loaded;
   std::unique_ptr<InputWorker> m_worker;
   std::vector<std::pair<const PeCore*, uint32_t>> m_counters;  // each PE's minibatch counter
+  size_t m_poll = 0;                                           // first counter not yet seen up to date
   long long m_step = 0, m_first_step = 0;
   uint64_t m_limit = 0;  // cycles a minibatch may take before the run is declared stuck
 };
