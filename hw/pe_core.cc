@@ -348,6 +348,12 @@ void PeCore::complete_main() {
 }
 
 uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
+  // The common busy cycle: a task waits for its next instruction (pipeline refill, or the end of
+  // a vector op already run by run_solo) with nothing else in flight.
+  if (m_task >= 0 && now < m_next_exec && !m_main_op.active && !m_ut_busy && !m_outq_nonempty) {
+    ++m_stats.busy;
+    return kConsumed;
+  }
   uint32_t result = 0;
   // Completions of async ops whose last step ended: free the microthread, run its action.
   for (uint32_t m = m_ut_busy; m; m &= m - 1) {
@@ -379,10 +385,20 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};
   bool progress = false, waiting = false;
   if (m_main_op.active) {
-    const int s = m_ut_busy == 0 && m_main_op.mem_only ? step_vector_solo(now, m_main_op)
-                                                       : step_vector(now, m_main_op, res);
-    progress |= s > 0;
-    waiting |= s == 0;
+    if (m_ut_busy == 0 && m_main_op.mem_only) {
+      // Every operand in SRAM and no microthread: nothing on the wafer can touch this core's
+      // SRAM or ports before the op ends (the main thread waits for it, and only the main thread
+      // starts microthreads), so its steps have a fixed schedule. Run them all now, each at its
+      // own cycle; the main thread then waits for the last step's end as usual. Results and
+      // timing are those of stepping cycle by cycle; only a host read of SRAM in the middle of
+      // the op (between cycles) would see its later elements early.
+      if (now >= m_main_op.next_step) run_solo(now, m_main_op);
+      progress = true;
+    } else {
+      const int s = step_vector(now, m_main_op, res);
+      progress |= s > 0;
+      waiting |= s == 0;
+    }
     if (!m_main_op.active) complete_main();
   } else if (!m_halted) {
     if (m_task >= 0) {

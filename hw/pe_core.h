@@ -104,9 +104,13 @@ class PeCore : public PeAgent {
   // One step of a vector op: returns 1 progress, 0 stalled; finishes it when complete.
   int step_vector(uint64_t now, VecOp& op, Resources& res);
   int step_vector_solo(uint64_t now, VecOp& op);
+  // Every remaining step of a solo op (all operands in SRAM, no microthread), at once.
+  void run_solo(uint64_t now, VecOp& op);
   template <bool kMemOnly>
   void finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict);
   static float apply(VecOp& op, const float* v, bool* raw_copy);
+  // finish_step's element loop for the common all-fp32, all-SRAM ops; false when it does not apply.
+  bool elements_f32(VecOp& op, uint32_t k);
   void complete_main();
   bool pick_task(uint64_t now);
   uint32_t mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok);

@@ -168,12 +168,66 @@ inline float PeCore::apply(VecOp& op, const float* v, bool* raw_copy) {
 
 // The data movement and arithmetic of one step of k elements, then the op's progress. kMemOnly:
 // every operand is in SRAM (step_vector_solo), so the fabric branches drop out.
+bool PeCore::elements_f32(VecOp& op, uint32_t k) {
+  if (op.sum || op.in.fmt2 != NumFormat::kF32) return false;
+  for (int s = 0; s < op.nsrc; ++s) {
+    if (op.sfmt[s] != NumFormat::kF32) return false;
+  }
+  uint8_t* const sram = m_sram.get();
+  const uint32_t i0 = op.done;
+  auto at = [&](const Dsd& d) { return sram + mem_addr(d.base, d.stride, i0, 4); };
+  auto step = [](const Dsd& d) { return static_cast<std::ptrdiff_t>(d.stride) * 4; };
+  auto ld = [](const uint8_t* p) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  };
+  uint8_t* pd = at(op.dst);
+  const std::ptrdiff_t sd = step(op.dst);
+  const uint8_t* p0 = op.nsrc > 0 ? at(op.src[0]) : nullptr;
+  const uint8_t* p1 = op.nsrc > 1 ? at(op.src[1]) : nullptr;
+  const std::ptrdiff_t s0 = op.nsrc > 0 ? step(op.src[0]) : 0, s1 = op.nsrc > 1 ? step(op.src[1]) : 0;
+  const float sc = op.scalar;
+  // Element by element in order, as the general loop (an operand may overlap the destination).
+  switch (op.in.op) {
+    case Op::kVaxpy:
+      for (uint32_t e = 0; e < k; ++e, p0 += s0, p1 += s1, pd += sd) {
+        const float r = std::fma(sc, ld(p0), ld(p1));
+        std::memcpy(pd, &r, 4);
+      }
+      return true;
+    case Op::kVadd:
+      for (uint32_t e = 0; e < k; ++e, p0 += s0, p1 += s1, pd += sd) {
+        const float r = ld(p0) + ld(p1);
+        std::memcpy(pd, &r, 4);
+      }
+      return true;
+    case Op::kVmul:
+      for (uint32_t e = 0; e < k; ++e, p0 += s0, p1 += s1, pd += sd) {
+        const float r = ld(p0) * ld(p1);
+        std::memcpy(pd, &r, 4);
+      }
+      return true;
+    case Op::kVmuls:
+      for (uint32_t e = 0; e < k; ++e, p0 += s0, pd += sd) {
+        const float r = ld(p0) * sc;
+        std::memcpy(pd, &r, 4);
+      }
+      return true;
+    case Op::kVmov:
+      for (uint32_t e = 0; e < k; ++e, p0 += s0, pd += sd) std::memmove(pd, p0, 4);
+      return true;
+    default: return false;
+  }
+}
+
 template <bool kMemOnly>
 void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict) {
   const int bias = m_cfg.cb16_bias;
   const NumFormat dfmt = op.in.fmt2;
   uint8_t* const sram = m_sram.get();
-  for (uint32_t e = 0; e < k; ++e) {
+  const bool fast = kMemOnly && k > 1 && elements_f32(op, k);  // whole runs of run_solo
+  for (uint32_t e = 0; !fast && e < k; ++e) {
     const uint32_t i = op.done + e;
     uint32_t raw[3] = {0, 0, 0};
     float v[3] = {0, 0, 0};
@@ -234,6 +288,24 @@ int PeCore::step_vector_solo(uint64_t now, VecOp& op) {
   }
   finish_step<true>(now, op, k, self_conflict);
   return 1;
+}
+
+void PeCore::run_solo(uint64_t now, VecOp& op) {
+  // Full steps whose duration does not depend on the addresses (the bank self-conflict is known
+  // or impossible) run as one loop over their elements, in element order like step after step;
+  // the rest (a final partial step, address-dependent conflicts) step by step.
+  const uint32_t per = op.one_per_step ? 1u : static_cast<uint32_t>(op.rate);
+  const uint32_t left = op.total - op.done;
+  const bool fixed = op.conflict_known || op.reads < 2 || op.reads > m_cfg.read_ports;
+  uint64_t t = std::max(now, op.next_step);
+  if (fixed && left >= per) {
+    const uint32_t steps = left / per;
+    const uint64_t dur = static_cast<uint64_t>(op.port_cycles) + (op.conflict_known && op.conflict_full ? 1 : 0);
+    finish_step<true>(t, op, steps * per, false);
+    op.next_step = t + steps * dur;
+    t = op.next_step;
+  }
+  while (op.active) step_vector_solo(std::max(t, op.next_step), op);
 }
 
 int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
