@@ -245,6 +245,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     rep["estimate_error_pct"] = 100.0 * (r.report["overall_samples_per_s"].get<double>() - measured) / measured;
     rep["host_seconds"] = host;
     rep["host_samples_per_s"] = samples / host;
+    rep["input_offers_refused"] = t.input_refused();
     rep["pe_cycles_per_host_second"] = static_cast<double>(r.compiled.plan.pes) * static_cast<double>(cycles) / host;
     rep["final_loss"] = last_loss;
     const auto busy = t.layer_busy();
@@ -262,7 +263,9 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
                        " (simulated, at " + fixed(c.hw.fabric.clock_mhz, 0) + " MHz)\n  estimated samples/s  " +
                        fixed(r.report["overall_samples_per_s"].get<double>(), 1) + " (compile report)\n  host time            " +
                        fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s, " +
-                       fixed(rep["pe_cycles_per_host_second"].get<double>() / 1e6, 2) + " M PE-cycles/s\n";
+                       fixed(rep["pe_cycles_per_host_second"].get<double>() / 1e6, 2) + " M PE-cycles/s\n" +
+                       "  input backpressure   " + std::to_string(t.input_refused()) +
+                       " host-cycles in which a channel refused the input worker\n";
     if (c.eval && test.count > 0) {
       // On the host, with the weights read back from the wafer (the reference's forward pass).
       Reference ref(g, r.compiled.plan, c.compile.hyper, final_state);

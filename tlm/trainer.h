@@ -35,6 +35,7 @@ class Trainer {
   StepResult step();
   compiler::ModelState read_state() const;  // weights and momentum, read from SRAM
   uint64_t cycles() const { return m_fabric->cycle(); }
+  uint64_t input_refused() const { return m_worker->refused(); }  // cycles a channel was full
   long long steps_done() const { return m_step; }
   Fabric& fabric() { return *m_fabric; }
   const LoadedProgram& loaded() const { return m_loaded; }
