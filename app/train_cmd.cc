@@ -1,10 +1,12 @@
 #include "app/train_cmd.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "app/fabric_cmd.h"
 #include "app/options.h"
@@ -101,6 +103,63 @@ tlm::Dataset load_data(const TrainConfig& c, bool train) {
 
 void write_text(const fs::path& p, const std::string& s) { write_file_atomic(p.string(), s); }
 
+// The state a checkpoint holds: weights (the graph's initializers), momentum (NAME.momentum),
+// step and seed (metadata). Throws ConfigError for anything missing or inconsistent.
+ModelState restore_checkpoint(const OnnxModel& m, const KernelGraph& g, const TrainConfig& c, uint64_t* seed) {
+  auto meta = [&](const char* k) -> long long {
+    auto it = m.metadata.find(k);
+    if (it == m.metadata.end()) throw ConfigError(c.resume + " is not a wafersim checkpoint (no " + k + " metadata)");
+    try {
+      return std::stoll(it->second);
+    } catch (const std::exception&) {
+      throw ConfigError(c.resume + ": metadata " + k + " = '" + it->second + "' is not a number");
+    }
+  };
+  ModelState state = ModelState::from_graph(g);
+  state.step = meta("wafersim.step");
+  *seed = static_cast<uint64_t>(meta("wafersim.seed"));
+  if (meta("wafersim.batch") != c.compile.place.batch) {
+    throw ConfigError("the checkpoint was trained with batch " + std::to_string(meta("wafersim.batch")) +
+                      "; resume with --train.batch " + std::to_string(meta("wafersim.batch")));
+  }
+  for (size_t l = 0; l < g.layers.size(); ++l) {
+    const DenseKernel& d = g.layers[l];
+    auto mom = [&](const std::string& name, std::vector<float>* dst, bool matrix) {
+      if (name.empty()) return;
+      auto it = m.initializers.find(momentum_name(name));
+      if (it == m.initializers.end() || it->second.f32.size() != dst->size()) {
+        throw ConfigError(c.resume + ": momentum tensor '" + momentum_name(name) + "' is missing or has the wrong size");
+      }
+      const auto& src = it->second.f32;
+      if (!(matrix && d.weight_in_out)) {
+        *dst = src;
+        return;
+      }
+      for (int o = 0; o < d.out; ++o) {
+        for (int i = 0; i < d.in; ++i) (*dst)[static_cast<size_t>(o) * d.in + i] = src[static_cast<size_t>(i) * d.out + o];
+      }
+    };
+    mom(d.weight, &state.v[l], true);
+    mom(d.bias, &state.vb[l], false);
+  }
+  return state;
+}
+
+// Test-set accuracy in percent, on the host: the reference's forward pass (the wafer's
+// arithmetic) with the weights read back from the wafer.
+double test_accuracy(const KernelGraph& g, const Plan& plan, const TrainConfig& c, const ModelState& s,
+                     const tlm::Dataset& test) {
+  Reference ref(g, plan, c.compile.hyper, s);
+  long long right = 0;
+  std::vector<float> x(test.features);
+  for (size_t i = 0; i < test.count; ++i) {
+    for (size_t k = 0; k < x.size(); ++k) x[k] = c.norm.apply(test.sample(i)[k]);
+    const auto z = ref.forward(x.data());
+    right += static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin()) == test.labels[i];
+  }
+  return 100.0 * static_cast<double>(right) / static_cast<double>(test.count);
+}
+
 }  // namespace
 
 int compile_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -152,36 +211,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     if (c.validate_only) return kExitOk;
     ModelState state = ModelState::from_graph(g);
     if (!c.resume.empty()) {
-      auto meta = [&](const char* k) {
-        auto it = m.metadata.find(k);
-        if (it == m.metadata.end()) throw ConfigError(c.resume + " is not a wafersim checkpoint (no " + k + " metadata)");
-        return it->second;
-      };
-      state.step = std::stoll(meta("wafersim.step"));
-      seed = std::stoull(meta("wafersim.seed"));
-      if (std::stoi(meta("wafersim.batch")) != c.compile.place.batch) {
-        throw ConfigError("the checkpoint was trained with batch " + meta("wafersim.batch") + "; resume with --train.batch " +
-                          meta("wafersim.batch"));
-      }
-      for (size_t l = 0; l < g.layers.size(); ++l) {
-        const DenseKernel& d = g.layers[l];
-        auto mom = [&](const std::string& name, std::vector<float>* dst) {
-          if (name.empty()) return;
-          auto it = m.initializers.find(momentum_name(name));
-          if (it == m.initializers.end() || it->second.f32.size() != dst->size()) {
-            throw ConfigError(c.resume + ": momentum tensor '" + momentum_name(name) + "' is missing or has the wrong size");
-          }
-          if (d.weight_in_out && dst == &state.v[l]) {
-            for (int o = 0; o < d.out; ++o)
-              for (int i = 0; i < d.in; ++i)
-                (*dst)[static_cast<size_t>(o) * d.in + i] = it->second.f32[static_cast<size_t>(i) * d.out + o];
-          } else {
-            *dst = it->second.f32;
-          }
-        };
-        mom(d.weight, &state.v[l]);
-        mom(d.bias, &state.vb[l]);
-      }
+      state = restore_checkpoint(m, g, c, &seed);
       out << "resuming from " << c.resume << " after step " << state.step << " (seed " << seed << ")\n";
     }
     const tlm::Dataset train = load_data(c, true);
@@ -267,17 +297,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
                        "  input backpressure   " + std::to_string(t.input_refused()) +
                        " host-cycles in which a channel refused the input worker\n";
     if (c.eval && test.count > 0) {
-      // On the host, with the weights read back from the wafer (the reference's forward pass).
-      Reference ref(g, r.compiled.plan, c.compile.hyper, final_state);
-      long long right = 0;
-      std::vector<float> x(test.features);
-      for (size_t i = 0; i < test.count; ++i) {
-        for (size_t k = 0; k < x.size(); ++k) x[k] = c.norm.apply(test.sample(i)[k]);
-        const auto z = ref.forward(x.data());
-        const int pred = static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
-        right += pred == test.labels[i];
-      }
-      const double acc = 100.0 * static_cast<double>(right) / static_cast<double>(test.count);
+      const double acc = test_accuracy(g, r.compiled.plan, c, final_state, test);
       rep["test_accuracy_pct"] = acc;
       rep["test_samples"] = test.count;
       text += "  test accuracy        " + fixed(acc, 2) + " % of " + std::to_string(test.count) +

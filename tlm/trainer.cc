@@ -1,6 +1,7 @@
 #include "tlm/trainer.h"
 
 #include <cstring>
+#include <map>
 #include <stdexcept>
 
 #include "hw/config.h"

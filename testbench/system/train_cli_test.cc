@@ -150,6 +150,10 @@ TEST_F(TrainCli, BadInputIsAClearError) {
   EXPECT_EQ(train_command({"--resume", "/nonexistent.onnx"}, out, err), 2);
   EXPECT_NE(err.str().find("/nonexistent.onnx"), std::string::npos) << err.str();
   err.str("");
+  // A model that is not a checkpoint of ours.
+  EXPECT_EQ(train_command({"--resume", WAFERSIM_DEMO_MODEL_PATH}, out, err), 2);
+  EXPECT_NE(err.str().find("not a wafersim checkpoint"), std::string::npos) << err.str();
+  err.str("");
   // A model whose input does not match the data.
   const std::string small = tmp_path("mlp_small_in.onnx");
   write_mlp(small, MlpSpec{{16, 8, 10}, "Relu", 1, 13});
