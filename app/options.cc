@@ -325,7 +325,10 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
         ("data.test_y", po::value(&c.test_y), "idx/npy: test labels")
         ("data.scale", po::value(&c.norm.scale)->default_value(c.norm.scale), "input normalisation: (x * scale - mean) / std")
         ("data.mean", po::value(&c.norm.mean)->default_value(c.norm.mean), "")
-        ("data.std", po::value(&c.norm.std)->default_value(c.norm.std), "");
+        ("data.std", po::value(&c.norm.std)->default_value(c.norm.std), "")
+        ("trace.vcd", po::value(&c.trace.vcd)->default_value(c.trace.vcd), "VCD file of the run (empty = no trace; slows the run)")
+        ("trace.region", po::value(&c.trace.region)->default_value(c.trace.region),
+         "x0:x1,y0:y1 of traced PEs (required with trace.vcd)");
   }
   add_fabric_options(fabric, c.hw);
   add_router_options(router, c.hw);
@@ -366,8 +369,13 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       throw ConfigError("data.source " + c.data + " needs data.train_x and data.train_y");
     }
   }
+  if (train) check_trace(c.trace, c.hw);
   c.resolved_ini = resolved_ini(file_opts, vm, train ? "wafersim train" : "wafersim compile");
   return true;
+}
+
+Region train_trace_region(const TrainConfig& c) {
+  return c.trace.region.empty() ? Region{} : parse_region(c.trace.region, c.hw.fabric.width, c.hw.fabric.height, "trace.region");
 }
 
 }  // namespace wafersim

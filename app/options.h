@@ -74,6 +74,7 @@ struct TrainConfig {
   std::string train_x, train_y, test_x, test_y;
   tlm::Normalize norm;
   bool eval = true;
+  TraceOptions trace;  // VCD of a region of PEs during training
   std::string resolved_ini;
 };
 
@@ -86,5 +87,7 @@ Region run_trace_region(const RunConfig& cfg);
 bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig* cfg, std::ostream& out);
 // `train` false: the options of `wafersim compile` only.
 bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg, std::ostream& out, bool train);
+// The traced region of a training run (checked against the fabric); throws ConfigError.
+Region train_trace_region(const TrainConfig& cfg);
 
 }  // namespace wafersim

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <memory>
 #include <map>
 
 #include "app/fabric_cmd.h"
@@ -13,6 +15,7 @@
 #include "compiler/compile.h"
 #include "compiler/reference.h"
 #include "hw/atomic_file.h"
+#include "hw/wafer.h"
 #include "tlm/dataset.h"
 #include "tlm/trainer.h"
 
@@ -226,6 +229,27 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     write_text(fs::path(c.out) / "config.ini", c.resolved_ini);
 
     tlm::Trainer t(c.hw, r.compiled, train, c.norm, seed, state.step);
+    // Tracing: the SystemC Wafer module steps the fabric one clock period at a time, and its
+    // probes write the region's signals (wafer.pe_X_Y.*) to the VCD.
+    std::unique_ptr<sc_core::sc_clock> clk;
+    std::unique_ptr<Wafer> wafer;
+    sc_core::sc_trace_file* tf = nullptr;
+    if (!c.trace.vcd.empty()) {
+      const Region region = train_trace_region(c);
+      const sc_core::sc_time period = clock_period(c.hw.fabric.clock_mhz);
+      clk = std::make_unique<sc_core::sc_clock>("clk", period);
+      wafer = std::make_unique<Wafer>("wafer", t.fabric(), std::numeric_limits<uint64_t>::max() / 2, &region);
+      wafer->clk(*clk);
+      tf = open_vcd(c.trace.vcd);
+      wafer->trace(tf);
+      Wafer* w = wafer.get();
+      Fabric* fab = &t.fabric();
+      t.set_stepper([w, fab, period] {
+        const uint64_t before = fab->cycle();
+        while (fab->cycle() == before && w->error().empty()) sc_core::sc_start(period);
+        if (!w->error().empty()) throw std::runtime_error(w->error());
+      });
+    }
     const double f = c.hw.fabric.clock_mhz * 1e6;
     const int B = c.compile.place.batch;
     const long long last = state.step + c.steps;
@@ -258,6 +282,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
       }
     }
     const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count();
+    if (tf) sc_core::sc_close_vcd_trace_file(tf);
     const ModelState final_state = t.read_state();
     write_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, final_state, c, seed);
     write_text(fs::path(c.out) / "losses.csv", losses_csv);

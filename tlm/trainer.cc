@@ -76,7 +76,8 @@ StepResult Trainer::step() {
   const uint64_t start = m_fabric->cycle();
   for (;;) {
     m_worker->pump(*m_fabric);
-    m_fabric->step();
+    if (m_stepper) m_stepper();
+    else m_fabric->step();
     Wavelet w;
     while (out->try_receive(&w)) {
       float v;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -33,6 +34,9 @@ class Trainer {
           long long first_step);
 
   StepResult step();
+  // Advances the wafer by one cycle instead of Fabric::step (e.g. through the SystemC Wafer
+  // module, so that its probes trace the run).
+  void set_stepper(std::function<void()> fn) { m_stepper = std::move(fn); }
   compiler::ModelState read_state() const;  // weights and momentum, read from SRAM
   uint64_t cycles() const { return m_fabric->cycle(); }
   uint64_t input_refused() const { return m_worker->refused(); }  // cycles a channel was full
@@ -52,6 +56,7 @@ class Trainer {
   std::vector<std::pair<const PeCore*, uint32_t>> m_counters;  // each PE's minibatch counter
   size_t m_poll = 0;                                           // first counter not yet seen up to date
   long long m_step = 0, m_first_step = 0;
+  std::function<void()> m_stepper;
   uint64_t m_limit = 0;  // cycles a minibatch may take before the run is declared stuck
 };
 
