@@ -107,6 +107,12 @@ std::string report_text(const nlohmann::json& j) {
                   k["compute_utilisation_pct"].get<double>());
     s += line;
   }
+  s += "  placement (tile (0,0) of each kernel; roots below A-type, east of B-type regions):\n";
+  for (const auto& k : j["kernels"]) {
+    s += "    " + k["name"].get<std::string>() + ": " + k["tiles"].get<std::string>() + " tiles at (" +
+         std::to_string(k["origin"][0].get<int>()) + ", " + std::to_string(k["origin"][1].get<int>()) + "), " +
+         k["orientation"].get<std::string>() + "\n";
+  }
   return s;
 }
 
