@@ -58,9 +58,11 @@ struct Search {
   double layer_time(int l, int p_in, int p_out) const {
     long bytes = 0;
     const KernelEstimate e = estimate(l, p_in, p_out, &bytes);
-    // A tile's column descriptors stride by its output slice: at most 2047 elements.
+    // A tile's column descriptors stride by its output slice: at most 2047 elements ...
     const int no = (g.layers[static_cast<size_t>(l)].out + p_out - 1) / p_out;
-    if (bytes > sram || no > 2047) return kInfeasible + static_cast<double>(bytes);
+    const long ni = (g.layers[static_cast<size_t>(l)].in + p_in - 1) / p_in;
+    // ... and a whole tile is one descriptor (the update): fewer than 65536 elements.
+    if (bytes > sram || no > 2047 || ni * no > 65535) return kInfeasible + static_cast<double>(bytes);
     return e.compute();
   }
 };

@@ -104,3 +104,14 @@ TEST(Training, WideGridsMatchReference) {
 
 }  // namespace
 }  // namespace wafersim::test
+
+namespace wafersim::test {
+namespace {
+
+// One layer: the first layer is also the last (its root computes the loss; no input gradients).
+TEST(Training, SingleLayerMatchesReference) {
+  check_against_reference(MlpSpec{{20, 5}, "Relu", 4, 13}, 24, 4, 8, 3, "single");
+}
+
+}  // namespace
+}  // namespace wafersim::test
