@@ -7,6 +7,7 @@
 #include "hw/config.h"
 #include "hw/edge_io.h"
 #include "hw/fabric.h"
+#include "tlm/model_util.h"
 
 namespace wafersim::tlm {
 namespace {
@@ -15,23 +16,9 @@ constexpr const char* kMsgType = "wafersim/edge_bridge";
 constexpr uint64_t kColorMask = 0x1f, kChannelShift = 8, kChannelMask = 0xff, kEastBit = 1u << 16;
 constexpr uint64_t kMapMask = kColorMask | (kChannelMask << kChannelShift) | kEastBit;
 
-template <typename T>
-std::string str(const T& v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-std::string hex(uint64_t v) {
-  std::ostringstream os;
-  os << "0x" << std::hex << v;
-  return os.str();
-}
-
-const EdgeBridgeConfig& validated(const EdgeBridgeConfig& cfg) {
-  cfg.validate();
-  return cfg;
-}
+using detail::hex;
+using detail::str;
+using detail::validated;
 
 uint32_t load_le32(const unsigned char* p) {
   return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "hw/config.h"
+#include "tlm/model_util.h"
 
 namespace wafersim::tlm {
 
@@ -130,11 +131,7 @@ template <typename T>
   throw ConfigError(os.str());
 }
 
-std::string hex(uint64_t a) {
-  std::ostringstream os;
-  os << "0x" << std::hex << a;
-  return os.str();
-}
+using detail::hex;
 
 }  // namespace
 

@@ -5,29 +5,16 @@
 #include <sstream>
 
 #include "hw/config.h"
+#include "tlm/model_util.h"
 
 namespace wafersim::tlm {
 namespace {
 
 constexpr const char* kMsgType = "wafersim/swarmx";
 
-template <typename T>
-std::string str(const T& v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-std::string hex(uint64_t v) {
-  std::ostringstream os;
-  os << "0x" << std::hex << v;
-  return os.str();
-}
-
-const SwarmXConfig& validated(const SwarmXConfig& cfg) {
-  cfg.validate();
-  return cfg;
-}
+using detail::hex;
+using detail::str;
+using detail::validated;
 
 }  // namespace
 
