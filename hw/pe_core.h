@@ -103,9 +103,9 @@ class PeCore : public PeAgent {
   bool start_vector(uint64_t now, const Instr& in, VecOp& op);
   // One step of a vector op: returns 1 progress, 0 stalled; finishes it when complete.
   int step_vector(uint64_t now, VecOp& op, Resources& res);
-  int step_vector_solo(uint64_t now, VecOp& op);
   // Every remaining step of a solo op (all operands in SRAM, no microthread), at once.
   void run_solo(uint64_t now, VecOp& op);
+  bool solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const;
   template <bool kMemOnly>
   void finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict);
   static float apply(VecOp& op, const float* v, bool* raw_copy);

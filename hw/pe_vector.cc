@@ -166,8 +166,6 @@ inline float PeCore::apply(VecOp& op, const float* v, bool* raw_copy) {
   }
 }
 
-// The data movement and arithmetic of one step of k elements, then the op's progress. kMemOnly:
-// every operand is in SRAM (step_vector_solo), so the fabric branches drop out.
 bool PeCore::elements_f32(VecOp& op, uint32_t k) {
   if (op.sum || op.in.fmt2 != NumFormat::kF32) return false;
   for (int s = 0; s < op.nsrc; ++s) {
@@ -221,6 +219,8 @@ bool PeCore::elements_f32(VecOp& op, uint32_t k) {
   }
 }
 
+// The data movement and arithmetic of one step of k elements, then the op's progress. kMemOnly:
+// every operand is in SRAM (run_solo), so the fabric branches drop out.
 template <bool kMemOnly>
 void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict) {
   const int bias = m_cfg.cb16_bias;
@@ -267,45 +267,44 @@ void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict
   if (op.done == op.total) op.active = false;  // completes when next_step arrives
 }
 
-// step_vector for an op whose operands are all in memory, on the main thread with no
-// microthread busy: it has every port, bank and the datapath to itself, so the resource checks
-// of step_vector always pass and only the self-conflict matters. Same results and timing.
-int PeCore::step_vector_solo(uint64_t now, VecOp& op) {
-  if (now < op.next_step) return 1;
-  const uint32_t k = op.one_per_step ? 1u : std::min<uint32_t>(static_cast<uint32_t>(op.rate), op.total - op.done);
-  bool self_conflict = false;
+// The bank self-conflict of the step over elements [i, i + k) of a solo op (every operand in
+// SRAM, the ports and banks to itself): only its own reads can collide.
+bool PeCore::solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const {
   const bool full_step = op.one_per_step || k == static_cast<uint32_t>(op.rate);
-  if (op.conflict_known && full_step) {
-    self_conflict = op.conflict_full;
-  } else if (op.reads >= 2 && op.reads <= m_cfg.read_ports) {
-    uint64_t banks = 0;
-    for (int s = 0; s < op.nsrc; ++s) {
-      const Dsd& d = op.src[s];
-      const uint64_t mine = bank_span(mem_addr(d.base, d.stride, op.done, op.sbytes[s]), k * op.sbytes[s] / 2u, m_cfg.sram_banks);
-      if (mine & banks) self_conflict = true;
-      banks |= mine;
-    }
+  if (op.conflict_known && full_step) return op.conflict_full;
+  if (op.reads < 2 || op.reads > m_cfg.read_ports) return false;
+  uint64_t banks = 0;
+  for (int s = 0; s < op.nsrc; ++s) {
+    const Dsd& d = op.src[s];
+    const uint64_t mine = bank_span(mem_addr(d.base, d.stride, i, op.sbytes[s]), k * op.sbytes[s] / 2u, m_cfg.sram_banks);
+    if (mine & banks) return true;
+    banks |= mine;
   }
-  finish_step<true>(now, op, k, self_conflict);
-  return 1;
+  return false;
 }
 
 void PeCore::run_solo(uint64_t now, VecOp& op) {
-  // Full steps whose duration does not depend on the addresses (the bank self-conflict is known
-  // or impossible) run as one loop over their elements, in element order like step after step;
-  // the rest (a final partial step, address-dependent conflicts) step by step.
+  // A solo op's step takes port_cycles, plus one when its own reads collide in a bank, whatever
+  // else happens on the wafer; so all its steps run here at once: first their timing (step by
+  // step only where the conflict depends on the addresses), then the data, in element order as
+  // step after step would do it.
+  const uint64_t t = std::max(now, op.next_step);
   const uint32_t per = op.one_per_step ? 1u : static_cast<uint32_t>(op.rate);
   const uint32_t left = op.total - op.done;
-  const bool fixed = op.conflict_known || op.reads < 2 || op.reads > m_cfg.read_ports;
-  uint64_t t = std::max(now, op.next_step);
-  if (fixed && left >= per) {
+  uint64_t cycles = 0;
+  uint32_t i = op.done;
+  if (op.conflict_known || op.reads < 2 || op.reads > m_cfg.read_ports) {
     const uint32_t steps = left / per;
-    const uint64_t dur = static_cast<uint64_t>(op.port_cycles) + (op.conflict_known && op.conflict_full ? 1 : 0);
-    finish_step<true>(t, op, steps * per, false);
-    op.next_step = t + steps * dur;
-    t = op.next_step;
+    cycles = uint64_t{steps} * (op.port_cycles + (op.conflict_known && op.conflict_full ? 1u : 0u));
+    i += steps * per;
   }
-  while (op.active) step_vector_solo(std::max(t, op.next_step), op);
+  while (i < op.total) {
+    const uint32_t k = std::min(per, op.total - i);
+    cycles += op.port_cycles + (solo_conflict(op, i, k) ? 1u : 0u);
+    i += k;
+  }
+  finish_step<true>(t, op, left, false);
+  op.next_step = t + cycles;
 }
 
 int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
