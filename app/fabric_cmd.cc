@@ -16,12 +16,6 @@
 namespace wafersim {
 namespace {
 
-long peak_rss_mb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024;
-}
-
 std::string summary_text(const FabricRunConfig& c, const Fabric& f, const TrafficPlan& plan, double host_s,
                          uint64_t active_pe_cycles) {
   const FabricTotals t = f.totals();
@@ -50,6 +44,12 @@ std::string summary_text(const FabricRunConfig& c, const Fabric& f, const Traffi
 }
 
 }  // namespace
+
+long peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024;
+}
 
 sc_core::sc_time clock_period(double mhz) {
   const auto period_ps = static_cast<uint64_t>(std::llround(1e6 / mhz));

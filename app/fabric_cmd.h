@@ -15,6 +15,7 @@ constexpr int kExitOk = 0, kExitRuntime = 1, kExitUsage = 2, kExitDeadlock = 3;
 // The clock of `mhz` (period rounded to a picosecond), and the VCD file for --trace.vcd
 // (SystemC adds ".vcd"; time unit 1 ps; nullptr when `path` is empty). Shared by the commands.
 sc_core::sc_time clock_period(double mhz);
+long peak_rss_mb();  // peak resident memory of this process so far
 sc_core::sc_trace_file* open_vcd(const std::string& path);
 
 int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

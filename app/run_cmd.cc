@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
-#include <sys/resource.h>
 
 #include "app/fabric_cmd.h"
 #include "app/options.h"
@@ -23,12 +22,6 @@
 
 namespace wafersim {
 namespace {
-
-long peak_rss_mb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024;
-}
 
 NumFormat format_option(const std::string& key, const std::string& v) {
   NumFormat f;
