@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "compiler/codegen_util.h"
 #include "firmware/kernels/kernel_util.h"
 #include "hw/config.h"
 
@@ -123,6 +124,35 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   return a.text();
 }
 
+}  // namespace
+
+std::string emit_softmax_loss(kernels::PeAsm& a, int no, const std::string& dAcc, const std::string& dT,
+                              const std::string& dG) {
+  const uint32_t n = static_cast<uint32_t>(no);
+  a << "vmov.fp32 " + dT + ", " + dAcc;
+  for (int m = no; m > 1;) {
+    const int half = m / 2;
+    const std::string d1 = a.mem("t", static_cast<uint32_t>(half)), d2 = a.mem("t+" + S(4LL * (m - half)), static_cast<uint32_t>(half));
+    a << "vmax.fp32 " + d1 + ", " + d1 + ", " + d2;
+    m -= half;
+  }
+  const std::string dM = a.mem("mvec", n), dZ = a.mem("z", n), dE = a.mem("e", n);
+  const std::string dS1 = a.mem("s1", 1), dL1 = a.mem("l1", 1), dQ1 = a.mem("q1", 1), dLV = a.mem("lossv", 1);
+  a << "ld32 r13, [r0+t]" << "vfill.fp32 " + dM + ", r13" << "vsub.fp32 " + dZ + ", " + dAcc + ", " + dM
+    << "vexp.fp32 " + dE + ", " + dZ << "vsum.fp32 r13, " + dE << "st32 [r0+s1], r13" << "vlog.fp32 " + dL1 + ", " + dS1
+    << "vrecip.fp32 " + dQ1 + ", " + dS1 << "ld32 r13, [r0+q1]" << "vmuls.fp32 " + dG + ", " + dE + ", r13";
+  a << "li r10, 2" << "shl r10, r9, r10" << "li r14, z" << "add r14, r14, r10" << "ld32 r14, [r14]"
+    << "ld32 r13, [r0+l1]" << "fsub r13, r13, r14" << "st32 [r0+lossv], r13";
+  return dLV;
+}
+
+void emit_softmax_grad(kernels::PeAsm& a, int batch, const std::string& dG) {
+  a << "li r14, g" << "add r14, r14, r10" << "ld32 r13, [r14]" << "lif r9, 1.0" << "fsub r13, r13, r9" << "st32 [r14], r13";
+  a << "lif r13, " + flit(1.0f / static_cast<float>(batch)) << "vmuls.fp32 " + dG + ", " + dG + ", r13";
+}
+
+namespace {
+
 struct RootColors {
   int fin = -1, yout = -1, dxin = -1, dyout = -1, label = -1, loss = -1;
 };
@@ -236,23 +266,9 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
     // gradient (p - onehot(label)) / batch.
     const std::string dLab = a.mem("lab", 1), dLabIn = a.fin(c.label, 1);
     a << "vmov.fp32 " + dLab + ", " + dLabIn << "ld32 r9, [r0+lab]";
-    a << "vmov.fp32 " + dT + ", " + dAcc;
-    for (int m = no; m > 1;) {
-      const int half = m / 2;
-      const std::string d1 = a.mem("t", static_cast<uint32_t>(half)), d2 = a.mem("t+" + S(4LL * (m - half)), static_cast<uint32_t>(half));
-      a << "vmax.fp32 " + d1 + ", " + d1 + ", " + d2;
-      m -= half;
-    }
-    const std::string dM = a.mem("mvec", n), dZ = a.mem("z", n), dE = a.mem("e", n);
-    const std::string dS1 = a.mem("s1", 1), dL1 = a.mem("l1", 1), dQ1 = a.mem("q1", 1), dLV = a.mem("lossv", 1);
-    a << "ld32 r13, [r0+t]" << "vfill.fp32 " + dM + ", r13" << "vsub.fp32 " + dZ + ", " + dAcc + ", " + dM
-      << "vexp.fp32 " + dE + ", " + dZ << "vsum.fp32 r13, " + dE << "st32 [r0+s1], r13" << "vlog.fp32 " + dL1 + ", " + dS1
-      << "vrecip.fp32 " + dQ1 + ", " + dS1 << "ld32 r13, [r0+q1]" << "vmuls.fp32 " + dG + ", " + dE + ", r13";
-    a << "li r10, 2" << "shl r10, r9, r10" << "li r14, z" << "add r14, r14, r10" << "ld32 r14, [r14]"
-      << "ld32 r13, [r0+l1]" << "fsub r13, r13, r14" << "st32 [r0+lossv], r13";
+    const std::string dLV = emit_softmax_loss(a, no, dAcc, dT, dG);
     a << "vmov.fp32 " + a.fout(c.loss, 1) + ", " + dLV;
-    a << "li r14, g" << "add r14, r14, r10" << "ld32 r13, [r14]" << "lif r9, 1.0" << "fsub r13, r13, r9" << "st32 [r14], r13";
-    a << "lif r13, " + flit(1.0f / static_cast<float>(batch)) << "vmuls.fp32 " + dG + ", " + dG + ", r13";
+    emit_softmax_grad(a, batch, dG);
     a << "addi r5, r5, 1" << "jmp gcommon";
   }
   a << "gcommon:" << "vadd.fp32 " + dVB + ", " + dVB + ", " + dG << "vmov.fp32 " + dDYO + ", " + dG + ", async=3, done=activate:1"

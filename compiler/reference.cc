@@ -3,7 +3,6 @@
 #include <cmath>
 
 namespace wafersim::compiler {
-namespace {
 
 float act_fwd(Activation a, float v) {
   switch (a) {
@@ -42,8 +41,6 @@ float act_bwd(Activation a, float y, float g) {
     default: return g;
   }
 }
-
-}  // namespace
 
 float softmax_xent(const std::vector<float>& logits, int label, int batch, std::vector<float>* g) {
   const int c = static_cast<int>(logits.size());

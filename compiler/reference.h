@@ -34,6 +34,10 @@ class Reference {
   ModelState m_s;
 };
 
+// An activation and its derivative (given the output y and the gradient g) as the PEs compute them.
+float act_fwd(Activation a, float v);
+float act_bwd(Activation a, float y, float g);
+
 // Softmax cross-entropy as the loss root computes it: returns the loss and writes the gradient
 // (p - onehot) * (1 / batch) into g.
 float softmax_xent(const std::vector<float>& logits, int label, int batch, std::vector<float>* g);

@@ -72,8 +72,7 @@ SwarmX::SwarmX(sc_core::sc_module_name name, const SwarmXConfig& cfg)
       to_memory("to_memory"),
       m_cfg(validated(cfg)),
       m_depth(tree_depth(cfg.systems, cfg.fanout)),
-      m_nodes(tree_nodes(cfg.systems, cfg.fanout)),
-      m_scratch(cfg.systems) {
+      m_nodes(tree_nodes(cfg.systems, cfg.fanout)) {
   from_memory.register_b_transport(this, &SwarmX::broadcast);
   from_systems.register_b_transport(this, &SwarmX::contribute);
 }
@@ -206,26 +205,35 @@ void SwarmX::contribute(int id, ::tlm::tlm_generic_payload& p, sc_core::sc_time&
   p.set_response_status(pending->status);
 }
 
+void SwarmX::tree_sum(const std::vector<const float*>& parts, size_t count, int fanout, float* out) {
+  const int n = static_cast<int>(parts.size());
+  const int depth = tree_depth(n, fanout);
+  std::vector<float> scratch(static_cast<size_t>(n));
+  for (size_t e = 0; e < count; ++e) {
+    for (int i = 0; i < n; ++i) scratch[static_cast<size_t>(i)] = parts[static_cast<size_t>(i)][e];
+    // Level by level, in place: node j's children are j*f .. j*f+f-1 of the level below, and
+    // j*f >= j, so no child is overwritten before it is read.
+    int width = n;
+    for (int level = 0; level < depth; ++level) {
+      const int parents = (width + fanout - 1) / fanout;
+      for (int j = 0; j < parents; ++j) {
+        float acc = scratch[static_cast<size_t>(j * fanout)];
+        for (int c = 1; c < fanout && j * fanout + c < width; ++c) acc += scratch[static_cast<size_t>(j * fanout + c)];
+        scratch[static_cast<size_t>(j)] = acc;
+      }
+      width = parents;
+    }
+    out[e] = scratch[0];
+  }
+}
+
 void SwarmX::reduce(Pending& pending, ::tlm::tlm_generic_payload& last) {
   const int f = m_cfg.fanout;
   const size_t count = pending.length / sizeof(float);
   std::vector<float> sum(count);
-  for (size_t e = 0; e < count; ++e) {
-    for (int i = 0; i < m_cfg.systems; ++i) m_scratch[i] = pending.contrib[i][e];
-    // Level by level, in place: node j's children are j*f .. j*f+f-1 of the level below, and
-    // j*f >= j, so no child is overwritten before it is read.
-    int width = m_cfg.systems;
-    for (int level = 0; level < m_depth; ++level) {
-      const int parents = (width + f - 1) / f;
-      for (int j = 0; j < parents; ++j) {
-        float acc = m_scratch[j * f];
-        for (int c = 1; c < f && j * f + c < width; ++c) acc += m_scratch[j * f + c];
-        m_scratch[j] = acc;
-      }
-      width = parents;
-    }
-    sum[e] = m_scratch[0];
-  }
+  std::vector<const float*> parts;
+  for (int i = 0; i < m_cfg.systems; ++i) parts.push_back(pending.contrib[i].data());
+  tree_sum(parts, count, f, sum.data());
 
   const sc_core::sc_time tt = tree_time(pending.length);
   mark_busy(pending.last_arrival, tt);

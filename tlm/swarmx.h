@@ -90,6 +90,9 @@ class SwarmX : public sc_core::sc_module {
   // The tree's shape, also without a module (for reports and tests).
   static int tree_depth(int systems, int fanout);
   static int tree_nodes(int systems, int fanout);
+  // The fixed-order sum of parts[0..N) (N = parts.size() systems), element by element, as the
+  // tree adds them: out[e] = tree sum of parts[i][e] for e < count.
+  static void tree_sum(const std::vector<const float*>& parts, size_t count, int fanout, float* out);
   int depth() const { return m_depth; }
   int nodes() const { return m_nodes; }
   const SwarmXConfig& config() const { return m_cfg; }
@@ -115,7 +118,6 @@ class SwarmX : public sc_core::sc_module {
   const SwarmXConfig m_cfg;
   const int m_depth, m_nodes;
   std::map<uint64_t, std::shared_ptr<Pending>> m_pending;  // by address
-  std::vector<float> m_scratch;                            // one element's partial sums
   SwarmXStats m_stats;
   sc_core::sc_time m_busy_until;
 };

@@ -1,0 +1,20 @@
+// Code pieces shared by the layer-pipelined and weight-streaming generators.
+#pragma once
+
+#include <string>
+
+#include "firmware/kernels/kernel_util.h"
+
+namespace wafersim::compiler {
+
+// Softmax cross-entropy over `n` logits in dLogits, the label's index in r9: z = logits - max,
+// p = e^z / sum, loss = log(sum) - z[label] into `lossv`, p into `g` (through dG). dT and dG are
+// descriptors of the data symbols t and g (n elements each); the program must also declare z, e,
+// mvec (n elements) and s1, l1, q1, lossv (1 each). Clobbers r10, r13, r14 and leaves 4 * label
+// in r10 for emit_softmax_grad. Returns a descriptor of lossv.
+std::string emit_softmax_loss(kernels::PeAsm& a, int n, const std::string& dLogits, const std::string& dT,
+                              const std::string& dG);
+// Then g = (p - onehot(label)) / batch, in place.
+void emit_softmax_grad(kernels::PeAsm& a, int batch, const std::string& dG);
+
+}  // namespace wafersim::compiler

@@ -1,0 +1,407 @@
+#include "compiler/ws_codegen.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "compiler/codegen_util.h"
+#include "compiler/onnx_model.h"
+#include "firmware/kernels/kernel_util.h"
+#include "hw/wavelet.h"
+
+namespace wafersim::compiler {
+namespace {
+
+using kernels::PeAsm;
+
+std::string S(long long v) { return std::to_string(v); }
+
+std::vector<uint8_t> i32_bytes(const std::vector<int>& v) {
+  std::vector<uint8_t> out(v.size() * 4);
+  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+// The activation's derivative applied in place to the gradient dG, given the layer output dY
+// (same ops and order as the layer-pipelined roots and the host reference). dTmp and dOnes have
+// the same length.
+void emit_act_bwd(PeAsm& a, Activation act, const std::string& dG, const std::string& dY, const std::string& dTmp,
+                  const std::string& dOnes) {
+  switch (act) {
+    case Activation::kRelu: a << "vdrelu.fp32 " + dG + ", " + dY + ", " + dG; break;
+    case Activation::kSigmoid:
+      a << "vsub.fp32 " + dTmp + ", " + dOnes + ", " + dY << "vmul.fp32 " + dTmp + ", " + dTmp + ", " + dY
+        << "vmul.fp32 " + dG + ", " + dG + ", " + dTmp;
+      break;
+    case Activation::kTanh:
+      a << "vmul.fp32 " + dTmp + ", " + dY + ", " + dY << "vsub.fp32 " + dTmp + ", " + dOnes + ", " + dTmp
+        << "vmul.fp32 " + dG + ", " + dG + ", " + dTmp;
+      break;
+    default: break;
+  }
+}
+
+// y = act(pre), as the layer-pipelined roots compute it.
+void emit_act_fwd(PeAsm& a, Activation act, const std::string& dY, const std::string& dPre, const std::string& dTmp,
+                  const std::string& dOnes) {
+  switch (act) {
+    case Activation::kRelu: a << "vrelu.fp32 " + dY + ", " + dPre; break;
+    case Activation::kSigmoid:
+      a << "lif r13, -1.0" << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vexp.fp32 " + dTmp + ", " + dTmp
+        << "vadd.fp32 " + dTmp + ", " + dTmp + ", " + dOnes << "vrecip.fp32 " + dY + ", " + dTmp;
+      break;
+    case Activation::kTanh:
+      a << "lif r13, -2.0" << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vexp.fp32 " + dTmp + ", " + dTmp
+        << "vadd.fp32 " + dTmp + ", " + dTmp + ", " + dOnes << "vrecip.fp32 " + dTmp + ", " + dTmp << "lif r13, 2.0"
+        << "vmuls.fp32 " + dTmp + ", " + dTmp + ", r13" << "vsub.fp32 " + dY + ", " + dTmp + ", " + dOnes;
+      break;
+    default: a << "vmov.fp32 " + dY + ", " + dPre;
+  }
+}
+
+bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activation::kTanh; }
+
+// A feature-row PE: row a, column c. Per-PE numbers that differ along a row (how much of the
+// input stream belongs to the columns before and after this one) are data, so a row's PEs share
+// images. Tasks: 0 init, 1 start of a minibatch (reads its inputs), 2-4 the chained asynchronous
+// reads of the return stream, 5 the weight task (a data task per weight wavelet).
+// Registers: r0 0, r1 phase (0..L-1 forward layer l, L + i backward layer L-1-i), r2 k, r3 o,
+// r5-r8 the pending return read (take base, take length, discard after, discard before), r9 its
+// index, r13 r14 scratch, r15 the weight.
+std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& col, int a, int c) {
+  const int L = p.layers, m = p.m;
+  const long long M4 = 4LL * m;
+  PeAsm as;
+  as.inq(col.in);
+  as.inq(col.w);
+  as.task("0, init, active");
+  as.task("1, stepstart");
+  as.task("2, rpart2");
+  as.task("3, rpart3");
+  as.task("4, rdone");
+  as.task("5, wt, color=" + S(col.w) + ", blocked");
+  int maxdx = 0, maxdy = 0;
+  bool ones = false;
+  for (int l = 0; l < L; ++l) {
+    as.data(".space X" + S(l) + ", fp32, " + S(static_cast<long long>(p.len(l, a)) * m));
+    if (l > 0) maxdx = std::max(maxdx, p.len(l, a) * m);
+    maxdy = std::max(maxdy, p.width[static_cast<size_t>(l) + 1] * m);
+    if (l + 1 < L && needs_ones(p.act[static_cast<size_t>(l)])) ones = true;
+  }
+  as.data(".space acc, fp32, " + S(m));
+  as.data(".space dy, fp32, " + S(maxdy));
+  if (maxdx) as.data(".space dx, fp32, " + S(maxdx));
+  if (ones) as.data(".space ones, fp32, " + S(maxdx));
+  as.data(".space t, fp32, " + S(m));
+  as.data(".space t1, fp32, 1");
+  as.data(".space dummy, fp32, 1");
+  as.data(".space cfg, i32, 2");
+  as.data(".space nupd, fp32, 1");
+
+  const int chout = col.chain[a % 2], chin = a > 0 ? col.chain[(a - 1) % 2] : -1;
+  const int eout = col.east[c % 2], ein = c > 0 ? col.east[(c - 1) % 2] : -1;
+  const uint32_t um = static_cast<uint32_t>(m);
+  as << "init:";
+  const std::string dX = as.mem("X0", um), dAcc = as.mem("acc", um), dChO = as.fout(chout, um);
+  const std::string dChI = a > 0 ? as.fin(chin, um) : "";
+  const std::string dDy = as.mem("dy", um), dDx = maxdx ? as.mem("dx", um) : "";
+  const std::string dT = as.mem("t", um), dT1 = as.mem("t1", 1), dEO = as.fout(eout, 1);
+  const std::string dEI = c > 0 ? as.fin(ein, 1) : "";
+  const std::string dIn = as.fin(col.in, 1), dDisc = as.mem("dummy", 1, 0), dTake = as.mem("X0", 1), dRet = as.fin(col.ret, 1);
+  const std::string dGI = a > 0 ? as.fin(chin, 1) : "", dGO = as.fout(chout, 1);
+  const std::string dAll = maxdx ? as.mem("dx", 1) : "", dAllY = as.mem("X0", 1);
+  const std::string dTmp = as.mem("dy", 1), dOnes = ones ? as.mem("ones", 1) : "";
+  as << "li r0, 0" << "li r1, 0" << "li r2, 0" << "li r3, 0";
+  if (ones) as << "li r13, " + S(maxdx) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
+  as << "activate 1" << "exit";
+
+  // The q-th read of the return stream in a minibatch: q < L-1 layer q's outputs (this row keeps
+  // its slice as layer q+1's input), then the gathered dy of layers L-1 .. 0, whole.
+  auto issue = [&](int q) {
+    as << "li r9, " + S(q);
+    if (q < L - 1) {
+      const int j = q + 1;
+      const long long before = static_cast<long long>(p.off[static_cast<size_t>(j)][static_cast<size_t>(a)]) * m;
+      const long long take = static_cast<long long>(p.len(j, a)) * m;
+      const long long after = static_cast<long long>(p.width[static_cast<size_t>(j)] - p.off[static_cast<size_t>(j)][static_cast<size_t>(a) + 1]) * m;
+      as << "li r5, X" + S(j) << "li r6, " + S(take) << "li r7, " + S(after) << "li r8, " + S(before);
+      if (before > 0) {
+        as << "dlen " + dRet + ", r8" << "dlen " + dDisc + ", r8" << "vmov.fp32 " + dDisc + ", " + dRet + ", async=1, done=activate:2";
+      } else {
+        as << "dbase " + dTake + ", r5" << "dlen " + dTake + ", r6" << "dlen " + dRet + ", r6"
+           << "vmov.fp32 " + dTake + ", " + dRet + ", async=1, done=activate:" + (after > 0 ? "3" : "4");
+      }
+    } else {
+      const int l = L - 1 - (q - (L - 1));
+      as << "li r13, dy" << "dbase " + dTake + ", r13" << "li r13, " + S(static_cast<long long>(p.width[static_cast<size_t>(l) + 1]) * m)
+         << "dlen " + dTake + ", r13" << "dlen " + dRet + ", r13" << "vmov.fp32 " + dTake + ", " + dRet + ", async=1, done=activate:4";
+    }
+  };
+
+  // Start of a minibatch: this column's samples of the row's input slice, then the first read.
+  const long long nin = static_cast<long long>(p.len(0, a)) * m;
+  as << "stepstart:";
+  as << "ld32 r13, [r0+cfg]" << "beq r13, r0, ss_a" << "dlen " + dIn + ", r13" << "dlen " + dDisc + ", r13"
+     << "vmov.fp32 " + dDisc + ", " + dIn << "ss_a:";
+  as << "li r13, " + S(nin) << "dlen " + dIn + ", r13" << "li r14, X0" << "dbase " + dTake + ", r14" << "dlen " + dTake + ", r13"
+     << "vmov.fp32 " + dTake + ", " + dIn;
+  as << "ld32 r13, [r0+cfg+4]" << "beq r13, r0, ss_b" << "dlen " + dIn + ", r13" << "dlen " + dDisc + ", r13"
+     << "vmov.fp32 " + dDisc + ", " + dIn << "ss_b:";
+  issue(0);
+  as << "li r1, 0" << "li r2, 0" << "li r3, 0" << "li r13, X0" << "dbase " + dX + ", r13" << "unblock 5" << "exit";
+
+  as << "rpart2:" << "dbase " + dTake + ", r5" << "dlen " + dTake + ", r6" << "dlen " + dRet + ", r6" << "beq r7, r0, rp2_last"
+     << "vmov.fp32 " + dTake + ", " + dRet + ", async=1, done=activate:3" << "exit" << "rp2_last:"
+     << "vmov.fp32 " + dTake + ", " + dRet + ", async=1, done=activate:4" << "exit";
+  as << "rpart3:" << "dlen " + dRet + ", r7" << "dlen " + dDisc + ", r7"
+     << "vmov.fp32 " + dDisc + ", " + dRet + ", async=1, done=activate:4" << "exit";
+  as << "rdone:";
+  for (int q = 0; q + 1 < L; ++q) as << "li r13, " + S(q) << "beq r9, r13, rd_" + S(q);
+  as << "unblock 5" << "exit";
+  for (int q = 0; q + 1 < L; ++q) {
+    as << "rd_" + S(q) + ":";
+    issue(q + 1);
+    as << "unblock 5" << "exit";
+  }
+
+  // The weight task.
+  as << "wt:";
+  for (int ph = 0; ph + 1 < 2 * L; ++ph) as << "li r13, " + S(ph) << "beq r1, r13, ph_" + S(ph);
+  as << "jmp ph_" + S(2 * L - 1);
+  auto bases_for_bwd = [&](int l) {
+    as << "li r13, X" + S(l) << "dbase " + dX + ", r13" << "li r13, dy" << "dbase " + dDy + ", r13";
+    if (l > 0) as << "li r13, dx" << "dbase " + dDx + ", r13";
+  };
+  for (int l = 0; l < L; ++l) {
+    const int nI = p.len(l, a), nO = p.width[static_cast<size_t>(l) + 1];
+    as << "ph_" + S(l) + ":";
+    as << "vaxpy.fp32 " + dAcc + ", " + dX + ", r15" << "daddb " + dX + ", " + S(M4) << "addi r2, r2, 1" << "li r13, " + S(nI)
+       << "bne r2, r13, wexit" << "li r2, 0" << "li r13, X" + S(l) << "dbase " + dX + ", r13";
+    if (a == 0) as << "vmov.fp32 " + dChO + ", " + dAcc;
+    else as << "vadd.fp32 " + dChO + ", " + dChI + ", " + dAcc;
+    as << "vfill.fp32 " + dAcc + ", r0" << "addi r3, r3, 1" << "li r13, " + S(nO) << "bne r3, r13, wexit" << "li r3, 0"
+       << "block 5" << "li r1, " + S(l + 1);
+    if (l + 1 < L) as << "li r13, X" + S(l + 1) << "dbase " + dX + ", r13";
+    else bases_for_bwd(L - 1);
+    as << "exit";
+  }
+  for (int l = L - 1; l >= 0; --l) {
+    const int ph = 2 * L - 1 - l;
+    const int nI = p.len(l, a), nO = p.width[static_cast<size_t>(l) + 1];
+    as << "ph_" + S(ph) + ":";
+    if (l > 0) as << "vaxpy.fp32 " + dDx + ", " + dDy + ", r15" << "daddb " + dDx + ", " + S(M4);
+    as << "vmul.fp32 " + dT + ", " + dDy + ", " + dX << "daddb " + dX + ", " + S(M4);
+    std::string src = dT;
+    if (m > 1) {
+      as << "vsum.fp32 r13, " + dT << "st32 [r0+t1], r13";
+      src = dT1;
+    }
+    if (c == 0) as << "vmov.fp32 " + dEO + ", " + src;
+    else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + src;
+    as << "addi r2, r2, 1" << "li r13, " + S(nI) << "bne r2, r13, wexit" << "li r2, 0" << "li r13, X" + S(l)
+       << "dbase " + dX + ", r13";
+    if (l > 0) as << "li r13, dx" << "dbase " + dDx + ", r13";
+    as << "daddb " + dDy + ", " + S(M4) << "addi r3, r3, 1" << "li r13, " + S(nO) << "bne r3, r13, wexit" << "li r3, 0"
+       << "block 5";
+    if (l == 0) {
+      as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
+         << "activate 1" << "exit";
+      continue;
+    }
+    // dy of layer l-1 for this row's slice: dx times the derivative of layer l-1's activation,
+    // taken at its output (this row's input of layer l).
+    const long long n = static_cast<long long>(nI) * m;
+    as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13" << "li r14, X" + S(l)
+       << "dbase " + dAllY + ", r14";
+    const Activation act = p.act[static_cast<size_t>(l) - 1];
+    if (needs_ones(act)) as << "dlen " + dTmp + ", r13" << "dlen " + dOnes + ", r13";
+    emit_act_bwd(as, act, dAll, dAllY, dTmp, dOnes);
+    issue(2 * L - 1 - l);
+    // Gather through the root: the slices of the rows above pass through, then this row's.
+    if (a > 0) {
+      const long long above = static_cast<long long>(p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]) * m;
+      as << "li r14, " + S(above) << "dlen " + dGI + ", r14" << "dlen " + dGO + ", r14" << "vmov.fp32 " + dGO + ", " + dGI;
+    }
+    as << "li r13, " + S(n) << "dlen " + dGO + ", r13" << "vmov.fp32 " + dGO + ", " + dAll << "vfill.fp32 " + dAll + ", r0"
+       << "li r1, " + S(ph + 1);
+    bases_for_bwd(l - 1);
+    as << "exit";
+  }
+  as << "wexit:" << "exit";
+  (void)g;
+  return as.text();
+}
+
+// A root PE at column c: adds the biases and applies the activations of every layer's outputs,
+// computes the loss of its samples, sends the gathered dy back up, and reduces the loss and the
+// bias gradients east along the root row. One task; the code runs a minibatch after another.
+// Registers: r0 0, r9 label, r10 o, r11 sample, r12 label pointer, r13 r14 scratch.
+std::string root_source(const WsPlan& p, const WsColors& col, int c) {
+  const int L = p.layers, m = p.m, nL = p.width.back();
+  const long long M4 = 4LL * m;
+  const uint32_t um = static_cast<uint32_t>(m), un = static_cast<uint32_t>(nL);
+  PeAsm as;
+  as.inq(col.in);
+  as.task("0, main, active");
+  bool ones = false;
+  for (int l = 0; l + 1 < L; ++l) ones = ones || needs_ones(p.act[static_cast<size_t>(l)]);
+  as.data(".space lab, i32, " + S(m));
+  as.data(".space cfg, i32, 2");
+  as.data(".space tm, fp32, " + S(m));
+  as.data(".space bb, fp32, " + S(m));
+  as.data(".space ym, fp32, " + S(m));
+  as.data(".space tmp, fp32, " + S(m));
+  if (ones) as.data(".space ones, fp32, " + S(m));
+  as.data(".space zl, fp32, " + S(static_cast<long long>(nL) * m));
+  as.data(".space dyl, fp32, " + S(static_cast<long long>(nL) * m));
+  as.data(".space zc, fp32, " + S(nL));
+  as.data(".space t, fp32, " + S(nL));
+  as.data(".space g, fp32, " + S(nL));
+  as.data(".space z, fp32, " + S(nL));
+  as.data(".space e, fp32, " + S(nL));
+  as.data(".space mvec, fp32, " + S(nL));
+  as.data(".space s1, fp32, 1");
+  as.data(".space l1, fp32, 1");
+  as.data(".space q1, fp32, 1");
+  as.data(".space lossv, fp32, 1");
+  as.data(".space lsum, fp32, 1");
+  as.data(".space t1, fp32, 1");
+  as.data(".space dummy, fp32, 1");
+  as.data(".space nupd, fp32, 1");
+  const int chin = col.chain[(p.rows - 1) % 2];
+  const int eout = col.east[c % 2], ein = c > 0 ? col.east[(c - 1) % 2] : -1;
+  as << "main:";
+  const std::string dInL = as.fin(col.in, 1), dDisc = as.mem("dummy", 1, 0), dLab = as.mem("lab", um);
+  const std::string dB1 = as.fin(col.in, 1), dT1 = as.mem("t1", 1), dBB = as.mem("bb", um), dTm = as.mem("tm", um);
+  const std::string dChI = as.fin(chin, um), dY = as.mem("ym", um), dRetO = as.fout(col.ret, um), dTmp = as.mem("tmp", um);
+  const std::string dOnes = ones ? as.mem("ones", um) : "";
+  const std::string dZo = as.mem("zl", um), dZs = as.mem("zl", un, m), dZc = as.mem("zc", un), dG = as.mem("g", un);
+  const std::string dT = as.mem("t", un), dGs = as.mem("dyl", un, m);
+  const std::string dRetAll = as.fout(col.ret, static_cast<uint32_t>(nL * m)), dDyl = as.mem("dyl", static_cast<uint32_t>(nL * m));
+  const std::string dDyo = as.mem("dyl", um), dEO = as.fout(eout, 1), dEI = c > 0 ? as.fin(ein, 1) : "";
+  const std::string dLs = as.mem("lsum", 1);
+  auto east = [&](const std::string& src) {
+    if (c == 0) as << "vmov.fp32 " + dEO + ", " + src;
+    else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + src;
+  };
+  as << "li r0, 0";
+  if (ones) as << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
+  as << "step:";
+  as << "ld32 r13, [r0+cfg]" << "beq r13, r0, rs_a" << "dlen " + dInL + ", r13" << "dlen " + dDisc + ", r13"
+     << "vmov.fp32 " + dDisc + ", " + dInL << "rs_a:";
+  as << "li r13, " + S(m) << "dlen " + dInL + ", r13" << "vmov.fp32 " + dLab + ", " + dInL;
+  as << "ld32 r13, [r0+cfg+4]" << "beq r13, r0, rs_b" << "dlen " + dInL + ", r13" << "dlen " + dDisc + ", r13"
+     << "vmov.fp32 " + dDisc + ", " + dInL << "rs_b:";
+  as << "li r13, zl" << "dbase " + dZo + ", r13";
+  for (int l = 0; l < L; ++l) {
+    const int nO = p.width[static_cast<size_t>(l) + 1];
+    as << "li r10, 0" << "lay_" + S(l) + ":";
+    as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
+       << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB;
+    if (l + 1 < L) {
+      emit_act_fwd(as, p.act[static_cast<size_t>(l)], dY, dTm, dTmp, dOnes);
+      as << "vmov.fp32 " + dRetO + ", " + dY;
+    } else {
+      as << "vmov.fp32 " + dZo + ", " + dTm << "daddb " + dZo + ", " + S(M4);
+    }
+    as << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lay_" + S(l);
+  }
+  // Loss and logit gradients of each sample (logits are stored output-major, [o][sample]).
+  as << "li r11, 0" << "li r12, lab" << "li r13, zl" << "dbase " + dZs + ", r13" << "li r13, dyl" << "dbase " + dGs + ", r13"
+     << "st32 [r0+lsum], r0";
+  as << "ls:" << "vmov.fp32 " + dZc + ", " + dZs << "ld32 r9, [r12]";
+  emit_softmax_loss(as, nL, dZc, dT, dG);
+  as << "ld32 r13, [r0+lsum]" << "ld32 r14, [r0+lossv]" << "fadd r13, r13, r14" << "st32 [r0+lsum], r13";
+  emit_softmax_grad(as, p.batch, dG);
+  as << "vmov.fp32 " + dGs + ", " + dG << "daddb " + dZs + ", 4" << "daddb " + dGs + ", 4" << "addi r12, r12, 4"
+     << "addi r11, r11, 1" << "li r13, " + S(m) << "bne r11, r13, ls";
+  east(dLs);
+  as << "vmov.fp32 " + dRetAll + ", " + dDyl;
+  as << "li r10, 0" << "li r13, dyl" << "dbase " + dDyo + ", r13" << "dbl:" << "vsum.fp32 r13, " + dDyo << "st32 [r0+t1], r13";
+  east(dT1);
+  as << "daddb " + dDyo + ", " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nL) << "bne r10, r13, dbl";
+  for (int l = L - 2; l >= 0; --l) {
+    as << "li r10, 0" << "gb_" + S(l) + ":" << "vmov.fp32 " + dTm + ", " + dChI << "vmov.fp32 " + dRetO + ", " + dTm
+       << "vsum.fp32 r13, " + dTm << "st32 [r0+t1], r13";
+    east(dT1);
+    as << "addi r10, r10, 1" << "li r13, " + S(p.width[static_cast<size_t>(l) + 1]) << "bne r10, r13, gb_" + S(l);
+  }
+  as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "jmp step";
+  return as.text();
+}
+
+}  // namespace
+
+std::string ws_out_steps(int x, int y) { return "nstep." + S(x) + "." + S(y); }
+
+WsCompiled generate_ws(const KernelGraph& g, const WsPlan& p, const AsmTarget& t) {
+  WsCompiled out;
+  out.plan = p;
+  out.inv_batch = 1.0f / static_cast<float>(p.batch);
+  const WsColors& col = out.colors;
+  if (col.count() > t.colors) {
+    throw CompileError("weight-streaming mode needs " + S(col.count()) + " colors, the fabric has " + S(t.colors) +
+                       " (router.colors)");
+  }
+  FabricProgram& prog = out.program;
+  prog.name = "train-ws";
+  const int C = p.cols, R = p.rows, m = p.m;
+  for (int a = 0; a < R; ++a) {
+    for (int c = 0; c < C; ++c) {
+      const int img = kernels::intern_image(prog, "ws_row", row_source(g, p, col, a, c), t);
+      const int y = p.row_y[static_cast<size_t>(a)];
+      prog.place(c, y, img);
+      const long long per_col = static_cast<long long>(p.len(0, a)) * m;
+      prog.set_data(c, y, "cfg", i32_bytes({static_cast<int>(c * per_col), static_cast<int>((C - 1 - c) * per_col)}));
+      prog.output(ws_out_steps(c, y), c, y, "nupd");
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    const int img = kernels::intern_image(prog, "ws_root", root_source(p, col, c), t);
+    prog.place(c, p.root_y, img);
+    prog.set_data(c, p.root_y, "cfg", i32_bytes({c * m, (C - 1 - c) * m}));
+    prog.output(ws_out_steps(c, p.root_y), c, p.root_y, "nupd");
+  }
+
+  kernels::RouteTable rt;
+  const int W = p.fabric_width;
+  const uint8_t N = port_bit(kNorth), Sb = port_bit(kSouth), E = port_bit(kEast), Wb = port_bit(kWest), Rp = port_bit(kRamp);
+  std::vector<int> rows_y = p.row_y;
+  rows_y.push_back(p.root_y);
+  for (size_t i = 0; i < rows_y.size(); ++i) {
+    const int y = rows_y[i];
+    const bool feature = i < static_cast<size_t>(R);
+    for (int c = 0; c < C; ++c) {
+      const uint8_t tx = static_cast<uint8_t>(Rp | (c + 1 < C ? E : 0));
+      rt.add(c, y, col.in, Wb, tx);
+      if (feature) rt.add(c, y, col.w, Wb, tx);
+      // East chain: column c sends on east[c % 2] to column c + 1, the last one to the East channel.
+      const int e = col.east[c % 2];
+      rt.add(c, y, e, Rp, E);
+      if (c + 1 < C) {
+        rt.add(c + 1, y, e, Wb, Rp);
+      } else {
+        for (int x = c + 1; x < W; ++x) rt.add(x, y, e, Wb, E);
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    for (int a = 0; a < R; ++a) {
+      const int ch = col.chain[a % 2];
+      const int y0 = p.row_y[static_cast<size_t>(a)], y1 = a + 1 < R ? p.row_y[static_cast<size_t>(a) + 1] : p.root_y;
+      rt.add(c, y0, ch, Rp, Sb);
+      for (int y = y0 + 1; y < y1; ++y) rt.add(c, y, ch, N, Sb);
+      rt.add(c, y1, ch, N, Rp);
+    }
+    rt.add(c, p.root_y, col.ret, Rp, N);
+    for (int y = p.root_y - 1; y >= p.row_y[0]; --y) {
+      const bool feature = std::find(p.row_y.begin(), p.row_y.end(), y) != p.row_y.end();
+      if (!feature) rt.add(c, y, col.ret, Sb, N);
+      else rt.add(c, y, col.ret, Sb, static_cast<uint8_t>(Rp | (y > p.row_y[0] ? N : 0)));
+    }
+  }
+  rt.emit(prog);
+  return out;
+}
+
+}  // namespace wafersim::compiler

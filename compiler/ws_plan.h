@@ -1,0 +1,70 @@
+// Weight-streaming mapping: every layer in turn on the same grid of PEs (docs/weight-streaming.md).
+//
+//   West channels                                         East channels
+//   row 0 (channel row)  PE PE PE ... PE  --dW chain-->   dW of feature slice K_0
+//   row 1 (channel row)  PE PE PE ... PE  --dW chain-->   dW of feature slice K_1
+//     ...                 |  |  |      |   partial sums go south, results come back north
+//   root row             PE PE PE ... PE  --db chain-->   loss, bias gradients
+//                        column c holds the samples c*m .. c*m+m-1 of this system's shard
+//
+// Feature row a holds slice K_a of every layer's input activations for its column's samples.
+// A layer's weights w[o][k], k in K_a, stream into row a from its West channel and are
+// multicast along the row; each PE adds w * x[k] into its partial sum for output o (a vaxpy over
+// its m samples). Partial sums reduce south down each column into the root, which adds the bias,
+// applies the activation and sends y[o] back north; each row keeps its own slice as the next
+// layer's input. Backward, the weights stream again in reverse layer order: every PE holds the
+// whole dy (gathered through the root), adds w * dy[o] into dx[k], and sends its samples' part of
+// dW[o][k] east along the row, where the partial sums of the columns add up and leave through the
+// East channel to SwarmX and MemoryX.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/kernel_graph.h"
+#include "hw/config.h"
+
+namespace wafersim::compiler {
+
+struct WsOptions {
+  int batch = 16;    // global minibatch, over all systems
+  int systems = 1;   // data-parallel CS-2 systems; each takes batch / systems samples
+  int columns = 0;   // sample columns per system (0: as many as the fabric and shard allow)
+  int rows = 0;      // feature rows (0: every West channel row but the root's, capped by the narrowest layer)
+};
+
+struct WsLayerEst {
+  long long weights = 0;        // parameters streamed per pass (weights; biases go to the roots)
+  double stream_cycles = 0;     // one pass's weights through the busiest row channel
+  double fwd_cycles = 0;        // forward compute of the busiest PE
+  double bwd_cycles = 0;        // backward compute of the busiest PE
+};
+
+struct WsPlan {
+  int layers = 0;
+  int fabric_width = 0;
+  int batch = 16, systems = 1, shard = 16;  // shard = batch / systems
+  int rows = 1, cols = 1, m = 1;            // m = samples per column = shard / cols
+  std::vector<int> row_y;                   // fabric row of each feature row (a West/East channel row)
+  std::vector<int> row_channel;             // its channel index on both edges
+  int root_y = 0, root_channel = 0;
+  // off[j][a]: start of feature row a's slice of boundary j (j = 0: the model input, j = l + 1:
+  // layer l's output), size rows + 1; boundary `layers` (the logits) is not partitioned.
+  std::vector<std::vector<int>> off;
+  std::vector<int> width;                   // features at each boundary, size layers + 1
+  std::vector<Activation> act;              // per layer
+  long row_bytes = 0, root_bytes = 0;       // SRAM need of a feature-row PE and of a root PE
+  double channel_rate = 1;                  // wavelets per cycle per channel
+  std::vector<WsLayerEst> est;
+
+  int len(int j, int a) const { return off[static_cast<size_t>(j)][static_cast<size_t>(a) + 1] - off[static_cast<size_t>(j)][static_cast<size_t>(a)]; }
+  int pes() const { return (rows + 1) * cols; }
+  double cycles_per_batch() const;  // estimate, weights streamed with prefetch, one system
+};
+
+// Chooses rows, columns and slices. Throws CompileError: batch not divisible by systems or
+// columns, too few I/O channel rows, a layer narrower than the feature rows, or PEs whose
+// activations do not fit their SRAM (by how much).
+WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o);
+
+}  // namespace wafersim::compiler

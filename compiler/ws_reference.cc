@@ -1,0 +1,114 @@
+#include "compiler/ws_reference.h"
+
+#include <cmath>
+
+#include "compiler/reference.h"
+
+namespace wafersim::compiler {
+namespace {
+
+// Forward of one sample; acts[j] = input of layer j (acts[L] = logits).
+std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<std::vector<float>>& w,
+                                            const std::vector<std::vector<float>>& b, const float* x) {
+  const int L = p.layers;
+  std::vector<std::vector<float>> acts;
+  acts.emplace_back(x, x + p.width[0]);
+  for (int l = 0; l < L; ++l) {
+    const auto& in = acts.back();
+    const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+    const auto& W = w[static_cast<size_t>(l)];
+    std::vector<float> y(static_cast<size_t>(no));
+    for (int o = 0; o < no; ++o) {
+      float sum = 0;
+      for (int a = 0; a < p.rows; ++a) {
+        float part = 0;
+        for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
+          part = std::fma(W[static_cast<size_t>(o) * ni + k], in[static_cast<size_t>(k)], part);
+        }
+        sum = a == 0 ? part : sum + part;
+      }
+      const float pre = sum + b[static_cast<size_t>(l)][static_cast<size_t>(o)];
+      y[static_cast<size_t>(o)] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre) : pre;
+    }
+    acts.push_back(std::move(y));
+  }
+  return acts;
+}
+
+}  // namespace
+
+std::vector<float> ws_reference_forward(const WsPlan& p, const std::vector<std::vector<float>>& w,
+                                        const std::vector<std::vector<float>>& b, const float* x) {
+  return forward_all(p, w, b, x).back();
+}
+
+WsGrads ws_reference_grads(const KernelGraph& g, const WsPlan& p, const std::vector<std::vector<float>>& w,
+                           const std::vector<std::vector<float>>& b, const std::vector<const float*>& xs,
+                           const std::vector<int>& labels) {
+  (void)g;
+  const int L = p.layers, S = p.shard, m = p.m, C = p.cols;
+  std::vector<std::vector<std::vector<float>>> acts(static_cast<size_t>(S));
+  std::vector<std::vector<float>> dy(static_cast<size_t>(S));  // per sample, gradient at the current layer's output
+  std::vector<float> losses(static_cast<size_t>(S));
+  for (int s = 0; s < S; ++s) {
+    acts[static_cast<size_t>(s)] = forward_all(p, w, b, xs[static_cast<size_t>(s)]);
+    losses[static_cast<size_t>(s)] = softmax_xent(acts[static_cast<size_t>(s)].back(), labels[static_cast<size_t>(s)], p.batch,
+                                                  &dy[static_cast<size_t>(s)]);
+  }
+  WsGrads r;
+  // Loss: each column sums its samples from 0, then the columns chain east.
+  for (int c = 0; c < C; ++c) {
+    float col = 0;
+    for (int i = 0; i < m; ++i) col = col + losses[static_cast<size_t>(c * m + i)];
+    r.loss_sum = c == 0 ? col : r.loss_sum + col;
+  }
+  r.dw.resize(static_cast<size_t>(L));
+  r.db.resize(static_cast<size_t>(L));
+  for (int l = L - 1; l >= 0; --l) {
+    const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+    const auto& W = w[static_cast<size_t>(l)];
+    auto& dw = r.dw[static_cast<size_t>(l)];
+    auto& db = r.db[static_cast<size_t>(l)];
+    dw.assign(static_cast<size_t>(no) * ni, 0.0f);
+    db.assign(static_cast<size_t>(no), 0.0f);
+    for (int o = 0; o < no; ++o) {
+      for (int c = 0; c < C; ++c) {
+        float part = 0;
+        for (int i = 0; i < m; ++i) part = part + dy[static_cast<size_t>(c * m + i)][static_cast<size_t>(o)];
+        db[static_cast<size_t>(o)] = c == 0 ? part : db[static_cast<size_t>(o)] + part;
+      }
+      for (int k = 0; k < ni; ++k) {
+        float total = 0;
+        for (int c = 0; c < C; ++c) {
+          float part;
+          if (m == 1) {
+            part = dy[static_cast<size_t>(c)][static_cast<size_t>(o)] * acts[static_cast<size_t>(c)][static_cast<size_t>(l)][static_cast<size_t>(k)];
+          } else {
+            part = 0;
+            for (int i = 0; i < m; ++i) {
+              const int s = c * m + i;
+              part = part + dy[static_cast<size_t>(s)][static_cast<size_t>(o)] * acts[static_cast<size_t>(s)][static_cast<size_t>(l)][static_cast<size_t>(k)];
+            }
+          }
+          total = c == 0 ? part : total + part;
+        }
+        dw[static_cast<size_t>(o) * ni + k] = total;
+      }
+    }
+    if (l == 0) break;
+    for (int s = 0; s < S; ++s) {
+      std::vector<float> dx(static_cast<size_t>(ni), 0.0f);
+      for (int o = 0; o < no; ++o) {
+        for (int k = 0; k < ni; ++k) {
+          dx[static_cast<size_t>(k)] = std::fma(W[static_cast<size_t>(o) * ni + k], dy[static_cast<size_t>(s)][static_cast<size_t>(o)], dx[static_cast<size_t>(k)]);
+        }
+      }
+      const auto& y = acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
+      for (int k = 0; k < ni; ++k) dx[static_cast<size_t>(k)] = act_bwd(p.act[static_cast<size_t>(l) - 1], y[static_cast<size_t>(k)], dx[static_cast<size_t>(k)]);
+      dy[static_cast<size_t>(s)] = std::move(dx);
+    }
+  }
+  return r;
+}
+
+}  // namespace wafersim::compiler

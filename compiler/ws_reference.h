@@ -1,0 +1,31 @@
+// The host reference of weight-streaming training: one system's gradients for its shard, with
+// every fp32 operation in the order the weight-streaming firmware performs it (partial sums per
+// feature row chained down the columns, the bias at the root, dx accumulated over outputs in
+// stream order, dW and db summed over a column's samples and then chained east over the
+// columns). The wafer's gradients equal these bit for bit.
+#pragma once
+
+#include <vector>
+
+#include "compiler/kernel_graph.h"
+#include "compiler/ws_plan.h"
+
+namespace wafersim::compiler {
+
+struct WsGrads {
+  std::vector<std::vector<float>> dw;  // per layer, out x in
+  std::vector<std::vector<float>> db;  // per layer, out
+  float loss_sum = 0;                  // sum of the shard's losses, in column order
+};
+
+// xs: the shard's normalised samples (plan.shard of them), labels alike; w and b the current
+// weights (out x in) and biases per layer.
+WsGrads ws_reference_grads(const KernelGraph& g, const WsPlan& p, const std::vector<std::vector<float>>& w,
+                           const std::vector<std::vector<float>>& b, const std::vector<const float*>& xs,
+                           const std::vector<int>& labels);
+
+// Logits of one sample with the weight-streaming forward order.
+std::vector<float> ws_reference_forward(const WsPlan& p, const std::vector<std::vector<float>>& w,
+                                        const std::vector<std::vector<float>>& b, const float* x);
+
+}  // namespace wafersim::compiler

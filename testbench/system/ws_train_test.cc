@@ -1,0 +1,176 @@
+// Weight-streaming training on simulated wafers against the host reference of the same math.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include <systemc>
+
+#include "compiler/compile.h"
+#include "compiler/ws_codegen.h"
+#include "compiler/ws_reference.h"
+#include "firmware/program.h"
+#include "mlp_model.h"
+#include "test_support.h"
+#include "tlm/memoryx.h"
+#include "tlm/swarmx.h"
+#include "tlm/ws_trainer.h"
+
+#define SKIP_IF_KERNEL_STARTED()                                                          \
+  if (sc_core::sc_get_status() != sc_core::SC_ELABORATION)                                \
+  GTEST_SKIP() << "a SystemC kernel already ran in this process (new modules are refused); " \
+                  "ctest runs each test alone"
+
+namespace wafersim::test {
+namespace {
+
+using namespace compiler;
+
+struct WsRig {
+  HwConfig hw;
+  KernelGraph graph;
+  WsCompiled compiled;
+  tlm::Dataset data;
+  tlm::Normalize norm;
+};
+
+WsRig make_ws_rig(const MlpSpec& spec, int width, int height, int spacing, const WsOptions& o, const std::string& name) {
+  WsRig r;
+  r.hw = small_config(width, height);
+  r.hw.io.spacing = spacing;
+  const std::string path = tmp_path(name + ".onnx");
+  write_mlp(path, spec);
+  CompileOptions co;
+  r.graph = validate_model(import_onnx(path), co);
+  const WsPlan plan = place_ws(r.graph, r.hw, o);
+  r.compiled = generate_ws(r.graph, plan, asm_target(r.hw));
+  r.data = synthetic_dataset(64, static_cast<size_t>(spec.widths.front()), spec.widths.back(), 3);
+  return r;
+}
+
+void expect_same(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint32_t x, y;
+    std::memcpy(&x, &a[i], 4);
+    std::memcpy(&y, &b[i], 4);
+    ASSERT_EQ(x, y) << what << "[" << i << "]: wafer " << a[i] << " vs reference " << b[i];
+  }
+}
+
+// Trains `steps` minibatches on the wafers and, alongside, on the reference (per-system
+// gradients, SwarmX's tree sum, a MemoryX of its own); weights, biases and losses must agree bit
+// for bit.
+void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsOptions& o, int steps, const std::string& name) {
+  WsRig r = make_ws_rig(spec, width, height, spacing, o, name);
+  const WsPlan& p = r.compiled.plan;
+  std::cout << "rows " << p.rows << " cols " << p.cols << " m " << p.m << " systems " << p.systems << "\n";
+  tlm::MemoryXConfig mc;
+  mc.lr = 0.05f;
+  tlm::MemoryX mx(("mx_" + name).c_str(), mc), mref(("mref_" + name).c_str(), mc);
+  tlm::WsTrainer t(r.hw, r.graph, r.compiled, r.data, r.norm, 11, 0, mx);
+  std::vector<int> rw, rb;
+  for (size_t l = 0; l < r.graph.layers.size(); ++l) {
+    rw.push_back(mref.add_tensor("w" + std::to_string(l), r.graph.layers[l].w));
+    rb.push_back(mref.add_tensor("b" + std::to_string(l), r.graph.layers[l].b));
+  }
+  tlm::InputWorker order(r.data, {}, r.norm, 11);
+  for (int s = 0; s < steps; ++s) {
+    std::vector<std::vector<float>> w, b;
+    for (size_t l = 0; l < rw.size(); ++l) {
+      w.push_back(mref.weights(rw[l]));
+      b.push_back(mref.weights(rb[l]));
+    }
+    std::vector<WsGrads> per;
+    for (int i = 0; i < p.systems; ++i) {
+      std::vector<std::vector<float>> xs;
+      std::vector<const float*> ptrs;
+      std::vector<int> labels;
+      for (int j = 0; j < p.shard; ++j) {
+        const size_t idx = order.sample_at(static_cast<long long>(s) * p.batch + i * p.shard + j);
+        std::vector<float> x(r.data.features);
+        for (size_t k = 0; k < x.size(); ++k) x[k] = r.norm.apply(r.data.sample(idx)[k]);
+        xs.push_back(std::move(x));
+        labels.push_back(r.data.labels[idx]);
+      }
+      for (auto& x : xs) ptrs.push_back(x.data());
+      per.push_back(ws_reference_grads(r.graph, p, w, b, ptrs, labels));
+    }
+    auto tree = [&](auto get, size_t n) {
+      std::vector<const float*> parts;
+      for (auto& g : per) parts.push_back(get(g));
+      std::vector<float> out(n);
+      tlm::SwarmX::tree_sum(parts, n, 4, out.data());
+      return out;
+    };
+    for (size_t l = 0; l < rw.size(); ++l) {
+      const auto gw = tree([&](WsGrads& g) { return g.dw[l].data(); }, per[0].dw[l].size());
+      const auto gb = tree([&](WsGrads& g) { return g.db[l].data(); }, per[0].db[l].size());
+      // The reference's own accumulator starts at zero, as MemoryX's does.
+      std::vector<float> gw2 = gw, gb2 = gb;
+      ::tlm::tlm_generic_payload t1;
+      auto write = [&](int id, std::vector<float>& g) {
+        t1.set_command(::tlm::TLM_WRITE_COMMAND);
+        t1.set_address(mref.base(id));
+        t1.set_data_ptr(reinterpret_cast<unsigned char*>(g.data()));
+        t1.set_data_length(static_cast<unsigned>(g.size() * 4));
+        t1.set_streaming_width(static_cast<unsigned>(g.size() * 4));
+        t1.set_byte_enable_ptr(nullptr);
+        sc_core::sc_time d;
+        mref.b_transport(t1, d);
+        ASSERT_FALSE(t1.is_response_error());
+      };
+      write(rw[l], gw2);
+      write(rb[l], gb2);
+    }
+    const float loss = tree([&](WsGrads& g) { return &g.loss_sum; }, 1)[0];
+    mref.step();
+    const tlm::WsStepResult res = t.step();
+    std::cout << "step " << s + 1 << " loss " << res.mean_loss << " cycles " << res.cycles << "\n";
+    const float wl = static_cast<float>(res.mean_loss * p.batch);
+    EXPECT_NEAR(wl, loss, std::fabs(loss) * 1e-6f) << "loss sum of step " << s + 1;
+    const auto ww = t.weights(), wb = t.biases();
+    for (size_t l = 0; l < rw.size(); ++l) {
+      expect_same(ww[l], mref.weights(rw[l]), "w" + std::to_string(l) + " after step " + std::to_string(s + 1));
+      expect_same(wb[l], mref.weights(rb[l]), "b" + std::to_string(l) + " after step " + std::to_string(s + 1));
+    }
+  }
+}
+
+TEST(WsTraining, OneSystemMatchesReferenceBitForBit) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 4;
+  check_ws(MlpSpec{{16, 8, 6, 4}, "Relu", 7, 13}, 12, 16, 4, o, 3, "ws_one");
+}
+
+TEST(WsTraining, SeveralSamplesPerColumnAndSigmoid) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;  // 4 samples per column: the dW and db parts are vsums
+  check_ws(MlpSpec{{12, 7, 5, 3}, "Sigmoid", 5, 13}, 12, 20, 4, o, 3, "ws_m4");
+}
+
+TEST(WsTraining, TwoAndFourSystemsTanh) {
+  SKIP_IF_KERNEL_STARTED();
+  for (int n : {2, 4}) {
+    WsOptions o;
+    o.batch = 8;
+    o.systems = n;
+    check_ws(MlpSpec{{10, 9, 4}, "Tanh", 3, 13}, 10, 16, 4, o, 2, "ws_sys" + std::to_string(n));
+  }
+}
+
+TEST(WsTraining, SingleLayerAndManyRows) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 6;
+  check_ws(MlpSpec{{9, 5}, "Relu", 9, 13}, 8, 24, 2, o, 3, "ws_one_layer");
+  WsOptions o2;
+  o2.batch = 4;
+  check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o2, 2, "ws_four_layers");
+}
+
+}  // namespace
+}  // namespace wafersim::test

@@ -1,0 +1,100 @@
+// The host side of weight-streaming training (docs/weight-streaming.md): N systems, each a
+// wafer with the same weight-streaming program, train data-parallel on equal shards of every
+// minibatch. Per minibatch, MemoryX's weights and biases stream into every wafer (the same
+// bytes to each, as SwarmX broadcasts them), the input workers' samples and labels into each
+// wafer's shard, and each wafer's weight gradients, bias gradients and loss sum come back out of
+// its East channels. The sums over systems (SwarmX's fixed tree order) go into MemoryX, whose
+// optimizer updates the weights.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/kernel_graph.h"
+#include "compiler/ws_codegen.h"
+#include "firmware/program.h"
+#include "hw/fabric.h"
+#include "tlm/input_worker.h"
+#include "tlm/memoryx.h"
+
+namespace wafersim::tlm {
+
+// One wafer and its host-side stream buffers.
+class WsSystem {
+ public:
+  WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index);
+
+  Fabric& fabric() { return *m_fabric; }
+  const Fabric& fabric() const { return *m_fabric; }
+  int index() const { return m_index; }
+
+  // Queues one minibatch for this system: its shard of inputs (normalised) and labels, then the
+  // weights and biases of every layer pass (forward 0..L-1, backward L-1..0).
+  void queue_step(const std::vector<const float*>& xs, const std::vector<int>& labels,
+                  const std::vector<std::vector<float>>& w, const std::vector<std::vector<float>>& b);
+  // One cycle: offer queued wavelets to the West channels, step the wafer, collect the East
+  // channels. Returns true once every output of the minibatch is in.
+  bool cycle();
+  bool done() const;
+  // The minibatch's results, valid once done(): per layer dW (out x in) and db, and the loss sum.
+  void results(std::vector<std::vector<float>>* dw, std::vector<std::vector<float>>* db, float* loss_sum) const;
+
+  uint64_t refused() const { return m_refused; }       // offers a full West channel refused
+  uint64_t starved() const { return m_starved; }       // cycles a row channel had nothing queued before the minibatch's outputs were in
+  const LoadedProgram& loaded() const { return m_loaded; }
+
+ private:
+  const compiler::WsCompiled& m_c;
+  int m_index;
+  std::unique_ptr<Fabric> m_fabric;
+  LoadedProgram m_loaded;
+  std::vector<EdgeChannel*> m_west, m_east;  // by channel index (rows, then the root)
+  std::vector<std::deque<Wavelet>> m_pending;
+  std::vector<std::vector<uint32_t>> m_got;   // East payloads of this minibatch, per channel
+  std::vector<size_t> m_expect;               // East payloads a minibatch yields, per channel
+  uint64_t m_refused = 0, m_starved = 0;
+};
+
+struct WsStepResult {
+  long long step = 0;
+  double mean_loss = 0;
+  uint64_t cycles = 0;  // this minibatch, on the wafers (they run in lockstep)
+};
+
+class WsTrainer {
+ public:
+  // Registers the model's weights and biases in `memx` (which must be empty).
+  WsTrainer(const HwConfig& hw, const compiler::KernelGraph& g, const compiler::WsCompiled& c, const Dataset& data,
+            const Normalize& norm, uint64_t seed, long long first_step, MemoryX& memx, int swarmx_fanout = 4);
+
+  WsStepResult step();
+  uint64_t cycles() const { return m_cycles; }
+  long long steps_done() const { return m_step; }
+  int systems() const { return static_cast<int>(m_sys.size()); }
+  WsSystem& system(int i) { return *m_sys[static_cast<size_t>(i)]; }
+  // Weights and biases per layer, from MemoryX.
+  std::vector<std::vector<float>> weights() const;
+  std::vector<std::vector<float>> biases() const;
+  int weight_tensor(int layer) const { return m_wid[static_cast<size_t>(layer)]; }
+  int bias_tensor(int layer) const { return m_bid[static_cast<size_t>(layer)]; }
+
+ private:
+  std::vector<float> read_tensor(int id);  // a READ transaction on MemoryX
+  void write_grad(int id, const std::vector<float>& g);
+
+  const compiler::WsCompiled& m_c;
+  const Dataset& m_data;
+  MemoryX& m_memx;
+  std::unique_ptr<InputWorker> m_order;  // the run's data order and normalisation
+  std::vector<std::unique_ptr<WsSystem>> m_sys;
+  std::vector<int> m_wid, m_bid;
+  long long m_step = 0;
+  uint64_t m_cycles = 0;
+  uint64_t m_limit = 0;
+  int m_fanout = 4;
+};
+
+}  // namespace wafersim::tlm
