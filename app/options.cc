@@ -289,7 +289,9 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ("model", po::value(&c.model)->default_value(c.model), "ONNX model as torch.onnx.export writes it")
       ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)")
       ("out,o", po::value(&c.out)->default_value(c.out), "directory for the artifacts and reports")
-      ("mode", po::value(&c.mode)->default_value(c.mode), "execution mode: layer-pipelined")
+      ("mode", po::value(&c.mode)->default_value(c.mode),
+       "execution mode: layer-pipelined, weight-streaming, or auto (layer-pipelined when the model fits)")
+      ("systems", po::value(&c.ws.systems)->default_value(c.ws.systems), "weight streaming: CS-2 systems, data parallel")
       ("validate-only", po::bool_switch(&c.validate_only), "stop after matching the graph to kernels; list unsupported ops");
   if (!train) {
     general.add_options()("compile-only", po::bool_switch(&c.compile_only),
@@ -298,7 +300,27 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
     general.add_options()("resume", po::value(&c.resume), "continue from a checkpoint written by an earlier run");
   }
   po::options_description comp("Compiler [compile]"), tr("Training [train]"), data("Data [data]"), fabric("Fabric [fabric]"),
-      router("Router [router]"), io("Edge I/O [io]"), core("PE core [core]"), sim("Simulation [sim]");
+      router("Router [router]"), io("Edge I/O [io]"), core("PE core [core]"), sim("Simulation [sim]"),
+      ws("Weight streaming and the cluster [ws] [memoryx] [swarmx] [edge_bridge] [input]");
+  ws.add_options()
+      ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: as many as the shard and fabric allow)")
+      ("ws.rows", po::value(&c.ws.rows)->default_value(c.ws.rows), "feature rows per wafer (0: every I/O channel row but the root's, up to the narrowest layer)")
+      ("ws.prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "request the next layer's weights while the current one streams")
+      ("memoryx.capacity_gb", po::value(&c.memx.capacity_gb)->default_value(c.memx.capacity_gb), "weight store, GB (weights + optimizer state)")
+      ("memoryx.bandwidth_gbps", po::value(&c.memx.bandwidth_gbps)->default_value(c.memx.bandwidth_gbps), "MemoryX link, Gb/s")
+      ("memoryx.latency_ns", po::value(&c.memx.latency_ns)->default_value(c.memx.latency_ns), "per transaction")
+      ("memoryx.optimizer", po::value(&c.memx.optimizer)->default_value(c.memx.optimizer), "sgd (with train.momentum) or adam")
+      ("memoryx.beta1", po::value(&c.memx.beta1)->default_value(c.memx.beta1), "adam")
+      ("memoryx.beta2", po::value(&c.memx.beta2)->default_value(c.memx.beta2), "adam")
+      ("memoryx.eps", po::value(&c.memx.eps)->default_value(c.memx.eps), "adam")
+      ("swarmx.fanout", po::value(&c.swarmx.fanout)->default_value(c.swarmx.fanout), "children per broadcast/reduce node: 2 or 4")
+      ("swarmx.link_gbps", po::value(&c.swarmx.link_gbps)->default_value(c.swarmx.link_gbps), "line rate of the tree's links, Gb/s")
+      ("swarmx.node_latency_ns", po::value(&c.swarmx.node_latency_ns)->default_value(c.swarmx.node_latency_ns), "per tree level")
+      ("edge_bridge.link_gbps", po::value(&c.bridge.link_gbps)->default_value(c.bridge.link_gbps), "a system's host link, Gb/s (12 x 100 GbE)")
+      ("edge_bridge.latency_ns", po::value(&c.bridge.latency_ns)->default_value(c.bridge.latency_ns), "host to wafer edge")
+      ("input.workers", po::value(&c.input_workers)->default_value(c.input_workers), "input workers per system, multiplexed round-robin")
+      ("input.worker_gbps", po::value(&c.worker_gbps)->default_value(c.worker_gbps), "each worker's stream, Gb/s")
+      ("input.slow_worker_gbps", po::value(&c.slow_worker_gbps)->default_value(c.slow_worker_gbps), "one worker this slow (0: none)");
   comp.add_options()
       ("compile.max_pes", po::value(&c.compile.place.max_pes)->default_value(c.compile.place.max_pes),
        "PEs the model's regions may use (0: the whole fabric, the most throughput)")
@@ -338,9 +360,9 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   po::options_description file_opts;
   file_opts.add(comp);
   if (train) file_opts.add(tr).add(data);
-  file_opts.add(fabric).add(router).add(io).add(core).add(sim);
+  file_opts.add(ws).add(fabric).add(router).add(io).add(core).add(sim);
   po::options_description all(train ? "wafersim train [MODEL.onnx]: compile the model and train it on the simulated wafer\n"
-                                      "(layer-pipelined), streaming loss values back; docs/training.md\n\nOptions"
+                                      "(layer-pipelined or weight streaming), streaming loss values back; docs/training.md\n\nOptions"
                                     : "wafersim compile [MODEL.onnx]: compile an ONNX model for the wafer (docs/compiler.md)\n\nOptions");
   all.add(general).add(file_opts);
   po::positional_options_description pos;
@@ -349,9 +371,23 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
   c.hw.sim.visit_order = parse_visit_order(visit_order);
   c.hw.validate();
-  if (c.mode != "layer-pipelined") {
-    throw ConfigError("mode '" + c.mode + "' is not available (layer-pipelined; weight streaming is not implemented yet)");
+  if (c.mode != "layer-pipelined" && c.mode != "weight-streaming" && c.mode != "auto") {
+    throw ConfigError("mode '" + c.mode + "' is unknown (layer-pipelined, weight-streaming or auto)");
   }
+  if (c.ws.systems < 1 || c.ws.systems > 1024) throw ConfigError("--systems must be in 1..1024, got " + std::to_string(c.ws.systems));
+  if (c.ws.systems > 1 && c.mode == "layer-pipelined") {
+    throw ConfigError("--systems " + std::to_string(c.ws.systems) + " needs weight-streaming mode (layer-pipelined runs on one system)");
+  }
+  if (c.ws.columns < 0 || c.ws.rows < 0) throw ConfigError("ws.columns and ws.rows must be >= 0");
+  if (c.input_workers < 1) throw ConfigError("input.workers must be at least 1, got " + std::to_string(c.input_workers));
+  if (!(c.worker_gbps > 0) || !(c.slow_worker_gbps >= 0)) throw ConfigError("input.worker_gbps must be > 0 and input.slow_worker_gbps >= 0");
+  c.ws.batch = c.compile.place.batch;
+  c.swarmx.systems = c.ws.systems;
+  c.memx.lr = c.compile.hyper.lr;
+  c.memx.momentum = c.compile.hyper.momentum;
+  c.memx.validate();
+  c.swarmx.validate();
+  c.bridge.validate();
   if (c.compile.place.batch < 1 || c.compile.place.batch > 65535) throw ConfigError("train.batch must be in 1..65535");
   if (c.compile.place.max_pes < 0) throw ConfigError("compile.max_pes must be >= 0");
   if (c.compile.place.ring_depth < 1 || c.compile.place.ring_depth > 64) throw ConfigError("compile.ring_depth must be in 1..64");

@@ -8,9 +8,13 @@
 #include <boost/program_options.hpp>
 
 #include "compiler/compile.h"
+#include "compiler/ws_plan.h"
 #include "hw/config.h"
 #include "hw/traffic_gen.h"
+#include "tlm/edge_bridge.h"
 #include "tlm/input_worker.h"
+#include "tlm/memoryx.h"
+#include "tlm/swarmx.h"
 
 namespace wafersim {
 
@@ -75,6 +79,15 @@ struct TrainConfig {
   tlm::Normalize norm;
   bool eval = true;
   TraceOptions trace;  // VCD of a region of PEs during training
+  // Weight streaming and the cluster.
+  compiler::WsOptions ws;         // batch and systems are copied in from train.batch and --systems
+  bool prefetch = true;           // request the next layer's weights while this one streams
+  tlm::MemoryXConfig memx;        // lr and momentum are copied in from train.lr, train.momentum
+  tlm::SwarmXConfig swarmx;       // systems copied in from --systems
+  tlm::EdgeBridgeConfig bridge;
+  int input_workers = 4;          // input workers per system
+  double worker_gbps = 100;       // each worker's stream
+  double slow_worker_gbps = 0;    // one worker this slow (0: none), to study starvation
   std::string resolved_ini;
 };
 

@@ -12,6 +12,8 @@
 
 #include "app/fabric_cmd.h"
 #include "app/options.h"
+#include "app/train_util.h"
+#include "app/ws_train.h"
 #include "compiler/compile.h"
 #include "compiler/reference.h"
 #include "hw/atomic_file.h"
@@ -25,29 +27,8 @@ namespace {
 using namespace compiler;
 namespace fs = std::filesystem;
 
-std::string exact(double v) {  // enough digits to read back the same float
-  char b[64];
-  std::snprintf(b, sizeof b, "%.9g", v);
-  return b;
-}
 
-std::string fixed(double v, int prec) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
-}
 
-void print_graph(const KernelGraph& g, std::ostream& out) {
-  out << "kernel graph: input '" << g.input_name << "' (" << g.in_features << " features), " << g.layers.size()
-      << " dense kernel" << (g.layers.size() == 1 ? "" : "s") << ", " << g.parameters() << " parameters\n";
-  for (const auto& l : g.layers) {
-    out << "  " << l.name << ": dense " << l.out << " x " << l.in << (l.bias.empty() ? "" : " + bias")
-        << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "") << "\n";
-  }
-  out << "  loss: softmax cross-entropy" << (g.loss_node.empty() ? " (chosen by --train.loss)" : " (node '" + g.loss_node + "')")
-      << (g.output_softmax ? ", absorbing the graph's softmax" : "") << "\n";
-  for (const auto& n : g.notes) out << "  note: " << n << "\n";
-}
 
 // Momentum tensors travel in checkpoints as extra initializers next to their weights.
 std::string momentum_name(const std::string& init) { return init + ".momentum"; }
@@ -96,15 +77,7 @@ void write_checkpoint(const std::string& src, const std::string& dst, const Kern
                            {"wafersim.momentum", fixed(c.compile.hyper.momentum, 9)}});
 }
 
-tlm::Dataset load_data(const TrainConfig& c, bool train) {
-  if (c.data == "fashion-mnist") return tlm::load_fashion_mnist(c.data_dir, train);
-  const std::string& x = train ? c.train_x : c.test_x;
-  const std::string& y = train ? c.train_y : c.test_y;
-  if (x.empty() || y.empty()) return {};
-  return c.data == "npy" ? tlm::load_npy(x, y) : tlm::load_idx(x, y);
-}
 
-void write_text(const fs::path& p, const std::string& s) { write_file_atomic(p.string(), s); }
 
 // The state a checkpoint holds: weights (the graph's initializers), momentum (NAME.momentum),
 // step and seed (metadata). Throws ConfigError for anything missing or inconsistent.
@@ -177,6 +150,10 @@ int compile_command(const std::vector<std::string>& args, std::ostream& out, std
       out << "validate-only: every node is supported\n";
       return kExitOk;
     }
+    if (resolve_mode(c, g, out) == "weight-streaming") {
+      ws_compile(c, g, out);
+      return kExitOk;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     CompileResult r = compile_model(c.model, c.hw, c.compile);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -212,6 +189,10 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     print_graph(g, out);
     require_supported(g);
     if (c.validate_only) return kExitOk;
+    if (resolve_mode(c, g, out) == "weight-streaming") {
+      ws_train(c, m, g, model_path, out);
+      return kExitOk;
+    }
     ModelState state = ModelState::from_graph(g);
     if (!c.resume.empty()) {
       state = restore_checkpoint(m, g, c, &seed);

@@ -1,6 +1,7 @@
 #include "compiler/ws_plan.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "compiler/onnx_model.h"
 
@@ -22,6 +23,12 @@ std::vector<int> split(int n, int p) {
 }
 
 std::string S(long long v) { return std::to_string(v); }
+
+std::string fmt(double v, int prec = 1) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
 
 }  // namespace
 
@@ -151,6 +158,79 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     p.est.push_back(e);
   }
   return p;
+}
+
+}  // namespace wafersim::compiler
+
+namespace wafersim::compiler {
+
+nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const HwConfig& hw, const WsHostPace& pace) {
+  const double f = hw.fabric.clock_mhz * 1e6;
+  nlohmann::json layers = nlohmann::json::array();
+  double total = pace.latency_cycles;  // with prefetch, one request latency per minibatch
+  for (int l = 0; l < p.layers; ++l) {
+    const WsLayerEst& e = p.est[static_cast<size_t>(l)];
+    const DenseKernel& d = g.layers[static_cast<size_t>(l)];
+    const double host = static_cast<double>(e.weights + d.out) / pace.weights_per_cycle;
+    const double stream = std::max(e.stream_cycles, host) + (pace.prefetch ? 0.0 : pace.latency_cycles);
+    const double fwd = std::max(stream, e.fwd_cycles), bwd = std::max(stream, e.bwd_cycles);
+    total += fwd + bwd;
+    layers.push_back({{"name", d.name},
+                      {"shape", S(d.out) + "x" + S(d.in)},
+                      {"weights", e.weights},
+                      {"weight_stream_cycles", stream},
+                      {"weight_stream_us", stream / f * 1e6},
+                      {"stream_bound", e.stream_cycles >= host ? "wafer I/O channels" : "host link (MemoryX/SwarmX/bridge)"},
+                      {"forward_compute_cycles", e.fwd_cycles},
+                      {"backward_compute_cycles", e.bwd_cycles},
+                      {"forward_bound", stream >= e.fwd_cycles ? "weight stream" : "compute"},
+                      {"backward_bound", stream >= e.bwd_cycles ? "weight stream" : "compute"}});
+  }
+  nlohmann::json r;
+  r["mode"] = "weight-streaming";
+  r["systems"] = p.systems;
+  r["batch"] = p.batch;
+  r["shard_per_system"] = p.shard;
+  r["feature_rows"] = p.rows;
+  r["sample_columns"] = p.cols;
+  r["samples_per_column"] = p.m;
+  r["pes_per_system"] = p.pes();
+  r["row_sram_bytes"] = p.row_bytes;
+  r["root_sram_bytes"] = p.root_bytes;
+  r["sram_bytes"] = static_cast<long>(hw.core.sram_kb) * 1024;
+  r["channel_wavelets_per_cycle"] = p.channel_rate;
+  r["host_weight_wavelets_per_cycle"] = pace.weights_per_cycle;
+  r["request_latency_cycles"] = pace.latency_cycles;
+  r["prefetch"] = pace.prefetch;
+  r["parameters"] = g.parameters();
+  r["kernels"] = layers;
+  r["cycles_per_batch"] = total;
+  r["overall_samples_per_s"] = p.batch / (total / f);
+  r["clock_mhz"] = hw.fabric.clock_mhz;
+  return r;
+}
+
+std::string ws_report_text(const nlohmann::json& r) {
+  std::string t = "Compile report (weight streaming)\n";
+  t += "  " + S(r["systems"].get<int>()) + " system(s), batch " + S(r["batch"].get<int>()) + " (" + S(r["shard_per_system"].get<int>()) +
+       " per system); each wafer: " + S(r["feature_rows"].get<int>()) + " feature rows x " + S(r["sample_columns"].get<int>()) +
+       " sample columns (" + S(r["samples_per_column"].get<int>()) + " per column) + a root row, " + S(r["pes_per_system"].get<int>()) +
+       " PEs\n";
+  t += "  SRAM per PE: feature rows " + S(r["row_sram_bytes"].get<long>()) + " B, roots " + S(r["root_sram_bytes"].get<long>()) +
+       " B of " + S(r["sram_bytes"].get<long>()) + "\n";
+  t += "  weights in: " + fmt(r["channel_wavelets_per_cycle"].get<double>(), 3) + " wavelets/cycle per row channel, host link " +
+       fmt(r["host_weight_wavelets_per_cycle"].get<double>(), 2) + " wavelets/cycle, request latency " +
+       fmt(r["request_latency_cycles"].get<double>(), 0) + " cycles, prefetch " + (r["prefetch"].get<bool>() ? "on" : "off") + "\n";
+  for (const auto& k : r["kernels"]) {
+    t += "  " + k["name"].get<std::string>() + " " + k["shape"].get<std::string>() + ": weight stream " +
+         fmt(k["weight_stream_cycles"].get<double>(), 0) + " cycles (" + fmt(k["weight_stream_us"].get<double>(), 2) + " us, " +
+         k["stream_bound"].get<std::string>() + "); compute fwd " + fmt(k["forward_compute_cycles"].get<double>(), 0) + ", bwd " +
+         fmt(k["backward_compute_cycles"].get<double>(), 0) + " cycles (" + k["forward_bound"].get<std::string>() + " / " +
+         k["backward_bound"].get<std::string>() + " bound)\n";
+  }
+  t += "  estimate: " + fmt(r["cycles_per_batch"].get<double>(), 0) + " cycles per minibatch, " +
+       fmt(r["overall_samples_per_s"].get<double>(), 1) + " samples/s at " + fmt(r["clock_mhz"].get<double>(), 0) + " MHz\n";
+  return t;
 }
 
 }  // namespace wafersim::compiler

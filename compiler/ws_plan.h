@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "compiler/kernel_graph.h"
 #include "hw/config.h"
 
@@ -62,9 +64,22 @@ struct WsPlan {
   double cycles_per_batch() const;  // estimate, weights streamed with prefetch, one system
 };
 
+// The host side's pace as the estimate sees it: weight wavelets per cycle into one system
+// (MemoryX, SwarmX and the bridge, the slowest), and cycles from a request to the first word.
+struct WsHostPace {
+  double weights_per_cycle = 1e9;
+  double latency_cycles = 0;
+  bool prefetch = true;
+};
+
 // Chooses rows, columns and slices. Throws CompileError: batch not divisible by systems or
 // columns, too few I/O channel rows, a layer narrower than the feature rows, or PEs whose
 // activations do not fit their SRAM (by how much).
 WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o);
+
+// The compile report of weight-streaming mode: the mapping, per layer the weight-stream time
+// (channel- or host-bound) beside the compute estimate of each pass, and samples/s.
+nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const HwConfig& hw, const WsHostPace& pace);
+std::string ws_report_text(const nlohmann::json& report);
 
 }  // namespace wafersim::compiler

@@ -1,5 +1,6 @@
 #include "tlm/ws_trainer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -26,7 +27,8 @@ float from_bits(uint32_t u) {
 
 }  // namespace
 
-WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index) : m_c(c), m_index(index) {
+WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index, const WsHostLinks& links)
+    : m_c(c), m_index(index), m_links(links) {
   m_fabric = std::make_unique<Fabric>(hw);
   m_loaded = load_program(*m_fabric, c.program);
   const WsPlan& p = c.plan;
@@ -55,46 +57,108 @@ void WsSystem::queue_step(const std::vector<const float*>& xs, const std::vector
   const int L = p.layers, m = p.m;
   const auto in = static_cast<uint8_t>(col.in), wc = static_cast<uint8_t>(col.w);
   for (auto& g : m_got) g.clear();
+  m_pass_left.assign(static_cast<size_t>(2 * L), 0);
+  m_time = WsTime();
+  m_pass_time.assign(static_cast<size_t>(2 * L), WsTime());
   for (int a = 0; a < p.rows; ++a) {
     auto& q = m_pending[static_cast<size_t>(a)];
     for (int c = 0; c < p.cols; ++c) {
       for (int k = p.off[0][static_cast<size_t>(a)]; k < p.off[0][static_cast<size_t>(a) + 1]; ++k) {
-        for (int s = 0; s < m; ++s) q.push_back(Wavelet{bits(xs[static_cast<size_t>(c * m + s)][k]), in, false});
+        for (int s = 0; s < m; ++s) q.push_back({Wavelet{bits(xs[static_cast<size_t>(c * m + s)][k]), in, false}, kInput, -1});
       }
     }
-    auto pass = [&](int l) {
+    auto pass = [&](int l, int ps) {
       const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
       const auto& W = w[static_cast<size_t>(l)];
       for (int o = 0; o < no; ++o) {
         for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
-          q.push_back(Wavelet{bits(W[static_cast<size_t>(o) * ni + k]), wc, false});
+          q.push_back({Wavelet{bits(W[static_cast<size_t>(o) * ni + k]), wc, false}, kWeight, ps});
+          ++m_pass_left[static_cast<size_t>(ps)];
         }
       }
     };
-    for (int l = 0; l < L; ++l) pass(l);
-    for (int l = L - 1; l >= 0; --l) pass(l);
+    for (int l = 0; l < L; ++l) pass(l, l);
+    for (int l = L - 1; l >= 0; --l) pass(l, 2 * L - 1 - l);
   }
   auto& r = m_pending.back();
-  for (int s = 0; s < p.shard; ++s) r.push_back(Wavelet{static_cast<uint32_t>(labels[static_cast<size_t>(s)]), in, false});
+  for (int s = 0; s < p.shard; ++s) r.push_back({Wavelet{static_cast<uint32_t>(labels[static_cast<size_t>(s)]), in, false}, kInput, -1});
   for (int l = 0; l < L; ++l) {
-    for (float v : b[static_cast<size_t>(l)]) r.push_back(Wavelet{bits(v), in, false});
+    for (float v : b[static_cast<size_t>(l)]) {
+      r.push_back({Wavelet{bits(v), in, false}, kWeight, l});
+      ++m_pass_left[static_cast<size_t>(l)];
+    }
   }
+  // MemoryX starts streaming the first pass now (with prefetch, every pass back to back).
+  m_released = m_links.prefetch ? 2 * L : 1;
+  m_avail_at = m_now + m_links.latency;
+}
+
+void WsSystem::release_pass(int pass) {
+  if (m_links.prefetch || pass + 1 != m_released || m_released >= static_cast<int>(m_pass_left.size())) return;
+  // Without prefetch the next pass is requested once this one has entered the wafer.
+  ++m_released;
+  m_avail_at = m_now + m_links.latency;
 }
 
 bool WsSystem::cycle() {
-  for (size_t i = 0; i < m_west.size(); ++i) {
+  const bool was_done = done();
+  const size_t n = m_west.size();
+  m_wbudget = std::min(m_wbudget + m_links.weights_per_cycle, m_links.weights_per_cycle + 1.0);
+  m_ibudget = std::min(m_ibudget + m_links.inputs_per_cycle, m_links.inputs_per_cycle + 1.0);
+  m_gbudget = std::min(m_gbudget + m_links.grads_per_cycle, m_links.grads_per_cycle + 1.0);
+  bool wstall = false, istall = false;
+  for (size_t j = 0; j < n; ++j) {
+    const size_t i = (m_rr + j) % n;
     auto& q = m_pending[i];
-    if (q.empty()) {
-      if (i < m_west.size() - 1 && m_got[i].size() < m_expect[i]) ++m_starved;
-      continue;
+    bool host_late = false;
+    Kind late_kind = kInput;
+    while (!q.empty()) {
+      const Item& it = q.front();
+      if (it.kind == kWeight ? (it.pass >= m_released || m_now < m_avail_at || m_wbudget < 1) : m_ibudget < 1) {
+        host_late = true;
+        late_kind = it.kind;
+        break;
+      }
+      if (!m_west[i]->try_inject(it.w)) {
+        ++m_refused;
+        break;
+      }
+      if (it.kind == kWeight) {
+        m_wbudget -= 1;
+        if (--m_pass_left[static_cast<size_t>(it.pass)] == 0) release_pass(it.pass);
+      } else {
+        m_ibudget -= 1;
+      }
+      q.pop_front();
     }
-    while (!q.empty() && m_west[i]->try_inject(q.front())) q.pop_front();
-    if (!q.empty()) ++m_refused;
+    if (host_late && m_west[i]->inject_queue_size() == 0) (late_kind == kWeight ? wstall : istall) = true;
   }
+  m_rr = (m_rr + 1) % n;
   m_fabric->step();
-  for (size_t i = 0; i < m_east.size(); ++i) {
+  bool gstall = false;
+  for (size_t j = 0; j < n; ++j) {
+    const size_t i = (m_rr + j) % n;
     Wavelet w;
-    while (m_east[i]->try_receive(&w)) m_got[i].push_back(w.payload);
+    while (m_gbudget >= 1 && m_east[i]->try_receive(&w)) {
+      m_got[i].push_back(w.payload);
+      m_gbudget -= 1;
+    }
+    if (m_east[i]->receive_queue_size() > 0 && m_gbudget < 1) gstall = true;
+  }
+  ++m_now;
+  if (!was_done) {
+    size_t pass = m_pass_left.size() - 1;
+    for (size_t k = 0; k < m_pass_left.size(); ++k) {
+      if (m_pass_left[k]) {
+        pass = k;
+        break;
+      }
+    }
+    WsTime& pt = m_pass_time[pass];
+    if (istall) ++m_time.input_stall, ++pt.input_stall;
+    else if (wstall) ++m_time.weight_stream, ++pt.weight_stream;
+    else if (gstall) ++m_time.grad_reduce, ++pt.grad_reduce;
+    else ++m_time.compute, ++pt.compute;
   }
   return done();
 }
@@ -137,7 +201,7 @@ void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vec
 
 WsTrainer::WsTrainer(const HwConfig& hw, const compiler::KernelGraph& g, const compiler::WsCompiled& c,
                      const Dataset& data, const Normalize& norm, uint64_t seed, long long first_step, MemoryX& memx,
-                     int swarmx_fanout)
+                     int swarmx_fanout, const WsHostLinks& links)
     : m_c(c), m_data(data), m_memx(memx), m_step(first_step), m_fanout(swarmx_fanout) {
   const WsPlan& p = c.plan;
   if (static_cast<int>(data.features) != p.width.front()) {
@@ -157,8 +221,27 @@ WsTrainer::WsTrainer(const HwConfig& hw, const compiler::KernelGraph& g, const c
     m_wid.push_back(memx.find_tensor(wn) >= 0 ? memx.find_tensor(wn) : memx.add_tensor(wn, d.w));
     m_bid.push_back(memx.find_tensor(bn) >= 0 ? memx.find_tensor(bn) : memx.add_tensor(bn, d.b));
   }
-  for (int i = 0; i < p.systems; ++i) m_sys.push_back(std::make_unique<WsSystem>(hw, c, i));
+  for (int i = 0; i < p.systems; ++i) m_sys.push_back(std::make_unique<WsSystem>(hw, c, i, links));
   m_limit = static_cast<uint64_t>(20 * p.cycles_per_batch()) + 1000000;
+  settle();  // the cores' init tasks
+}
+
+// Runs every wafer until nothing is in flight and then kSettle cycles more (the cores' last
+// bookkeeping: counters, the next minibatch's first reads), so that each minibatch starts from
+// the same state and a resumed run repeats the uninterrupted one's cycle counts.
+uint64_t WsTrainer::settle() {
+  constexpr uint64_t kSettle = 256;
+  uint64_t n = 0;
+  for (auto& s : m_sys) {
+    uint64_t k = 0;
+    while (s->fabric().in_flight() != 0) {
+      s->fabric().step();
+      if (++k > 1000000) throw std::runtime_error("weight streaming: a wafer does not settle after a minibatch");
+    }
+    for (uint64_t i = 0; i < kSettle; ++i) s->fabric().step();
+    n = std::max(n, k + kSettle);
+  }
+  return n;
 }
 
 std::vector<float> WsTrainer::read_tensor(int id) {
@@ -238,6 +321,7 @@ WsStepResult WsTrainer::step() {
                                std::to_string(m_limit) + " cycles: the wafer is stuck");
     }
   }
+  m_cycles += settle();  // the cores' last bookkeeping after the last output
   // Sum over systems in SwarmX's order, into MemoryX, then its optimizer step.
   const size_t N = m_sys.size();
   std::vector<std::vector<std::vector<float>>> dw(N), db(N);
@@ -261,6 +345,8 @@ WsStepResult WsTrainer::step() {
   r.step = ++m_step;
   r.mean_loss = static_cast<double>(total) / p.batch;
   r.cycles = m_cycles - start;
+  r.time = m_sys[0]->step_time();
+  r.pass_time = m_sys[0]->pass_time();
   return r;
 }
 

@@ -1,0 +1,45 @@
+#include "app/train_util.h"
+
+#include <cstdio>
+
+#include "hw/atomic_file.h"
+
+namespace wafersim {
+
+using namespace compiler;
+
+std::string exact(double v) {  // enough digits to read back the same float
+  char b[64];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+std::string fixed(double v, int prec) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+void print_graph(const KernelGraph& g, std::ostream& out) {
+  out << "kernel graph: input '" << g.input_name << "' (" << g.in_features << " features), " << g.layers.size()
+      << " dense kernel" << (g.layers.size() == 1 ? "" : "s") << ", " << g.parameters() << " parameters\n";
+  for (const auto& l : g.layers) {
+    out << "  " << l.name << ": dense " << l.out << " x " << l.in << (l.bias.empty() ? "" : " + bias")
+        << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "") << "\n";
+  }
+  out << "  loss: softmax cross-entropy" << (g.loss_node.empty() ? " (chosen by --train.loss)" : " (node '" + g.loss_node + "')")
+      << (g.output_softmax ? ", absorbing the graph's softmax" : "") << "\n";
+  for (const auto& n : g.notes) out << "  note: " << n << "\n";
+}
+
+tlm::Dataset load_data(const TrainConfig& c, bool train) {
+  if (c.data == "fashion-mnist") return tlm::load_fashion_mnist(c.data_dir, train);
+  const std::string& x = train ? c.train_x : c.test_x;
+  const std::string& y = train ? c.train_y : c.test_y;
+  if (x.empty() || y.empty()) return {};
+  return c.data == "npy" ? tlm::load_npy(x, y) : tlm::load_idx(x, y);
+}
+
+void write_text(const std::filesystem::path& p, const std::string& s) { write_file_atomic(p.string(), s); }
+
+}  // namespace wafersim

@@ -1,0 +1,20 @@
+// Pieces `wafersim compile` and `wafersim train` share between the two execution modes.
+#pragma once
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+
+#include "app/options.h"
+#include "compiler/kernel_graph.h"
+#include "tlm/dataset.h"
+
+namespace wafersim {
+
+std::string exact(double v);            // enough digits to read back the same float
+std::string fixed(double v, int prec);  // fixed-point with prec decimals
+void print_graph(const compiler::KernelGraph& g, std::ostream& out);
+tlm::Dataset load_data(const TrainConfig& c, bool train);  // train or test set; empty if not configured
+void write_text(const std::filesystem::path& p, const std::string& s);  // atomically
+
+}  // namespace wafersim

@@ -1,0 +1,360 @@
+#include "app/ws_train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "app/fabric_cmd.h"
+#include "app/train_util.h"
+#include "compiler/placement.h"
+#include "compiler/ws_codegen.h"
+#include "compiler/ws_reference.h"
+#include "tlm/ws_trainer.h"
+
+namespace wafersim {
+namespace {
+
+using namespace compiler;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double secs_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The host side in the wafer's units: wavelets (4 bytes) per cycle, and cycles.
+tlm::WsHostLinks host_links(const TrainConfig& c) {
+  const double f = c.hw.fabric.clock_mhz * 1e6;
+  auto per_cycle = [&](double gbps) { return gbps * 1e9 / 32.0 / f; };
+  tlm::WsHostLinks l;
+  l.weights_per_cycle = per_cycle(std::min({c.memx.bandwidth_gbps, c.swarmx.link_gbps, c.bridge.link_gbps}));
+  const double slowest = c.slow_worker_gbps > 0 ? std::min(c.worker_gbps, c.slow_worker_gbps) : c.worker_gbps;
+  l.inputs_per_cycle = per_cycle(std::min(c.bridge.link_gbps, c.input_workers * slowest));  // round-robin multiplex
+  l.grads_per_cycle = per_cycle(std::min(c.swarmx.link_gbps, c.bridge.link_gbps));
+  const int depth = tlm::SwarmX::tree_depth(c.ws.systems, c.swarmx.fanout);
+  l.latency = static_cast<uint64_t>((c.memx.latency_ns + depth * c.swarmx.node_latency_ns + c.bridge.latency_ns) * 1e-9 * f);
+  l.prefetch = c.prefetch;
+  return l;
+}
+
+WsHostPace pace_of(const tlm::WsHostLinks& l) {
+  WsHostPace p;
+  p.weights_per_cycle = l.weights_per_cycle;
+  p.latency_cycles = static_cast<double>(l.latency);
+  p.prefetch = l.prefetch;
+  return p;
+}
+
+struct WsBuild {
+  WsCompiled compiled;
+  nlohmann::json report;
+  std::string text;
+};
+
+WsBuild build(const TrainConfig& c, const KernelGraph& g) {
+  WsBuild b;
+  const WsPlan plan = place_ws(g, c.hw, c.ws);
+  b.compiled = generate_ws(g, plan, asm_target(c.hw));
+  b.report = ws_compile_report(g, plan, c.hw, pace_of(host_links(c)));
+  b.text = ws_report_text(b.report);
+  return b;
+}
+
+// A layer's tensor (out x in, kernel units) in its initializer's layout.
+std::vector<float> to_onnx(const DenseKernel& d, const std::vector<float>& W, bool unfold) {
+  std::vector<float> w(W.size());
+  for (int o = 0; o < d.out; ++o) {
+    for (int i = 0; i < d.in; ++i) {
+      const float v = W[static_cast<size_t>(o) * d.in + i] / (unfold ? d.alpha : 1.0f);
+      w[d.weight_in_out ? static_cast<size_t>(i) * d.out + o : static_cast<size_t>(o) * d.in + i] = v;
+    }
+  }
+  return w;
+}
+
+std::vector<float> from_onnx(const DenseKernel& d, const std::vector<float>& src) {
+  if (!d.weight_in_out) return src;
+  std::vector<float> w(src.size());
+  for (int o = 0; o < d.out; ++o) {
+    for (int i = 0; i < d.in; ++i) w[static_cast<size_t>(o) * d.in + i] = src[static_cast<size_t>(i) * d.out + o];
+  }
+  return w;
+}
+
+// Optimizer state travels as extra initializers NAME.momentum_buffer (sgd) or NAME.exp_avg and
+// NAME.exp_avg_sq (adam), exactly MemoryX's (PyTorch's) state, in the weight's layout.
+void write_ws_checkpoint(const std::string& src, const std::string& dst, const KernelGraph& g, const tlm::MemoryX& mx,
+                         const tlm::WsTrainer& t, const TrainConfig& c, uint64_t seed) {
+  std::map<std::string, std::vector<float>> weights;
+  std::vector<OnnxTensor> extra;
+  auto add_extra = [&](const std::string& name, std::vector<float> v) {
+    if (v.empty()) return;
+    OnnxTensor e;
+    e.name = name;
+    e.elem_type = kOnnxFloat;
+    e.dims = {static_cast<int64_t>(v.size())};
+    e.f32 = std::move(v);
+    extra.push_back(std::move(e));
+  };
+  for (size_t l = 0; l < g.layers.size(); ++l) {
+    const DenseKernel& d = g.layers[l];
+    const tlm::TensorState ws = mx.state(t.weight_tensor(static_cast<int>(l)));
+    weights[d.weight] = to_onnx(d, ws.weights, true);
+    add_extra(d.weight + ".momentum_buffer", ws.momentum_buffer.empty() ? ws.momentum_buffer : to_onnx(d, ws.momentum_buffer, false));
+    add_extra(d.weight + ".exp_avg", ws.exp_avg.empty() ? ws.exp_avg : to_onnx(d, ws.exp_avg, false));
+    add_extra(d.weight + ".exp_avg_sq", ws.exp_avg_sq.empty() ? ws.exp_avg_sq : to_onnx(d, ws.exp_avg_sq, false));
+    if (!d.bias.empty()) {
+      const tlm::TensorState bs = mx.state(t.bias_tensor(static_cast<int>(l)));
+      std::vector<float> b = bs.weights;
+      for (float& v : b) v /= d.beta;
+      weights[d.bias] = b;
+      add_extra(d.bias + ".momentum_buffer", bs.momentum_buffer);
+      add_extra(d.bias + ".exp_avg", bs.exp_avg);
+      add_extra(d.bias + ".exp_avg_sq", bs.exp_avg_sq);
+    }
+  }
+  write_onnx_with_weights(src, dst, weights, extra,
+                          {{"wafersim.mode", "weight-streaming"},
+                           {"wafersim.step", std::to_string(t.steps_done())},
+                           {"wafersim.seed", std::to_string(seed)},
+                           {"wafersim.batch", std::to_string(c.ws.batch)},
+                           {"wafersim.optimizer", c.memx.optimizer},
+                           {"wafersim.lr", fixed(c.memx.lr, 9)},
+                           {"wafersim.momentum", fixed(c.memx.momentum, 9)}});
+}
+
+long long meta_number(const OnnxModel& m, const TrainConfig& c, const char* k) {
+  auto it = m.metadata.find(k);
+  if (it == m.metadata.end()) throw ConfigError(c.resume + " is not a wafersim checkpoint (no " + k + " metadata)");
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    throw ConfigError(c.resume + ": metadata " + k + " = '" + it->second + "' is not a number");
+  }
+}
+
+// Puts the checkpoint's optimizer state into MemoryX (the weights are already there: they are
+// the checkpoint's initializers). Returns the step it was taken after.
+long long restore_ws(const OnnxModel& m, const KernelGraph& g, const TrainConfig& c, tlm::MemoryX& mx,
+                     const tlm::WsTrainer& t, uint64_t* seed) {
+  auto mode = m.metadata.find("wafersim.mode");
+  if (mode == m.metadata.end() || mode->second != "weight-streaming") {
+    throw ConfigError(c.resume + " was written in layer-pipelined mode (its momentum is the wafer's, not MemoryX's); "
+                      "resume it with --mode layer-pipelined");
+  }
+  const long long step = meta_number(m, c, "wafersim.step");
+  *seed = static_cast<uint64_t>(meta_number(m, c, "wafersim.seed"));
+  if (meta_number(m, c, "wafersim.batch") != c.ws.batch) {
+    throw ConfigError("the checkpoint was trained with batch " + std::to_string(meta_number(m, c, "wafersim.batch")) +
+                      "; resume with --train.batch " + std::to_string(meta_number(m, c, "wafersim.batch")));
+  }
+  auto opt = m.metadata.find("wafersim.optimizer");
+  if (opt == m.metadata.end() || opt->second != c.memx.optimizer) {
+    throw ConfigError("the checkpoint's optimizer is '" + (opt == m.metadata.end() ? std::string("?") : opt->second) +
+                      "'; resume with --memoryx.optimizer " + (opt == m.metadata.end() ? std::string("?") : opt->second));
+  }
+  auto get = [&](const std::string& name, size_t n, const DenseKernel* d) -> std::vector<float> {
+    auto it = m.initializers.find(name);
+    if (it == m.initializers.end()) return {};
+    if (it->second.f32.size() != n) throw ConfigError(c.resume + ": tensor '" + name + "' has the wrong size");
+    return d ? from_onnx(*d, it->second.f32) : it->second.f32;
+  };
+  for (size_t l = 0; l < g.layers.size(); ++l) {
+    const DenseKernel& d = g.layers[l];
+    auto restore = [&](int id, const std::string& name, const DenseKernel* layout) {
+      tlm::TensorState s = mx.state(id);
+      const size_t n = s.weights.size();
+      s.step = static_cast<uint64_t>(step);
+      if (step > 0) {
+        if (c.memx.optimizer == "sgd") s.momentum_buffer = get(name + ".momentum_buffer", n, layout);
+        else {
+          s.exp_avg = get(name + ".exp_avg", n, layout);
+          s.exp_avg_sq = get(name + ".exp_avg_sq", n, layout);
+        }
+        if ((c.memx.optimizer == "sgd" && s.momentum_buffer.empty()) || (c.memx.optimizer != "sgd" && s.exp_avg.empty())) {
+          throw ConfigError(c.resume + ": the optimizer state of '" + name + "' is missing");
+        }
+      }
+      mx.set_state(id, std::move(s));
+    };
+    restore(t.weight_tensor(static_cast<int>(l)), d.weight, &d);
+    if (!d.bias.empty()) restore(t.bias_tensor(static_cast<int>(l)), d.bias, nullptr);
+  }
+  return step;
+}
+
+nlohmann::json time_json(const tlm::WsTime& t) {
+  return {{"compute", t.compute}, {"weight_stream", t.weight_stream}, {"grad_reduce", t.grad_reduce}, {"input_stall", t.input_stall}};
+}
+
+std::string pct(uint64_t part, uint64_t whole) { return fixed(whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0, 1); }
+
+}  // namespace
+
+std::string resolve_mode(const TrainConfig& c, const KernelGraph& g, std::ostream& out) {
+  if (c.mode != "auto") return c.mode;
+  if (c.ws.systems > 1) {
+    out << "mode auto: weight streaming (" << c.ws.systems << " systems; layer-pipelined runs on one)\n";
+    return "weight-streaming";
+  }
+  try {
+    place_layers(g, c.hw, c.compile.place);
+  } catch (const CompileError& e) {
+    out << "mode auto: weight streaming, because layer-pipelined does not fit: " << e.what() << "\n";
+    return "weight-streaming";
+  }
+  out << "mode auto: layer-pipelined (the whole model fits the " << c.hw.fabric.width << " x " << c.hw.fabric.height
+      << " fabric)\n";
+  return "layer-pipelined";
+}
+
+void ws_compile(const TrainConfig& c, const KernelGraph& g, std::ostream& out) {
+  const auto t0 = Clock::now();
+  WsBuild b = build(c, g);
+  const double secs = secs_since(t0);
+  b.report["compile_seconds"] = secs;
+  out << b.text;
+  fs::create_directories(c.out);
+  write_text(fs::path(c.out) / "compile_report.json", b.report.dump(2) + "\n");
+  write_text(fs::path(c.out) / "compile_report.txt", b.text);
+  write_text(fs::path(c.out) / "config.ini", c.resolved_ini);
+  if (c.compile_only) save_program(b.compiled.program, (fs::path(c.out) / "program").string());
+  out << "compiled in " << fixed(secs, 2) << " s; report" << (c.compile_only ? ", program" : "") << " in " << c.out << "/\n";
+}
+
+void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, const std::string& model_path,
+              std::ostream& out) {
+  const auto t0 = Clock::now();
+  uint64_t seed = c.hw.sim.seed;
+  WsBuild b = build(c, g);
+  out << b.text;
+  const tlm::Dataset train = load_data(c, true);
+  tlm::Dataset test;
+  if (c.eval) test = load_data(c, false);
+  fs::create_directories(c.out);
+  write_text(fs::path(c.out) / "compile_report.json", b.report.dump(2) + "\n");
+  write_text(fs::path(c.out) / "compile_report.txt", b.text);
+  write_text(fs::path(c.out) / "config.ini", c.resolved_ini);
+
+  tlm::MemoryX mx("memoryx", c.memx);
+  const tlm::WsHostLinks links = host_links(c);
+  long long first = 0;
+  // The data order needs the seed before the trainer exists; a resumed run takes it from the checkpoint.
+  if (!c.resume.empty()) seed = static_cast<uint64_t>(meta_number(m, c, "wafersim.seed"));
+  tlm::WsTrainer t(c.hw, g, b.compiled, train, c.norm, seed, 0, mx, c.swarmx.fanout, links);
+  if (!c.resume.empty()) {
+    first = restore_ws(m, g, c, mx, t, &seed);
+    t.set_steps_done(first);
+    out << "resuming from " << c.resume << " after step " << first << " (seed " << seed << ")\n";
+  }
+  const double f = c.hw.fabric.clock_mhz * 1e6;
+  const int B = c.ws.batch;
+  const long long last = first + c.steps;
+  const long long every = c.log_every ? c.log_every : std::max<long long>(1, c.steps / 20);
+  std::string csv = "step,mean_loss,cycles,compute,weight_stream,grad_reduce,input_stall\n";
+  const int passes = 2 * static_cast<int>(g.layers.size());
+  tlm::WsTime total;
+  std::vector<tlm::WsTime> per_pass(static_cast<size_t>(passes));
+  uint64_t cycles = 0;
+  double window_loss = 0, last_loss = 0;
+  long long window = 0;
+  out << "training " << c.steps << " steps of " << B << " samples on " << c.ws.systems << " system(s), weight streaming ("
+      << train.count << " in the training set)\n";
+  const auto h0 = Clock::now();
+  while (t.steps_done() < last) {
+    const tlm::WsStepResult s = t.step();
+    cycles += s.cycles;
+    total += s.time;
+    for (int p = 0; p < passes; ++p) per_pass[static_cast<size_t>(p)] += s.pass_time[static_cast<size_t>(p)];
+    csv += std::to_string(s.step) + "," + exact(s.mean_loss) + "," + std::to_string(s.cycles) + "," + std::to_string(s.time.compute) +
+           "," + std::to_string(s.time.weight_stream) + "," + std::to_string(s.time.grad_reduce) + "," +
+           std::to_string(s.time.input_stall) + "\n";
+    window_loss += s.mean_loss;
+    last_loss = s.mean_loss;
+    ++window;
+    if (s.step % every == 0 || s.step == last) {
+      const double host = secs_since(h0);
+      const double done = static_cast<double>(s.step - first) * B;
+      out << "step " << s.step << "/" << last << "  loss " << fixed(window_loss / static_cast<double>(window), 4) << "  simulated "
+          << fixed(done / (static_cast<double>(cycles) / f), 0) << " samples/s  host " << fixed(host, 1) << " s ("
+          << fixed(done / host, 1) << " samples/s)\n"
+          << std::flush;
+      window_loss = 0;
+      window = 0;
+    }
+    if (c.checkpoint_every && s.step % c.checkpoint_every == 0 && s.step != last) {
+      write_ws_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, mx, t, c, seed);
+    }
+  }
+  const double host = secs_since(h0);
+  write_ws_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, mx, t, c, seed);
+  write_text(fs::path(c.out) / "losses.csv", csv);
+
+  const double samples = static_cast<double>(c.steps) * B;
+  const double measured = samples / (static_cast<double>(cycles) / f);
+  const double estimated = b.report["overall_samples_per_s"].get<double>();
+  nlohmann::json rep;
+  rep["mode"] = "weight-streaming";
+  rep["systems"] = c.ws.systems;
+  rep["steps"] = c.steps;
+  rep["samples"] = samples;
+  rep["cycles"] = cycles;
+  rep["time_split_cycles"] = time_json(total);
+  nlohmann::json passes_json = nlohmann::json::array();
+  const int L = static_cast<int>(g.layers.size());
+  for (int p = 0; p < passes; ++p) {
+    const int l = p < L ? p : passes - 1 - p;
+    nlohmann::json j = time_json(per_pass[static_cast<size_t>(p)]);
+    j["layer"] = g.layers[static_cast<size_t>(l)].name;
+    j["pass"] = p < L ? "forward" : "backward";
+    passes_json.push_back(j);
+  }
+  rep["passes"] = passes_json;
+  rep["measured_samples_per_s"] = measured;
+  rep["estimated_samples_per_s"] = estimated;
+  rep["estimate_error_pct"] = 100.0 * (estimated - measured) / measured;
+  rep["host_seconds"] = host;
+  rep["host_samples_per_s"] = samples / host;
+  rep["west_offers_refused"] = t.system(0).refused();
+  rep["final_loss"] = last_loss;
+  const uint64_t tt = total.total();
+  std::string text = "Run report (weight streaming, " + std::to_string(c.ws.systems) + " system(s))\n  steps " +
+                     std::to_string(c.steps) + " x batch " + std::to_string(B) + ", " + std::to_string(cycles) +
+                     " cycles\n  measured samples/s   " + fixed(measured, 1) + " (simulated, at " +
+                     fixed(c.hw.fabric.clock_mhz, 0) + " MHz)\n  estimated samples/s  " + fixed(estimated, 1) +
+                     " (compile report)\n  time split (system 0): compute " + pct(total.compute, tt) + " %, weight stream " +
+                     pct(total.weight_stream, tt) + " %, gradient reduce " + pct(total.grad_reduce, tt) + " %, input stall " +
+                     pct(total.input_stall, tt) + " %\n";
+  for (const auto& p : passes_json) {
+    const uint64_t pt = p["compute"].get<uint64_t>() + p["weight_stream"].get<uint64_t>() + p["grad_reduce"].get<uint64_t>() +
+                        p["input_stall"].get<uint64_t>();
+    text += "    " + p["layer"].get<std::string>() + " " + p["pass"].get<std::string>() + ": " + std::to_string(pt) +
+            " cycles (compute " + pct(p["compute"].get<uint64_t>(), pt) + " %, weight stream " +
+            pct(p["weight_stream"].get<uint64_t>(), pt) + " %, gradient reduce " + pct(p["grad_reduce"].get<uint64_t>(), pt) +
+            " %, input stall " + pct(p["input_stall"].get<uint64_t>(), pt) + " %)\n";
+  }
+  text += "  host time            " + fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s\n";
+  if (c.eval && test.count > 0) {
+    const auto w = t.weights(), bs = t.biases();
+    long long right = 0;
+    std::vector<float> x(test.features);
+    for (size_t i = 0; i < test.count; ++i) {
+      for (size_t k = 0; k < x.size(); ++k) x[k] = c.norm.apply(test.sample(i)[k]);
+      const auto z = ws_reference_forward(b.compiled.plan, w, bs, x.data());
+      right += static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin()) == test.labels[i];
+    }
+    const double acc = 100.0 * static_cast<double>(right) / static_cast<double>(test.count);
+    rep["test_accuracy_pct"] = acc;
+    rep["test_samples"] = test.count;
+    text += "  test accuracy        " + fixed(acc, 2) + " % of " + std::to_string(test.count) +
+            " (host forward pass with MemoryX's weights)\n";
+  }
+  const double wall = secs_since(t0);
+  text += "  wall time            " + fixed(wall, 1) + " s (compile, train, evaluate)\n";
+  rep["wall_seconds"] = wall;
+  out << text;
+  write_text(fs::path(c.out) / "run_report.json", rep.dump(2) + "\n");
+  write_text(fs::path(c.out) / "run_report.txt", text);
+  out << "checkpoint, reports and losses in " << c.out << "/\n";
+}
+
+}  // namespace wafersim
