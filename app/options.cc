@@ -303,7 +303,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       router("Router [router]"), io("Edge I/O [io]"), core("PE core [core]"), sim("Simulation [sim]"),
       ws("Weight streaming and the cluster [ws] [memoryx] [swarmx] [edge_bridge] [input]");
   ws.add_options()
-      ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: as many as the shard and fabric allow)")
+      ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: the largest divisor of the per-system batch up to 4)")
       ("ws.rows", po::value(&c.ws.rows)->default_value(c.ws.rows), "feature rows per wafer (0: every I/O channel row but the root's, up to the narrowest layer)")
       ("ws.prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "request the next layer's weights while the current one streams")
       ("memoryx.capacity_gb", po::value(&c.memx.capacity_gb)->default_value(c.memx.capacity_gb), "weight store, GB (weights + optimizer state)")
@@ -381,13 +381,6 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   if (c.ws.columns < 0 || c.ws.rows < 0) throw ConfigError("ws.columns and ws.rows must be >= 0");
   if (c.input_workers < 1) throw ConfigError("input.workers must be at least 1, got " + std::to_string(c.input_workers));
   if (!(c.worker_gbps > 0) || !(c.slow_worker_gbps >= 0)) throw ConfigError("input.worker_gbps must be > 0 and input.slow_worker_gbps >= 0");
-  c.ws.batch = c.compile.place.batch;
-  c.swarmx.systems = c.ws.systems;
-  c.memx.lr = c.compile.hyper.lr;
-  c.memx.momentum = c.compile.hyper.momentum;
-  c.memx.validate();
-  c.swarmx.validate();
-  c.bridge.validate();
   if (c.compile.place.batch < 1 || c.compile.place.batch > 65535) throw ConfigError("train.batch must be in 1..65535");
   if (c.compile.place.max_pes < 0) throw ConfigError("compile.max_pes must be >= 0");
   if (c.compile.place.ring_depth < 1 || c.compile.place.ring_depth > 64) throw ConfigError("compile.ring_depth must be in 1..64");
@@ -405,6 +398,13 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       throw ConfigError("data.source " + c.data + " needs data.train_x and data.train_y");
     }
   }
+  c.ws.batch = c.compile.place.batch;
+  c.swarmx.systems = c.ws.systems;
+  c.memx.lr = c.compile.hyper.lr;
+  c.memx.momentum = c.compile.hyper.momentum;
+  c.memx.validate();
+  c.swarmx.validate();
+  c.bridge.validate();
   if (train) check_trace(c.trace, c.hw);
   c.resolved_ini = resolved_ini(file_opts, vm, train ? "wafersim train" : "wafersim compile");
   return true;

@@ -99,14 +99,15 @@ std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& co
   as.data(".space nupd, fp32, 1");
 
   const int chout = col.chain[a % 2], chin = a > 0 ? col.chain[(a - 1) % 2] : -1;
-  const int eout = col.east[c % 2], ein = c > 0 ? col.east[(c - 1) % 2] : -1;
+  const int C = p.cols;
+  const int eout = col.east[c % 2], ein = c + 1 < C ? col.east[(c + 1) % 2] : -1;
   const uint32_t um = static_cast<uint32_t>(m);
   as << "init:";
   const std::string dX = as.mem("X0", um), dAcc = as.mem("acc", um), dChO = as.fout(chout, um);
   const std::string dChI = a > 0 ? as.fin(chin, um) : "";
   const std::string dDy = as.mem("dy", um), dDx = maxdx ? as.mem("dx", um) : "";
   const std::string dT = as.mem("t", um), dT1 = as.mem("t1", 1), dEO = as.fout(eout, 1);
-  const std::string dEI = c > 0 ? as.fin(ein, 1) : "";
+  const std::string dEI = c + 1 < C ? as.fin(ein, 1) : "";
   const std::string dIn = as.fin(col.in, 1), dDisc = as.mem("dummy", 1, 0), dTake = as.mem("X0", 1), dRet = as.fin(col.ret, 1);
   const std::string dGI = a > 0 ? as.fin(chin, 1) : "", dGO = as.fout(chout, 1);
   const std::string dAll = maxdx ? as.mem("dx", 1) : "", dAllY = as.mem("X0", 1);
@@ -196,7 +197,7 @@ std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& co
       as << "vsum.fp32 r13, " + dT << "st32 [r0+t1], r13";
       src = dT1;
     }
-    if (c == 0) as << "vmov.fp32 " + dEO + ", " + src;
+    if (c + 1 == C) as << "vmov.fp32 " + dEO + ", " + src;
     else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + src;
     as << "addi r2, r2, 1" << "li r13, " + S(nI) << "bne r2, r13, wexit" << "li r2, 0" << "li r13, X" + S(l)
        << "dbase " + dX + ", r13";
@@ -269,7 +270,8 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   as.data(".space dummy, fp32, 1");
   as.data(".space nupd, fp32, 1");
   const int chin = col.chain[(p.rows - 1) % 2];
-  const int eout = col.east[c % 2], ein = c > 0 ? col.east[(c - 1) % 2] : -1;
+  const int C = p.cols;
+  const int eout = col.east[c % 2], ein = c + 1 < C ? col.east[(c + 1) % 2] : -1;
   as << "main:";
   const std::string dInL = as.fin(col.in, 1), dDisc = as.mem("dummy", 1, 0), dLab = as.mem("lab", um);
   const std::string dB1 = as.fin(col.in, 1), dT1 = as.mem("t1", 1), dBB = as.mem("bb", um), dTm = as.mem("tm", um);
@@ -278,10 +280,10 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   const std::string dZo = as.mem("zl", um), dZs = as.mem("zl", un, m), dZc = as.mem("zc", un), dG = as.mem("g", un);
   const std::string dT = as.mem("t", un), dGs = as.mem("dyl", un, m);
   const std::string dRetAll = as.fout(col.ret, static_cast<uint32_t>(nL * m)), dDyl = as.mem("dyl", static_cast<uint32_t>(nL * m));
-  const std::string dDyo = as.mem("dyl", um), dEO = as.fout(eout, 1), dEI = c > 0 ? as.fin(ein, 1) : "";
+  const std::string dDyo = as.mem("dyl", um), dEO = as.fout(eout, 1), dEI = c + 1 < C ? as.fin(ein, 1) : "";
   const std::string dLs = as.mem("lsum", 1);
   auto east = [&](const std::string& src) {
-    if (c == 0) as << "vmov.fp32 " + dEO + ", " + src;
+    if (c + 1 == C) as << "vmov.fp32 " + dEO + ", " + src;
     else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + src;
   };
   as << "li r0, 0";
@@ -364,7 +366,6 @@ WsCompiled generate_ws(const KernelGraph& g, const WsPlan& p, const AsmTarget& t
   }
 
   kernels::RouteTable rt;
-  const int W = p.fabric_width;
   const uint8_t N = port_bit(kNorth), Sb = port_bit(kSouth), E = port_bit(kEast), Wb = port_bit(kWest), Rp = port_bit(kRamp);
   std::vector<int> rows_y = p.row_y;
   rows_y.push_back(p.root_y);
@@ -375,14 +376,11 @@ WsCompiled generate_ws(const KernelGraph& g, const WsPlan& p, const AsmTarget& t
       const uint8_t tx = static_cast<uint8_t>(Rp | (c + 1 < C ? E : 0));
       rt.add(c, y, col.in, Wb, tx);
       if (feature) rt.add(c, y, col.w, Wb, tx);
-      // East chain: column c sends on east[c % 2] to column c + 1, the last one to the East channel.
+      // The reduction along the row runs west: column c sends on east[c % 2] to column c - 1,
+      // column 0 into the West channel (right beside it: no long path across the wafer).
       const int e = col.east[c % 2];
-      rt.add(c, y, e, Rp, E);
-      if (c + 1 < C) {
-        rt.add(c + 1, y, e, Wb, Rp);
-      } else {
-        for (int x = c + 1; x < W; ++x) rt.add(x, y, e, Wb, E);
-      }
+      rt.add(c, y, e, Rp, Wb);
+      if (c > 0) rt.add(c - 1, y, e, port_bit(kEast), Rp);
     }
   }
   for (int c = 0; c < C; ++c) {

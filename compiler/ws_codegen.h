@@ -18,7 +18,7 @@ struct WsColors {
   int w = 1;         // West channel -> feature row: weights
   int chain[2] = {2, 3};  // south down each column: partial sums, then dy slices; by feature row parity
   int ret = 4;       // north up each column from the root: layer outputs, then the whole dy
-  int east[2] = {5, 6};   // east along each row: dW (feature rows), loss and db (root row); by column parity
+  int east[2] = {5, 6};   // west along each row into the West channel: dW (feature rows), loss and db (root row); by column parity
   int count() const { return 7; }
 };
 

@@ -63,8 +63,10 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     }
     p.cols = o.columns;
   } else {
+    // Default: up to 4 columns. More columns simulate faster samples/s on the wafer but cost host
+    // time in proportion (every column runs every weight's task); docs/weight-streaming.md.
     p.cols = 1;
-    for (int c = std::min(p.shard, W); c >= 1; --c) {
+    for (int c = std::min({p.shard, W, 4}); c >= 1; --c) {
       if (p.shard % c == 0) {
         p.cols = c;
         break;

@@ -56,11 +56,11 @@ WsGrads ws_reference_grads(const KernelGraph& g, const WsPlan& p, const std::vec
                                                   &dy[static_cast<size_t>(s)]);
   }
   WsGrads r;
-  // Loss: each column sums its samples from 0, then the columns chain east.
-  for (int c = 0; c < C; ++c) {
+  // Loss: each column sums its samples from 0, then the columns chain west (from the last).
+  for (int c = C - 1; c >= 0; --c) {
     float col = 0;
     for (int i = 0; i < m; ++i) col = col + losses[static_cast<size_t>(c * m + i)];
-    r.loss_sum = c == 0 ? col : r.loss_sum + col;
+    r.loss_sum = c == C - 1 ? col : r.loss_sum + col;
   }
   r.dw.resize(static_cast<size_t>(L));
   r.db.resize(static_cast<size_t>(L));
@@ -72,14 +72,14 @@ WsGrads ws_reference_grads(const KernelGraph& g, const WsPlan& p, const std::vec
     dw.assign(static_cast<size_t>(no) * ni, 0.0f);
     db.assign(static_cast<size_t>(no), 0.0f);
     for (int o = 0; o < no; ++o) {
-      for (int c = 0; c < C; ++c) {
+      for (int c = C - 1; c >= 0; --c) {
         float part = 0;
         for (int i = 0; i < m; ++i) part = part + dy[static_cast<size_t>(c * m + i)][static_cast<size_t>(o)];
-        db[static_cast<size_t>(o)] = c == 0 ? part : db[static_cast<size_t>(o)] + part;
+        db[static_cast<size_t>(o)] = c == C - 1 ? part : db[static_cast<size_t>(o)] + part;
       }
       for (int k = 0; k < ni; ++k) {
         float total = 0;
-        for (int c = 0; c < C; ++c) {
+        for (int c = C - 1; c >= 0; --c) {
           float part;
           if (m == 1) {
             part = dy[static_cast<size_t>(c)][static_cast<size_t>(o)] * acts[static_cast<size_t>(c)][static_cast<size_t>(l)][static_cast<size_t>(k)];
@@ -90,7 +90,7 @@ WsGrads ws_reference_grads(const KernelGraph& g, const WsPlan& p, const std::vec
               part = part + dy[static_cast<size_t>(s)][static_cast<size_t>(o)] * acts[static_cast<size_t>(s)][static_cast<size_t>(l)][static_cast<size_t>(k)];
             }
           }
-          total = c == 0 ? part : total + part;
+          total = c == C - 1 ? part : total + part;
         }
         dw[static_cast<size_t>(o) * ni + k] = total;
       }

@@ -1,7 +1,7 @@
 // The host reference of weight-streaming training: one system's gradients for its shard, with
 // every fp32 operation in the order the weight-streaming firmware performs it (partial sums per
 // feature row chained down the columns, the bias at the root, dx accumulated over outputs in
-// stream order, dW and db summed over a column's samples and then chained east over the
+// stream order, dW and db summed over a column's samples and then chained west over the
 // columns). The wafer's gradients equal these bit for bit.
 #pragma once
 

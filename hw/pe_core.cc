@@ -155,10 +155,23 @@ void PeCore::deliver(const Wavelet& w, uint64_t ready) {
   if (++q.count == q.depth) m_full |= 1u << w.color;
 }
 
+bool PeCore::waits_for_wavelet(const VecOp& op) const {
+  if (!op.active || op.next_step > m_last_eval + 1) return false;
+  for (int s = 0; s < op.nsrc; ++s) {
+    if (op.src[s].kind != kMemDsd && m_inq[op.src[s].queue].count == 0) return true;
+  }
+  return false;
+}
+
 bool PeCore::has_work() const {
-  if (m_outq_nonempty || m_ut_busy) return true;
+  if (m_outq_nonempty) return true;
+  for (uint32_t m = m_ut_busy; m; m &= m - 1) {
+    if (!waits_for_wavelet(m_ut[__builtin_ctz(m)])) return true;
+  }
   if (m_halted) return false;
-  if (m_task >= 0 || m_main_op.active) return true;
+  // A main thread inside a vector op or a task starts no other task.
+  if (m_main_op.active) return !waits_for_wavelet(m_main_op);
+  if (m_task >= 0) return true;
   if (m_activated & m_declared & ~m_blocked & ~m_data_task) return true;
   for (uint64_t m = m_data_task & ~m_blocked; m; m &= m - 1) {
     const int t = __builtin_ctzll(m);
@@ -348,6 +361,11 @@ void PeCore::complete_main() {
 }
 
 uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
+  // Cycles asleep inside an op waiting for a wavelet (see has_work) were stalls; a core asleep
+  // with nothing to run is not evaluated and not counted, as before.
+  if (m_evaluated && now > m_last_eval + 1 && (m_main_op.active || m_ut_busy)) m_stats.stall += now - m_last_eval - 1;
+  m_last_eval = now;
+  m_evaluated = true;
   // The common busy cycle: a task waits for its next instruction (pipeline refill, or the end of
   // a vector op already run by run_solo) with nothing else in flight.
   if (m_task >= 0 && now < m_next_exec && !m_main_op.active && !m_ut_busy && !m_outq_nonempty) {

@@ -112,6 +112,9 @@ class PeCore : public PeAgent {
   // finish_step's element loop for the common all-fp32, all-SRAM ops; false when it does not apply.
   bool elements_f32(VecOp& op, uint32_t k);
   void complete_main();
+  // The op can do nothing until a wavelet arrives: its step is due and a fabric source queue is
+  // empty. A core whose every thread is in that state sleeps (has_work() false) until one comes.
+  bool waits_for_wavelet(const VecOp& op) const;
   bool pick_task(uint64_t now);
   uint32_t mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok);
   bool mem_store(uint64_t now, uint32_t addr, int bytes, uint32_t v);
@@ -136,6 +139,8 @@ class PeCore : public PeAgent {
   int m_task = -1;                    // running task
   uint32_t m_pc = 0;
   uint64_t m_next_exec = 0;           // earliest cycle the main thread executes its next instruction
+  uint64_t m_last_eval = 0;           // the last cycle evaluate() ran (a sleeping core is not evaluated)
+  bool m_evaluated = false;
   bool m_halted = false;
 
   // Registers.

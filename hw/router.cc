@@ -96,8 +96,11 @@ void Router::reset_stats() {
   }
 }
 
+// A router sleeps while every buffered head waits for a credit or for a full core queue (and
+// the core itself has nothing to do): only an arrival or a returned credit can change that, and
+// both wake it (the sender posts them with a wake-up). Credits still owed keep nobody awake.
 bool Router::has_work() const {
-  if (m_occupancy || m_outstanding) return true;
+  if (m_occupancy && !m_can_sleep) return true;
   if (m_agent && m_agent->has_work()) return true;
   if (!m_has_chan) return false;
   for (int p : {kEast, kWest}) {
@@ -165,7 +168,7 @@ __attribute__((always_inline)) inline void Router::push(int port, int color, uin
 
 // Removes the head of buffer fi; a buffer fed by a neighbour returns that neighbour a credit
 // through its mailbox of this cycle's parity.
-__attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now) {
+__attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, ThreadCtx& tc) {
   FifoMeta& f = m_fifo[fi];
   if (++f.head == m_depth) f.head = 0;
   --f.count;
@@ -173,7 +176,10 @@ __attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now) {
   m_full_in[f.port] &= ~(1u << f.color);
   if (!f.count) m_col[f.color].nonempty &= static_cast<uint8_t>(~port_bit(f.port));
   if (f.port < kNumLinkPorts) {
-    if (Router* n = m_nbr[f.port]) n->m_cred[now & 1][opposite(f.port)] |= 1u << f.color;
+    if (Router* n = m_nbr[f.port]) {
+      n->m_cred[now & 1][opposite(f.port)] |= 1u << f.color;
+      tc.wake.push_back(n);
+    }
   }
 }
 
@@ -198,6 +204,7 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
   uint64_t cred_lo, cred_hi;
   std::memcpy(&cred_lo, &m_cred[prev][0], 8);
   std::memcpy(&cred_hi, &m_cred[prev][2], 8);
+  bool changed = arrived != 0 || (cred_lo | cred_hi) != 0;
   if (cred_lo | cred_hi) {
     for (int p = 0; p < kNumLinkPorts; ++p) {
       const uint32_t back = m_cred[prev][p];
@@ -215,13 +222,14 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
   // 3. Every output link carries at most one wavelet; its arbiter serves colors round-robin.
   uint32_t wanting = 0, sent = 0;
   uint8_t sent_ports = 0;
-  bool any_next_want = false;
+  bool any_next_want = false, edge_wait = false;
   uint32_t next_want[kNumPorts] = {};
   for (int p = 0; p < kNumPorts; ++p) {
     const uint32_t want = m_want[p];
     if (!want) continue;
     wanting |= want;
     Router* n = p < kNumLinkPorts ? m_nbr[p] : nullptr;
+    if (!n && p != kRamp) edge_wait = true;  // an I/O channel: its host side and rate change without us
     const uint32_t eligible = want & ~(n ? m_blocked[p] : edge_full(p, now));
     if (!eligible) {
       ++s_stall[p];
@@ -262,7 +270,7 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
       // cur_in stays as the round-robin reference; pending == 0 marks the color idle. A push
       // re-arms head selection, so only arm it here if more is already buffered.
       const bool more = m_fifo[fi].count > 1 || (cs.nonempty & ~port_bit(cs.cur_in));
-      pop(fi, now);
+      pop(fi, now, tc);
       ++tc.popped;
       if (w.ctrl && m_route[c].npos > 1) {
         const ColorRoute& r = m_route[c];
@@ -293,12 +301,16 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
     tc.moves += static_cast<uint64_t>(__builtin_popcount(sent_ports));
   }
   if (const uint32_t stalled = wanting & ~sent) tc.color_stall.add(stalled);
+  changed |= sent_ports != 0;
 
   // 4. The ramp link from the agent and the host channels on edge ports each carry one wavelet.
   if (m_agent) {
     Wavelet w;
     const uint32_t r = m_agent->evaluate(now, ramp_full, &w);
-    if (r) ++tc.moves;
+    if (r) {
+      ++tc.moves;
+      changed = true;
+    }
     if (r & PeAgent::kOffered) {
       push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.ramp_latency), now);
       ++tc.injected;
@@ -317,8 +329,10 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
       ++tc.injected;
       ++tc.pushed;
       ++tc.moves;
+      changed = true;
     }
   }
+  m_can_sleep = !changed && !m_needs_head && !edge_wait;
 }
 
 }  // namespace wafersim

@@ -132,7 +132,7 @@ class Router {
 
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
-  void pop(int fi, uint64_t now);
+  void pop(int fi, uint64_t now, ThreadCtx& tc);
   int fifo_index(int port, int color) const {
     const ColorState& cs = m_col[color];
     return cs.fifo_base + __builtin_popcount(cs.rx_any & (port_bit(port) - 1u));
@@ -167,6 +167,7 @@ class Router {
   uint32_t m_blocked[kNumLinkPorts] = {};  // colors with no credit left on each output link
   uint32_t m_occupancy = 0;
   uint32_t m_outstanding = 0;  // wavelets sent on links whose credit has not come back
+  bool m_can_sleep = false;    // the last step changed nothing and every head waits on another PE
   uint8_t m_rr_out[kNumPorts] = {};
   bool m_has_chan = false;     // an I/O channel hangs off this router (edge rows only)
   Router* m_nbr[kNumLinkPorts] = {};

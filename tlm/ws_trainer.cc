@@ -36,9 +36,8 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
   for (int i = 0; i < nch; ++i) {
     const int ch = i < p.rows ? p.row_channel[static_cast<size_t>(i)] : p.root_channel;
     m_west.push_back(m_fabric->channel(kWest, ch));
-    m_east.push_back(m_fabric->channel(kEast, ch));
-    if (!m_west.back() || !m_east.back()) throw ConfigError("weight streaming: the fabric has no I/O channel " + std::to_string(ch));
-    m_east.back()->set_auto_drain(false);
+    if (!m_west.back()) throw ConfigError("weight streaming: the fabric has no West I/O channel " + std::to_string(ch));
+    m_west.back()->set_auto_drain(false);
   }
   m_pending.resize(static_cast<size_t>(nch));
   m_got.resize(static_cast<size_t>(nch));
@@ -139,11 +138,11 @@ bool WsSystem::cycle() {
   for (size_t j = 0; j < n; ++j) {
     const size_t i = (m_rr + j) % n;
     Wavelet w;
-    while (m_gbudget >= 1 && m_east[i]->try_receive(&w)) {
+    while (m_gbudget >= 1 && m_west[i]->try_receive(&w)) {
       m_got[i].push_back(w.payload);
       m_gbudget -= 1;
     }
-    if (m_east[i]->receive_queue_size() > 0 && m_gbudget < 1) gstall = true;
+    if (m_west[i]->receive_queue_size() > 0 && m_gbudget < 1) gstall = true;
   }
   ++m_now;
   if (!was_done) {

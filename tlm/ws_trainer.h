@@ -3,7 +3,7 @@
 // minibatch. Per minibatch, MemoryX's weights and biases stream into every wafer (the same
 // bytes to each, as SwarmX broadcasts them), the input workers' samples and labels into each
 // wafer's shard, and each wafer's weight gradients, bias gradients and loss sum come back out of
-// its East channels. The sums over systems (SwarmX's fixed tree order) go into MemoryX, whose
+// its West channels. The sums over systems (SwarmX's fixed tree order) go into MemoryX, whose
 // optimizer updates the weights.
 #pragma once
 
@@ -59,7 +59,7 @@ class WsSystem {
   // weights and biases of every layer pass (forward 0..L-1, backward L-1..0).
   void queue_step(const std::vector<const float*>& xs, const std::vector<int>& labels,
                   const std::vector<std::vector<float>>& w, const std::vector<std::vector<float>>& b);
-  // One cycle: offer queued wavelets to the West channels, step the wafer, collect the East
+  // One cycle: offer queued wavelets to the West channels, step the wafer, collect what the West
   // channels. Returns true once every output of the minibatch is in.
   bool cycle();
   bool done() const;
@@ -84,11 +84,11 @@ class WsSystem {
   int m_index;
   std::unique_ptr<Fabric> m_fabric;
   LoadedProgram m_loaded;
-  std::vector<EdgeChannel*> m_west, m_east;  // by channel index (rows, then the root)
+  std::vector<EdgeChannel*> m_west;  // by channel index (rows, then the root): streams in, results out
   WsHostLinks m_links;
   std::vector<std::deque<Item>> m_pending;
-  std::vector<std::vector<uint32_t>> m_got;   // East payloads of this minibatch, per channel
-  std::vector<size_t> m_expect;               // East payloads a minibatch yields, per channel
+  std::vector<std::vector<uint32_t>> m_got;   // payloads back from the wafer this minibatch, per channel
+  std::vector<size_t> m_expect;               // payloads a minibatch yields, per channel
   std::vector<uint64_t> m_pass_left;          // weights of each pass not yet in the wafer
   int m_released = 0;                         // passes the host has requested so far
   uint64_t m_now = 0, m_avail_at = 0;         // cycle; when released weights start arriving

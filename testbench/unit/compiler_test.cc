@@ -319,7 +319,13 @@ TEST(Compiler, BadOptionsAreUsageErrorsNamingTheOption) {
       {{"--compile.ring_depth", "0"}, "compile.ring_depth"},
       {{"--compile.ring_depth", "65"}, "compile.ring_depth"},
       {{"--compile.max_pes", "-1"}, "compile.max_pes must be >= 0"},
-      {{"--mode", "weight-streaming"}, "mode 'weight-streaming'"},
+      {{"--mode", "weight-stream"}, "mode 'weight-stream' is unknown"},
+      {{"--mode", "weight-streaming", "--systems", "0"}, "--systems must be in 1..1024"},
+      {{"--mode", "layer-pipelined", "--systems", "2"}, "needs weight-streaming mode"},
+      {{"--mode", "weight-streaming", "--swarmx.fanout", "1"}, "swarmx.fanout must be 2 or 4"},
+      {{"--mode", "weight-streaming", "--memoryx.optimizer", "lamb"}, "optimizer 'lamb' is unknown"},
+      {{"--mode", "weight-streaming", "--train.batch", "6", "--systems", "4"}, "must split equally over 4 systems"},
+      {{"--mode", "weight-streaming", "--input.workers", "0"}, "input.workers must be at least 1"},
   };
   for (const auto& [args, key] : cases) {
     Args a = args;
