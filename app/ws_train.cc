@@ -313,6 +313,8 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   rep["estimated_samples_per_s"] = estimated;
   rep["estimate_error_pct"] = 100.0 * (estimated - measured) / measured;
   rep["host_seconds"] = host;
+  rep["host_model_seconds"] = t.host_model_seconds();
+  rep["host_model_pct"] = 100.0 * t.host_model_seconds() / host;
   rep["host_samples_per_s"] = samples / host;
   rep["west_offers_refused"] = t.system(0).refused();
   rep["final_loss"] = last_loss;
@@ -332,7 +334,8 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
             pct(p["weight_stream"].get<uint64_t>(), pt) + " %, gradient reduce " + pct(p["grad_reduce"].get<uint64_t>(), pt) +
             " %, input stall " + pct(p["input_stall"].get<uint64_t>(), pt) + " %)\n";
   }
-  text += "  host time            " + fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s\n";
+  text += "  host time            " + fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s; host models (MemoryX, SwarmX) " +
+          fixed(100.0 * t.host_model_seconds() / host, 2) + " % of it\n";
   if (c.eval && test.count > 0) {
     const auto w = t.weights(), bs = t.biases();
     long long right = 0;

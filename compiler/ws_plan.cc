@@ -53,27 +53,6 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   p.systems = o.systems;
   p.shard = o.batch / o.systems;
   const int W = hw.fabric.width, H = hw.fabric.height;
-  // Columns: the shard's samples spread over them, m per column.
-  if (o.columns < 0) throw CompileError("ws columns must be >= 0 (got " + S(o.columns) + ")");
-  if (o.columns > 0) {
-    if (o.columns > W) throw CompileError(S(o.columns) + " sample columns do not fit a fabric " + S(W) + " wide");
-    if (p.shard % o.columns != 0) {
-      throw CompileError("the shard of " + S(p.shard) + " samples per system does not split over " + S(o.columns) +
-                         " columns");
-    }
-    p.cols = o.columns;
-  } else {
-    // Default: up to 4 columns. More columns simulate faster samples/s on the wafer but cost host
-    // time in proportion (every column runs every weight's task); docs/weight-streaming.md.
-    p.cols = 1;
-    for (int c = std::min({p.shard, W, 4}); c >= 1; --c) {
-      if (p.shard % c == 0) {
-        p.cols = c;
-        break;
-      }
-    }
-  }
-  p.m = p.shard / p.cols;
   // Rows: every channel row but the last (the root's); each feature row needs a slice of every
   // layer's input.
   const int nch = std::min(hw.io.channels_per_edge, (H - 1) / hw.io.spacing + 1);
@@ -113,19 +92,42 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
 
   // SRAM of a feature-row PE: inputs of every layer, the gathered dy, dx, scratch; and of a root.
   const long sram = static_cast<long>(hw.core.sram_kb) * 1024;
-  const long m = p.m;
-  long worst_row = 0;
-  for (int a = 0; a < rows; ++a) {
-    long x = 0, dx = 0, dy = 0;
-    for (int l = 0; l < L; ++l) {
-      x += p.len(l, a) * m;
-      if (l > 0) dx = std::max(dx, p.len(l, a) * m);
-      dy = std::max(dy, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
+  auto row_bytes = [&](long m) {
+    long worst = 0;
+    for (int a = 0; a < rows; ++a) {
+      long x = 0, dx = 0, dy = 0;
+      for (int l = 0; l < L; ++l) {
+        x += p.len(l, a) * m;
+        if (l > 0) dx = std::max(dx, p.len(l, a) * m);
+        dy = std::max(dy, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
+      }
+      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 3 * m + 8));
     }
-    const long bytes = kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 3 * m + 8);
-    worst_row = std::max(worst_row, bytes);
+    return worst;
+  };
+  // Columns: the shard's samples spread over them, m per column.
+  if (o.columns < 0) throw CompileError("ws columns must be >= 0 (got " + S(o.columns) + ")");
+  if (o.columns > 0) {
+    if (o.columns > W) throw CompileError(S(o.columns) + " sample columns do not fit a fabric " + S(W) + " wide");
+    if (p.shard % o.columns != 0) {
+      throw CompileError("the shard of " + S(p.shard) + " samples per system does not split over " + S(o.columns) +
+                         " columns");
+    }
+    p.cols = o.columns;
+  } else {
+    // Default: up to 4 columns, more only when a PE's activations would not fit its SRAM. More
+    // columns simulate more samples/s on the wafer but cost host time in proportion (every
+    // column runs every weight's task); docs/weight-streaming.md.
+    p.cols = 1;
+    for (int c = 2; c <= std::min(p.shard, W); ++c) {
+      if (p.shard % c != 0) continue;
+      if (c > 4 && row_bytes(p.shard / p.cols) <= sram) break;
+      p.cols = c;
+    }
   }
-  p.row_bytes = worst_row;
+  p.m = p.shard / p.cols;
+  const long m = p.m;
+  p.row_bytes = row_bytes(m);
   const long nl = p.width.back();
   p.root_bytes = kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 5 * nl + 4 * m + 16);
   if (p.row_bytes > sram) {

@@ -1,6 +1,7 @@
 #include "tlm/ws_trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -88,6 +89,8 @@ void WsSystem::queue_step(const std::vector<const float*>& xs, const std::vector
     }
   }
   // MemoryX starts streaming the first pass now (with prefetch, every pass back to back).
+  m_rr = 0;
+  m_wbudget = m_ibudget = m_gbudget = 0;
   m_released = m_links.prefetch ? 2 * L : 1;
   m_avail_at = m_now + m_links.latency;
 }
@@ -289,11 +292,14 @@ std::vector<std::vector<float>> WsTrainer::biases() const {
 WsStepResult WsTrainer::step() {
   const WsPlan& p = m_c.plan;
   const int L = p.layers;
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
   std::vector<std::vector<float>> w, b;
   for (int l = 0; l < L; ++l) {
     w.push_back(read_tensor(m_wid[static_cast<size_t>(l)]));
     b.push_back(read_tensor(m_bid[static_cast<size_t>(l)]));
   }
+  m_model_secs += std::chrono::duration<double>(Clock::now() - t0).count();
   // Each system's shard of the minibatch, normalised.
   std::vector<std::vector<std::vector<float>>> xs(m_sys.size());
   for (size_t i = 0; i < m_sys.size(); ++i) {
@@ -321,6 +327,7 @@ WsStepResult WsTrainer::step() {
     }
   }
   m_cycles += settle();  // the cores' last bookkeeping after the last output
+  t0 = Clock::now();
   // Sum over systems in SwarmX's order, into MemoryX, then its optimizer step.
   const size_t N = m_sys.size();
   std::vector<std::vector<std::vector<float>>> dw(N), db(N);
@@ -340,6 +347,7 @@ WsStepResult WsTrainer::step() {
   }
   const float total = reduce([&](size_t i) { return &loss[i]; }, 1)[0];
   m_memx.step();
+  m_model_secs += std::chrono::duration<double>(Clock::now() - t0).count();
   WsStepResult r;
   r.step = ++m_step;
   r.mean_loss = static_cast<double>(total) / p.batch;

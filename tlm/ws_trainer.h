@@ -123,6 +123,8 @@ class WsTrainer {
   // Weights and biases per layer, from MemoryX.
   std::vector<std::vector<float>> weights() const;
   std::vector<std::vector<float>> biases() const;
+  // Host seconds spent in the host models (MemoryX reads, writes and optimizer, SwarmX's sums).
+  double host_model_seconds() const { return m_model_secs; }
   int weight_tensor(int layer) const { return m_wid[static_cast<size_t>(layer)]; }
   int bias_tensor(int layer) const { return m_bid[static_cast<size_t>(layer)]; }
 
@@ -141,6 +143,7 @@ class WsTrainer {
   uint64_t m_cycles = 0;
   uint64_t m_limit = 0;
   int m_fanout = 4;
+  double m_model_secs = 0;
 };
 
 }  // namespace wafersim::tlm
