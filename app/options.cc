@@ -303,7 +303,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       router("Router [router]"), io("Edge I/O [io]"), core("PE core [core]"), sim("Simulation [sim]"),
       ws("Weight streaming and the cluster [ws] [memoryx] [swarmx] [edge_bridge] [input]");
   ws.add_options()
-      ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: the largest divisor of the per-system batch up to 4)")
+      ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: one, or the fewest whose activations fit SRAM)")
       ("ws.rows", po::value(&c.ws.rows)->default_value(c.ws.rows), "feature rows per wafer (0: every I/O channel row but the root's, up to the narrowest layer)")
       ("ws.prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "request the next layer's weights while the current one streams")
       ("memoryx.capacity_gb", po::value(&c.memx.capacity_gb)->default_value(c.memx.capacity_gb), "weight store, GB (weights + optimizer state)")

@@ -66,7 +66,7 @@ bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activat
 // images. Tasks: 0 init, 1 start of a minibatch (reads its inputs), 2-4 the chained asynchronous
 // reads of the return stream, 5 the weight task (a data task per weight wavelet).
 // Registers: r0 0, r1 phase (0..L-1 forward layer l, L + i backward layer L-1-i), r2 k, r3 o,
-// r5-r8 the pending return read (take base, take length, discard after, discard before), r9 its
+// r10 r11 the current layer's slice length and output count, r5-r8 the pending return read (take base, take length, discard after, discard before), r9 its
 // index, r13 r14 scratch, r15 the weight.
 std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& col, int a, int c) {
   const int L = p.layers, m = p.m;
@@ -149,7 +149,8 @@ std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& co
   as << "ld32 r13, [r0+cfg+4]" << "beq r13, r0, ss_b" << "dlen " + dIn + ", r13" << "dlen " + dDisc + ", r13"
      << "vmov.fp32 " + dDisc + ", " + dIn << "ss_b:";
   issue(0);
-  as << "li r1, 0" << "li r2, 0" << "li r3, 0" << "li r13, X0" << "dbase " + dX + ", r13" << "unblock 5" << "exit";
+  as << "li r1, 0" << "li r2, 0" << "li r3, 0" << "li r13, X0" << "dbase " + dX + ", r13" << "li r10, " + S(p.len(0, a))
+     << "li r11, " + S(p.width[1]) << "unblock 5" << "exit";
 
   as << "rpart2:" << "dbase " + dTake + ", r5" << "dlen " + dTake + ", r6" << "dlen " + dRet + ", r6" << "beq r7, r0, rp2_last"
      << "vmov.fp32 " + dTake + ", " + dRet + ", async=1, done=activate:3" << "exit" << "rp2_last:"
@@ -166,29 +167,40 @@ std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& co
   }
 
   // The weight task.
-  as << "wt:";
-  for (int ph = 0; ph + 1 < 2 * L; ++ph) as << "li r13, " + S(ph) << "beq r1, r13, ph_" + S(ph);
-  as << "jmp ph_" + S(2 * L - 1);
+  // Dispatch on the phase; layer 0's passes (most of the weights in most models) first.
+  as << "wt:" << "beq r1, r0, ph_0";
+  for (int ph = 2 * L - 1; ph >= 1; --ph) {
+    if (ph == 1) as << "jmp ph_1";
+    else as << "li r13, " + S(ph) << "beq r1, r13, ph_" + S(ph);
+  }
+  // r10 and r11: the current layer's input slice and output count (the task's loop bounds).
+  auto counters = [&](int l) {
+    as << "li r10, " + S(p.len(l, a)) << "li r11, " + S(p.width[static_cast<size_t>(l) + 1]);
+  };
   auto bases_for_bwd = [&](int l) {
     as << "li r13, X" + S(l) << "dbase " + dX + ", r13" << "li r13, dy" << "dbase " + dDy + ", r13";
     if (l > 0) as << "li r13, dx" << "dbase " + dDx + ", r13";
   };
   for (int l = 0; l < L; ++l) {
-    const int nI = p.len(l, a), nO = p.width[static_cast<size_t>(l) + 1];
     as << "ph_" + S(l) + ":";
-    as << "vaxpy.fp32 " + dAcc + ", " + dX + ", r15" << "daddb " + dX + ", " + S(M4) << "addi r2, r2, 1" << "li r13, " + S(nI)
-       << "bne r2, r13, wexit" << "li r2, 0" << "li r13, X" + S(l) << "dbase " + dX + ", r13";
+    as << "vaxpy.fp32 " + dAcc + ", " + dX + ", r15" << "daddb " + dX + ", " + S(M4) << "addi r2, r2, 1"
+       << "bne r2, r10, wexit" << "li r2, 0" << "li r13, X" + S(l) << "dbase " + dX + ", r13";
     if (a == 0) as << "vmov.fp32 " + dChO + ", " + dAcc;
     else as << "vadd.fp32 " + dChO + ", " + dChI + ", " + dAcc;
-    as << "vfill.fp32 " + dAcc + ", r0" << "addi r3, r3, 1" << "li r13, " + S(nO) << "bne r3, r13, wexit" << "li r3, 0"
+    as << "vfill.fp32 " + dAcc + ", r0" << "addi r3, r3, 1" << "bne r3, r11, wexit" << "li r3, 0"
        << "block 5" << "li r1, " + S(l + 1);
-    if (l + 1 < L) as << "li r13, X" + S(l + 1) << "dbase " + dX + ", r13";
-    else bases_for_bwd(L - 1);
+    if (l + 1 < L) {
+      as << "li r13, X" + S(l + 1) << "dbase " + dX + ", r13";
+      counters(l + 1);
+    } else {
+      bases_for_bwd(L - 1);
+      counters(L - 1);
+    }
     as << "exit";
   }
   for (int l = L - 1; l >= 0; --l) {
     const int ph = 2 * L - 1 - l;
-    const int nI = p.len(l, a), nO = p.width[static_cast<size_t>(l) + 1];
+    const int nI = p.len(l, a);
     as << "ph_" + S(ph) + ":";
     if (l > 0) as << "vaxpy.fp32 " + dDx + ", " + dDy + ", r15" << "daddb " + dDx + ", " + S(M4);
     as << "vmul.fp32 " + dT + ", " + dDy + ", " + dX << "daddb " + dX + ", " + S(M4);
@@ -199,11 +211,9 @@ std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& co
     }
     if (c + 1 == C) as << "vmov.fp32 " + dEO + ", " + src;
     else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + src;
-    as << "addi r2, r2, 1" << "li r13, " + S(nI) << "bne r2, r13, wexit" << "li r2, 0" << "li r13, X" + S(l)
-       << "dbase " + dX + ", r13";
+    as << "addi r2, r2, 1" << "bne r2, r10, wexit" << "li r2, 0" << "li r13, X" + S(l) << "dbase " + dX + ", r13";
     if (l > 0) as << "li r13, dx" << "dbase " + dDx + ", r13";
-    as << "daddb " + dDy + ", " + S(M4) << "addi r3, r3, 1" << "li r13, " + S(nO) << "bne r3, r13, wexit" << "li r3, 0"
-       << "block 5";
+    as << "daddb " + dDy + ", " + S(M4) << "addi r3, r3, 1" << "bne r3, r11, wexit" << "li r3, 0" << "block 5";
     if (l == 0) {
       as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
          << "activate 1" << "exit";
@@ -226,6 +236,7 @@ std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& co
     as << "li r13, " + S(n) << "dlen " + dGO + ", r13" << "vmov.fp32 " + dGO + ", " + dAll << "vfill.fp32 " + dAll + ", r0"
        << "li r1, " + S(ph + 1);
     bases_for_bwd(l - 1);
+    counters(l - 1);
     as << "exit";
   }
   as << "wexit:" << "exit";

@@ -8,11 +8,13 @@
 namespace wafersim::compiler {
 namespace {
 
-// Cost model of the generated firmware (cycles; calibrated against measured runs, see
-// docs/weight-streaming.md).
-constexpr double kWeightTask = 9;    // per weight wavelet: dispatch, vaxpy, pointer and counter updates
+// Cost model of the generated firmware (cycles), fitted to measured per-pass cycles of the demo
+// network with 1 and 16 samples per column (docs/weight-streaming.md): a weight's forward task
+// costs about 19 cycles plus 2 per sample (its vaxpy reads two operands per element), a backward
+// one about 29 plus 1.2 per sample, plus about 4 and 2 per sample for the dx vaxpy.
+constexpr double kWeightTask = 19;   // per weight wavelet: dispatch, vaxpy issue, pointer and counter updates
 constexpr double kOutputEnd = 12;    // per output, forward: chain send and reset
-constexpr double kBwdWeight = 14;    // per weight wavelet backward: dx vaxpy, dW product, chain send
+constexpr double kBwdWeight = 29;    // per weight wavelet backward: dW product, its reduction west
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
 
@@ -115,14 +117,12 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     }
     p.cols = o.columns;
   } else {
-    // Default: up to 4 columns, more only when a PE's activations would not fit its SRAM. More
-    // columns simulate more samples/s on the wafer but cost host time in proportion (every
-    // column runs every weight's task); docs/weight-streaming.md.
+    // Default: one column (the whole shard on each feature row's PE), more only when a PE's
+    // activations would not fit its SRAM. More columns simulate more samples/s on the wafer but
+    // cost host time in proportion (every column runs every weight's task); docs/weight-streaming.md.
     p.cols = 1;
-    for (int c = 2; c <= std::min(p.shard, W); ++c) {
-      if (p.shard % c != 0) continue;
-      if (c > 4 && row_bytes(p.shard / p.cols) <= sram) break;
-      p.cols = c;
+    for (int c = 2; c <= std::min(p.shard, W) && row_bytes(p.shard / p.cols) > sram; ++c) {
+      if (p.shard % c == 0) p.cols = c;
     }
   }
   p.m = p.shard / p.cols;
@@ -157,8 +157,9 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     for (int a = 0; a < rows; ++a) maxlen = std::max(maxlen, p.len(l, a));
     const double per_row = static_cast<double>(maxlen) * d.out;
     e.stream_cycles = per_row / p.channel_rate;
-    e.fwd_cycles = per_row * (kWeightTask + m / fmac) + d.out * (kOutputEnd + m / add) + rows * 2.0;
-    e.bwd_cycles = per_row * (kBwdWeight + (l > 0 ? 2 : 1) * m / fmac + 1 / add) + d.out * 4.0 + rows * 2.0;
+    e.fwd_cycles = per_row * (kWeightTask + 2.0 * m / fmac) + d.out * (kOutputEnd + m / add) + rows * 2.0;
+    e.bwd_cycles = per_row * (kBwdWeight + 1.2 * m / fmac + (l > 0 ? 4 + 2.0 * m / fmac : 0.0)) + d.out * (4.0 + m / add) +
+                   rows * 2.0;
     p.est.push_back(e);
   }
   return p;

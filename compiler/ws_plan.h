@@ -31,7 +31,7 @@ namespace wafersim::compiler {
 struct WsOptions {
   int batch = 16;    // global minibatch, over all systems
   int systems = 1;   // data-parallel CS-2 systems; each takes batch / systems samples
-  int columns = 0;   // sample columns per system (0: the largest divisor of the shard up to 4)
+  int columns = 0;   // sample columns per system (0: 1, or the fewest whose activations fit SRAM)
   int rows = 0;      // feature rows (0: every West channel row but the root's, capped by the narrowest layer)
 };
 
