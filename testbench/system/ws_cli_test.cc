@@ -112,6 +112,27 @@ TEST_F(WsCli, ResumeFromMemoryXCheckpointIsBitIdentical) {
   EXPECT_EQ(compiler::import_onnx((a / "checkpoint.onnx").string()).metadata.at("wafersim.mode"), "weight-streaming");
 }
 
+TEST_F(WsCli, AdamResumesBitIdentically) {
+  const fs::path a = tmp_path("wsa_full"), b = tmp_path("wsa_half"), c = tmp_path("wsa_resumed");
+  for (const auto& d : {a, b, c}) fs::remove_all(d);
+  const std::vector<std::string> adam = with(kWs, {"--memoryx.optimizer", "adam", "--train.lr", "0.001"});
+  train_ok(with(adam, {"--train.steps", "3", "-o", a.string()}));
+  train_ok(with(adam, {"--train.steps", "1", "-o", b.string()}));
+  train_ok(with(adam, {"--resume", (b / "checkpoint.onnx").string(), "--train.steps", "2", "-o", c.string()}));
+  const auto ta = tensors(a / "checkpoint.onnx"), tc = tensors(c / "checkpoint.onnx");
+  ASSERT_TRUE(ta.count("fc1.weight.exp_avg_sq"));
+  for (const auto& [name, v] : ta) {
+    ASSERT_TRUE(tc.count(name)) << name;
+    EXPECT_EQ(0, std::memcmp(v.data(), tc.at(name).data(), v.size() * 4)) << name << " differs";
+  }
+  EXPECT_EQ(loss_lines(a, 2), loss_lines(c, 2));
+  // Resuming with another optimizer is refused with the reason.
+  const CliRun r = cmd(true, with(kWs, {"--resume", (b / "checkpoint.onnx").string(), "--train.steps", "1", "-o",
+                                        tmp_path("wsa_wrong")}));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--memoryx.optimizer adam"), std::string::npos) << r.err;
+}
+
 TEST_F(WsCli, SameResultsWhateverTheThreadCount) {
   const fs::path a = tmp_path("ws_t1"), b = tmp_path("ws_t2");
   for (const auto& d : {a, b}) fs::remove_all(d);

@@ -172,5 +172,30 @@ TEST(WsTraining, SingleLayerAndManyRows) {
   check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o2, 2, "ws_four_layers");
 }
 
+// A 1.86 M-parameter MLP on a 16 x 16 fabric: layer-pipelined placement rejects it (its weights
+// and momentum need more SRAM than the fabric has) and weight streaming trains it, bit for bit
+// against the reference.
+TEST(WsTraining, ModelTooLargeForLayerPipelinedTrains) {
+  SKIP_IF_KERNEL_STARTED();
+  const MlpSpec spec{{784, 1024, 1024, 10}, "Relu", 2, 13};
+  HwConfig hw = small_config(16, 16);
+  hw.io.spacing = 1;
+  const std::string path = tmp_path("ws_big.onnx");
+  write_mlp(path, spec);
+  const KernelGraph g = validate_model(import_onnx(path), CompileOptions{});
+  PlaceOptions po;
+  po.batch = 8;
+  po.max_pes = 0;
+  try {
+    place_layers(g, hw, po);
+    FAIL() << "layer-pipelined placement accepted a model larger than the fabric";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("weight-streaming"), std::string::npos) << e.what();
+  }
+  WsOptions o;
+  o.batch = 8;
+  check_ws(spec, 16, 16, 1, o, 1, "ws_big");
+}
+
 }  // namespace
 }  // namespace wafersim::test
