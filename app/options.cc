@@ -306,6 +306,8 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: one, or the fewest whose activations fit SRAM)")
       ("ws.rows", po::value(&c.ws.rows)->default_value(c.ws.rows), "feature rows per wafer (0: every I/O channel row but the root's, up to the narrowest layer)")
       ("ws.prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "request the next layer's weights while the current one streams")
+      ("ws.quantum_cycles", po::value(&c.quantum_cycles)->default_value(c.quantum_cycles),
+       "global quantum of the cluster's SystemC threads, in clock periods (a wafer runs ahead of the kernel at most this far)")
       ("memoryx.capacity_gb", po::value(&c.memx.capacity_gb)->default_value(c.memx.capacity_gb), "weight store, GB (weights + optimizer state)")
       ("memoryx.bandwidth_gbps", po::value(&c.memx.bandwidth_gbps)->default_value(c.memx.bandwidth_gbps), "MemoryX link, Gb/s")
       ("memoryx.latency_ns", po::value(&c.memx.latency_ns)->default_value(c.memx.latency_ns), "per transaction")
@@ -379,6 +381,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
     throw ConfigError("--systems " + std::to_string(c.ws.systems) + " needs weight-streaming mode (layer-pipelined runs on one system)");
   }
   if (c.ws.columns < 0 || c.ws.rows < 0) throw ConfigError("ws.columns and ws.rows must be >= 0");
+  if (c.quantum_cycles < 1 || c.quantum_cycles > 100000000) throw ConfigError("ws.quantum_cycles must be in 1..100000000");
   if (c.input_workers < 1) throw ConfigError("input.workers must be at least 1, got " + std::to_string(c.input_workers));
   if (!(c.worker_gbps > 0) || !(c.slow_worker_gbps >= 0)) throw ConfigError("input.worker_gbps must be > 0 and input.slow_worker_gbps >= 0");
   if (c.compile.place.batch < 1 || c.compile.place.batch > 65535) throw ConfigError("train.batch must be in 1..65535");

@@ -30,17 +30,20 @@ tlm::WsHostLinks host_links(const TrainConfig& c) {
   const double slowest = c.slow_worker_gbps > 0 ? std::min(c.worker_gbps, c.slow_worker_gbps) : c.worker_gbps;
   l.inputs_per_cycle = per_cycle(std::min(c.bridge.link_gbps, c.input_workers * slowest));  // round-robin multiplex
   l.grads_per_cycle = per_cycle(std::min(c.swarmx.link_gbps, c.bridge.link_gbps));
-  const int depth = tlm::SwarmX::tree_depth(c.ws.systems, c.swarmx.fanout);
-  l.latency = static_cast<uint64_t>((c.memx.latency_ns + depth * c.swarmx.node_latency_ns + c.bridge.latency_ns) * 1e-9 * f);
+  l.bridge_latency_ns = c.bridge.latency_ns;
   l.prefetch = c.prefetch;
+  l.quantum_cycles = c.quantum_cycles;
   return l;
 }
 
-WsHostPace pace_of(const tlm::WsHostLinks& l) {
+// The estimate's view: the host links' rate and a request's latency (MemoryX, SwarmX's levels,
+// the bridge), in cycles.
+WsHostPace pace_of(const TrainConfig& c) {
   WsHostPace p;
-  p.weights_per_cycle = l.weights_per_cycle;
-  p.latency_cycles = static_cast<double>(l.latency);
-  p.prefetch = l.prefetch;
+  p.weights_per_cycle = host_links(c).weights_per_cycle;
+  const int depth = tlm::SwarmX::tree_depth(c.ws.systems, c.swarmx.fanout);
+  p.latency_cycles = (c.memx.latency_ns + depth * c.swarmx.node_latency_ns + c.bridge.latency_ns) * 1e-3 * c.hw.fabric.clock_mhz;
+  p.prefetch = c.prefetch;
   return p;
 }
 
@@ -54,7 +57,7 @@ WsBuild build(const TrainConfig& c, const KernelGraph& g) {
   WsBuild b;
   const WsPlan plan = place_ws(g, c.hw, c.ws);
   b.compiled = generate_ws(g, plan, asm_target(c.hw));
-  b.report = ws_compile_report(g, plan, c.hw, pace_of(host_links(c)));
+  b.report = ws_compile_report(g, plan, c.hw, pace_of(c));
   b.text = ws_report_text(b.report);
   return b;
 }
@@ -240,7 +243,7 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   long long first = 0;
   // The data order needs the seed before the trainer exists; a resumed run takes it from the checkpoint.
   if (!c.resume.empty()) seed = static_cast<uint64_t>(meta_number(m, c, "wafersim.seed"));
-  tlm::WsTrainer t(c.hw, g, b.compiled, train, c.norm, seed, 0, mx, c.swarmx.fanout, links);
+  tlm::WsTrainer t("cluster", c.hw, g, b.compiled, train, c.norm, seed, 0, mx, c.swarmx, links);
   if (!c.resume.empty()) {
     first = restore_ws(m, g, c, mx, t, &seed);
     t.set_steps_done(first);
@@ -315,6 +318,8 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   rep["host_seconds"] = host;
   rep["host_model_seconds"] = t.host_model_seconds();
   rep["host_model_pct"] = 100.0 * t.host_model_seconds() / host;
+  rep["host_wafer_seconds"] = t.wafer_seconds();
+  rep["host_overhead_pct"] = 100.0 * (host - t.wafer_seconds()) / host;
   rep["host_samples_per_s"] = samples / host;
   rep["west_offers_refused"] = t.system(0).refused();
   rep["final_loss"] = last_loss;
@@ -334,8 +339,9 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
             pct(p["weight_stream"].get<uint64_t>(), pt) + " %, gradient reduce " + pct(p["grad_reduce"].get<uint64_t>(), pt) +
             " %, input stall " + pct(p["input_stall"].get<uint64_t>(), pt) + " %)\n";
   }
-  text += "  host time            " + fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s; host models (MemoryX, SwarmX) " +
-          fixed(100.0 * t.host_model_seconds() / host, 2) + " % of it\n";
+  text += "  host time            " + fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s; outside the wafers' cycle loops " +
+          fixed(100.0 * (host - t.wafer_seconds()) / host, 2) + " % of it (host models " + fixed(100.0 * t.host_model_seconds() / host, 2) +
+          " %, the rest SystemC, TLM, the input workers)\n";
   if (c.eval && test.count > 0) {
     const auto w = t.weights(), bs = t.biases();
     long long right = 0;

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+
+#include <tlm_utils/simple_target_socket.h>
+#include <tlm_utils/tlm_quantumkeeper.h>
 #include <cstring>
 #include <stdexcept>
 
@@ -50,16 +54,20 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
   m_expect.back() += 1;  // the loss sum
 }
 
-void WsSystem::queue_step(const std::vector<const float*>& xs, const std::vector<int>& labels,
-                          const std::vector<std::vector<float>>& w, const std::vector<std::vector<float>>& b) {
+void WsSystem::queue_inputs(const std::vector<const float*>& xs, const std::vector<int>& labels) {
   const WsPlan& p = m_c.plan;
-  const auto& col = m_c.colors;
   const int L = p.layers, m = p.m;
-  const auto in = static_cast<uint8_t>(col.in), wc = static_cast<uint8_t>(col.w);
+  const auto in = static_cast<uint8_t>(m_c.colors.in);
   for (auto& g : m_got) g.clear();
-  m_pass_left.assign(static_cast<size_t>(2 * L), 0);
   m_time = WsTime();
   m_pass_time.assign(static_cast<size_t>(2 * L), WsTime());
+  m_pass_from.assign(static_cast<size_t>(2 * L), UINT64_MAX);
+  m_pass_left.assign(static_cast<size_t>(2 * L), 0);
+  for (int l = 0; l < L; ++l) {
+    const uint64_t n = static_cast<uint64_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1];
+    m_pass_left[static_cast<size_t>(l)] = n + static_cast<uint64_t>(p.width[static_cast<size_t>(l) + 1]);
+    m_pass_left[static_cast<size_t>(2 * L - 1 - l)] = n;
+  }
   for (int a = 0; a < p.rows; ++a) {
     auto& q = m_pending[static_cast<size_t>(a)];
     for (int c = 0; c < p.cols; ++c) {
@@ -67,44 +75,59 @@ void WsSystem::queue_step(const std::vector<const float*>& xs, const std::vector
         for (int s = 0; s < m; ++s) q.push_back({Wavelet{bits(xs[static_cast<size_t>(c * m + s)][k]), in, false}, kInput, -1});
       }
     }
-    auto pass = [&](int l, int ps) {
-      const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
-      const auto& W = w[static_cast<size_t>(l)];
-      for (int o = 0; o < no; ++o) {
-        for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
-          q.push_back({Wavelet{bits(W[static_cast<size_t>(o) * ni + k]), wc, false}, kWeight, ps});
-          ++m_pass_left[static_cast<size_t>(ps)];
-        }
-      }
-    };
-    for (int l = 0; l < L; ++l) pass(l, l);
-    for (int l = L - 1; l >= 0; --l) pass(l, 2 * L - 1 - l);
   }
   auto& r = m_pending.back();
   for (int s = 0; s < p.shard; ++s) r.push_back({Wavelet{static_cast<uint32_t>(labels[static_cast<size_t>(s)]), in, false}, kInput, -1});
-  for (int l = 0; l < L; ++l) {
-    for (float v : b[static_cast<size_t>(l)]) {
-      r.push_back({Wavelet{bits(v), in, false}, kWeight, l});
-      ++m_pass_left[static_cast<size_t>(l)];
-    }
-  }
-  // MemoryX starts streaming the first pass now (with prefetch, every pass back to back).
   m_rr = 0;
   m_wbudget = m_ibudget = m_gbudget = 0;
-  m_released = m_links.prefetch ? 2 * L : 1;
-  m_avail_at = m_now + m_links.latency;
+  m_queued = 0;
 }
 
-void WsSystem::release_pass(int pass) {
-  if (m_links.prefetch || pass + 1 != m_released || m_released >= static_cast<int>(m_pass_left.size())) return;
-  // Without prefetch the next pass is requested once this one has entered the wafer.
-  ++m_released;
-  m_avail_at = m_now + m_links.latency;
+void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from) {
+  const WsPlan& p = m_c.plan;
+  const int L = p.layers;
+  const int l = ps < L ? ps : 2 * L - 1 - ps;
+  const auto wc = static_cast<uint8_t>(m_c.colors.w), in = static_cast<uint8_t>(m_c.colors.in);
+  const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+  for (int a = 0; a < p.rows; ++a) {
+    auto& q = m_pending[static_cast<size_t>(a)];
+    for (int o = 0; o < no; ++o) {
+      for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
+        q.push_back({Wavelet{bits(W[static_cast<size_t>(o) * ni + k]), wc, false}, kWeight, ps});
+      }
+    }
+  }
+  if (b) {
+    for (int o = 0; o < no; ++o) m_pending.back().push_back({Wavelet{bits(b[o]), in, false}, kWeight, ps});
+  }
+  m_pass_from[static_cast<size_t>(ps)] = from;
+  m_queued = std::max(m_queued, ps + 1);
+}
+
+int WsSystem::passes_entered() const {
+  int n = 0;
+  while (n < static_cast<int>(m_pass_left.size()) && m_pass_left[static_cast<size_t>(n)] == 0) ++n;
+  return n;
+}
+
+uint64_t WsSystem::settle() {
+  constexpr uint64_t kSettle = 256;
+  uint64_t k = 0;
+  while (m_fabric->in_flight() != 0) {
+    m_fabric->step();
+    if (++k > 1000000) throw std::runtime_error("weight streaming: a wafer does not settle after a minibatch");
+  }
+  for (uint64_t i = 0; i < kSettle; ++i) m_fabric->step();
+  m_now += k + kSettle;
+  m_time.compute += k + kSettle;
+  if (!m_pass_time.empty()) m_pass_time.back().compute += k + kSettle;
+  return k + kSettle;
 }
 
 bool WsSystem::cycle() {
   const bool was_done = done();
   const size_t n = m_west.size();
+  const int passes = static_cast<int>(m_pass_left.size());
   m_wbudget = std::min(m_wbudget + m_links.weights_per_cycle, m_links.weights_per_cycle + 1.0);
   m_ibudget = std::min(m_ibudget + m_links.inputs_per_cycle, m_links.inputs_per_cycle + 1.0);
   m_gbudget = std::min(m_gbudget + m_links.grads_per_cycle, m_links.grads_per_cycle + 1.0);
@@ -113,10 +136,10 @@ bool WsSystem::cycle() {
     const size_t i = (m_rr + j) % n;
     auto& q = m_pending[i];
     bool host_late = false;
-    Kind late_kind = kInput;
+    Kind late_kind = kWeight;
     while (!q.empty()) {
       const Item& it = q.front();
-      if (it.kind == kWeight ? (it.pass >= m_released || m_now < m_avail_at || m_wbudget < 1) : m_ibudget < 1) {
+      if (it.kind == kWeight ? (m_now < m_pass_from[static_cast<size_t>(it.pass)] || m_wbudget < 1) : m_ibudget < 1) {
         host_late = true;
         late_kind = it.kind;
         break;
@@ -127,12 +150,15 @@ bool WsSystem::cycle() {
       }
       if (it.kind == kWeight) {
         m_wbudget -= 1;
-        if (--m_pass_left[static_cast<size_t>(it.pass)] == 0) release_pass(it.pass);
+        --m_pass_left[static_cast<size_t>(it.pass)];
       } else {
         m_ibudget -= 1;
       }
       q.pop_front();
     }
+    // Nothing queued but passes still to come for this channel (the root's only in forward).
+    const bool root = i + 1 == n;
+    if (q.empty() && m_queued < (root ? passes / 2 : passes)) host_late = true;
     if (host_late && m_west[i]->inject_queue_size() == 0) (late_kind == kWeight ? wstall : istall) = true;
   }
   m_rr = (m_rr + 1) % n;
@@ -149,14 +175,8 @@ bool WsSystem::cycle() {
   }
   ++m_now;
   if (!was_done) {
-    size_t pass = m_pass_left.size() - 1;
-    for (size_t k = 0; k < m_pass_left.size(); ++k) {
-      if (m_pass_left[k]) {
-        pass = k;
-        break;
-      }
-    }
-    WsTime& pt = m_pass_time[pass];
+    const int pe = std::min(passes_entered(), passes - 1);
+    WsTime& pt = m_pass_time[static_cast<size_t>(pe)];
     if (istall) ++m_time.input_stall, ++pt.input_stall;
     else if (wstall) ++m_time.weight_stream, ++pt.weight_stream;
     else if (gstall) ++m_time.grad_reduce, ++pt.grad_reduce;
@@ -201,10 +221,50 @@ void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vec
   }
 }
 
-WsTrainer::WsTrainer(const HwConfig& hw, const compiler::KernelGraph& g, const compiler::WsCompiled& c,
-                     const Dataset& data, const Normalize& norm, uint64_t seed, long long first_step, MemoryX& memx,
-                     int swarmx_fanout, const WsHostLinks& links)
-    : m_c(c), m_data(data), m_memx(memx), m_step(first_step), m_fanout(swarmx_fanout) {
+// A system's bridge as SwarmX sees it: broadcasts of pass weights come in (the payload becomes
+// the row channels' wavelets from the time it arrives), gradients go out.
+struct WsTrainer::Port : sc_core::sc_module {
+  tlm_utils::simple_target_socket<Port> weights_in;
+  tlm_utils::simple_initiator_socket<Port> grads_out;
+  WsTrainer* owner;
+  WsSystem* sys;
+
+  Port(sc_core::sc_module_name n, WsTrainer* o, WsSystem* s) : sc_module(n), weights_in("weights_in"), grads_out("grads_out"), owner(o), sys(s) {
+    weights_in.register_b_transport(this, &Port::b_transport);
+  }
+  // Address: the pass; data: its weights (out x in), then for forward passes the biases.
+  void b_transport(::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
+    const WsPlan& p = owner->m_c.plan;
+    const int L = p.layers, ps = static_cast<int>(t.get_address());
+    if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || ps < 0 || ps >= 2 * L) {
+      t.set_response_status(::tlm::TLM_ADDRESS_ERROR_RESPONSE);
+      return;
+    }
+    const int l = ps < L ? ps : 2 * L - 1 - ps;
+    const size_t nw = static_cast<size_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1];
+    const size_t nb = ps < L ? static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) : 0;
+    if (t.get_data_length() != 4 * (nw + nb)) {
+      t.set_response_status(::tlm::TLM_BURST_ERROR_RESPONSE);
+      return;
+    }
+    const float* w = reinterpret_cast<const float*>(t.get_data_ptr());
+    // The payload has fully arrived at sc_time_stamp() + delay (SwarmX's tree time includes the
+    // bytes over its links); its first words arrive earlier by the transfer time at the host
+    // links' rate, which cycle() then enforces word by word.
+    const double words = static_cast<double>(nw + nb);
+    const sc_core::sc_time end = sc_core::sc_time_stamp() + delay + sc_core::sc_time(owner->m_links.bridge_latency_ns, sc_core::SC_NS);
+    const uint64_t end_cycle = owner->cycle_of(end);
+    const uint64_t span = static_cast<uint64_t>(words / owner->m_links.weights_per_cycle);
+    sys->queue_pass(ps, w, nb ? w + nw : nullptr, end_cycle > span ? end_cycle - span : 0);
+    t.set_response_status(::tlm::TLM_OK_RESPONSE);
+  }
+};
+
+WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const compiler::KernelGraph& g,
+                     const compiler::WsCompiled& c, const Dataset& data, const Normalize& norm, uint64_t seed,
+                     long long first_step, MemoryX& memx, const SwarmXConfig& swarmx, const WsHostLinks& links)
+    : sc_module(name), to_swarmx("to_swarmx"), m_c(c), m_data(data), m_memx(memx), m_links(links),
+      m_period(sc_core::sc_time(1e3 / hw.fabric.clock_mhz, sc_core::SC_NS)), m_step(first_step) {
   const WsPlan& p = c.plan;
   if (static_cast<int>(data.features) != p.width.front()) {
     throw ConfigError("the dataset has " + std::to_string(data.features) + " features per sample, the model's input " +
@@ -215,6 +275,7 @@ WsTrainer::WsTrainer(const HwConfig& hw, const compiler::KernelGraph& g, const c
                       std::to_string(p.width.back()) + " classes");
   }
   if (data.count == 0) throw ConfigError("the dataset is empty");
+  if (swarmx.systems != p.systems) throw ConfigError("swarmx.systems must equal the plan's systems");
   m_order = std::make_unique<InputWorker>(data, InputRoute{}, norm, seed);
   for (size_t l = 0; l < g.layers.size(); ++l) {
     const auto& d = g.layers[l];
@@ -223,30 +284,36 @@ WsTrainer::WsTrainer(const HwConfig& hw, const compiler::KernelGraph& g, const c
     m_wid.push_back(memx.find_tensor(wn) >= 0 ? memx.find_tensor(wn) : memx.add_tensor(wn, d.w));
     m_bid.push_back(memx.find_tensor(bn) >= 0 ? memx.find_tensor(bn) : memx.add_tensor(bn, d.b));
   }
-  for (int i = 0; i < p.systems; ++i) m_sys.push_back(std::make_unique<WsSystem>(hw, c, i, links));
-  m_limit = static_cast<uint64_t>(20 * p.cycles_per_batch()) + 1000000;
-  settle();  // the cores' init tasks
-}
-
-// Runs every wafer until nothing is in flight and then kSettle cycles more (the cores' last
-// bookkeeping: counters, the next minibatch's first reads), so that each minibatch starts from
-// the same state and a resumed run repeats the uninterrupted one's cycle counts.
-uint64_t WsTrainer::settle() {
-  constexpr uint64_t kSettle = 256;
-  uint64_t n = 0;
-  for (auto& s : m_sys) {
-    uint64_t k = 0;
-    while (s->fabric().in_flight() != 0) {
-      s->fabric().step();
-      if (++k > 1000000) throw std::runtime_error("weight streaming: a wafer does not settle after a minibatch");
-    }
-    for (uint64_t i = 0; i < kSettle; ++i) s->fabric().step();
-    n = std::max(n, k + kSettle);
+  // The reduced loss travels as a one-value gradient at an address of its own.
+  m_loss_id = memx.find_tensor("wafersim.loss_sum") >= 0 ? memx.find_tensor("wafersim.loss_sum")
+                                                         : memx.add_tensor("wafersim.loss_sum", {0.0f});
+  tlm_utils::tlm_quantumkeeper::set_global_quantum(m_period * static_cast<double>(links.quantum_cycles));
+  m_swarmx = std::make_unique<SwarmX>("swarmx", swarmx);
+  to_swarmx.bind(m_swarmx->from_memory);
+  m_swarmx->to_memory.bind(memx.socket);
+  for (int i = 0; i < p.systems; ++i) {
+    m_sys.push_back(std::make_unique<WsSystem>(hw, c, i, links));
+    m_ports.push_back(std::make_unique<Port>(("system" + std::to_string(i)).c_str(), this, m_sys.back().get()));
+    m_swarmx->to_systems.bind(m_ports.back()->weights_in);
+    m_ports.back()->grads_out.bind(m_swarmx->from_systems);
   }
-  return n;
+  m_limit = static_cast<uint64_t>(20 * p.cycles_per_batch()) + 1000000;
+  for (auto& s : m_sys) s->settle();  // the cores' init tasks
+  SC_HAS_PROCESS(WsTrainer);
+  SC_THREAD(chief);
+  for (int i = 0; i < p.systems; ++i) {
+    sc_core::sc_spawn_options o;
+    sc_core::sc_spawn(sc_bind(&WsTrainer::runner, this, i), ("runner" + std::to_string(i)).c_str(), &o);
+  }
 }
 
-std::vector<float> WsTrainer::read_tensor(int id) {
+WsTrainer::~WsTrainer() = default;
+
+uint64_t WsTrainer::cycle_of(const sc_core::sc_time& t) const {
+  return static_cast<uint64_t>(std::ceil(t / m_period - 1e-9));
+}
+
+std::vector<float> WsTrainer::read_tensor(int id, sc_core::sc_time& delay) {
   std::vector<float> v(m_memx.size(id));
   ::tlm::tlm_generic_payload t;
   t.set_command(::tlm::TLM_READ_COMMAND);
@@ -256,25 +323,9 @@ std::vector<float> WsTrainer::read_tensor(int id) {
   t.set_streaming_width(static_cast<unsigned>(v.size() * 4));
   t.set_byte_enable_ptr(nullptr);
   t.set_response_status(::tlm::TLM_INCOMPLETE_RESPONSE);
-  sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-  m_memx.b_transport(t, d);
+  m_memx.b_transport(t, delay);
   if (t.is_response_error()) throw std::runtime_error("MemoryX READ failed: " + m_memx.last_error());
   return v;
-}
-
-void WsTrainer::write_grad(int id, const std::vector<float>& g) {
-  std::vector<float> copy = g;
-  ::tlm::tlm_generic_payload t;
-  t.set_command(::tlm::TLM_WRITE_COMMAND);
-  t.set_address(m_memx.base(id));
-  t.set_data_ptr(reinterpret_cast<unsigned char*>(copy.data()));
-  t.set_data_length(static_cast<unsigned>(copy.size() * 4));
-  t.set_streaming_width(static_cast<unsigned>(copy.size() * 4));
-  t.set_byte_enable_ptr(nullptr);
-  t.set_response_status(::tlm::TLM_INCOMPLETE_RESPONSE);
-  sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-  m_memx.b_transport(t, d);
-  if (t.is_response_error()) throw std::runtime_error("MemoryX WRITE failed: " + m_memx.last_error());
 }
 
 std::vector<std::vector<float>> WsTrainer::weights() const {
@@ -290,71 +341,173 @@ std::vector<std::vector<float>> WsTrainer::biases() const {
 }
 
 WsStepResult WsTrainer::step() {
-  const WsPlan& p = m_c.plan;
-  const int L = p.layers;
+  m_requested = true;
+  m_finished = false;
+  sc_core::sc_start();
+  if (!m_error.empty()) throw std::runtime_error(m_error);
+  if (!m_finished) throw std::runtime_error("weight streaming: the simulation stopped before the minibatch finished");
+  return m_result;
+}
+
+// The chief worker. Per minibatch: MemoryX READs, the inputs, every pass's broadcast (back to
+// back with prefetch; otherwise each once the previous pass has entered every wafer), then it
+// waits for the runners' gradients to be summed into MemoryX and runs the optimizer.
+void WsTrainer::chief() {
   using Clock = std::chrono::steady_clock;
-  auto t0 = Clock::now();
-  std::vector<std::vector<float>> w, b;
-  for (int l = 0; l < L; ++l) {
-    w.push_back(read_tensor(m_wid[static_cast<size_t>(l)]));
-    b.push_back(read_tensor(m_bid[static_cast<size_t>(l)]));
-  }
-  m_model_secs += std::chrono::duration<double>(Clock::now() - t0).count();
-  // Each system's shard of the minibatch, normalised.
-  std::vector<std::vector<std::vector<float>>> xs(m_sys.size());
-  for (size_t i = 0; i < m_sys.size(); ++i) {
-    std::vector<const float*> ptrs;
-    std::vector<int> labels;
-    for (int s = 0; s < p.shard; ++s) {
-      const size_t idx = m_order->sample_at(m_step * p.batch + static_cast<long long>(i) * p.shard + s);
-      std::vector<float> x(m_data.sample(idx), m_data.sample(idx) + m_data.features);
-      for (float& v : x) v = m_order->normalize().apply(v);
-      xs[i].push_back(std::move(x));
-      labels.push_back(m_data.labels[idx]);
-    }
-    for (const auto& x : xs[i]) ptrs.push_back(x.data());
-    m_sys[i]->queue_step(ptrs, labels, w, b);
-  }
-  const uint64_t start = m_cycles;
+  const WsPlan& p = m_c.plan;
+  const int L = p.layers, N = static_cast<int>(m_sys.size());
   for (;;) {
-    bool all = true;
-    for (auto& s : m_sys) all = s->cycle() && all;
-    ++m_cycles;
-    if (all) break;
-    if (m_cycles - start > m_limit) {
-      throw std::runtime_error("weight-streaming minibatch " + std::to_string(m_step + 1) + " did not finish within " +
-                               std::to_string(m_limit) + " cycles: the wafer is stuck");
+    while (!m_requested) {
+      sc_core::sc_pause();
+      sc_core::wait(sc_core::SC_ZERO_TIME);
+    }
+    m_requested = false;
+    try {
+      const sc_core::sc_time t0 = sc_core::sc_time_stamp();
+      sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+      auto c0 = Clock::now();
+      std::vector<std::vector<float>> w, b;
+      for (int l = 0; l < L; ++l) {
+        w.push_back(read_tensor(m_wid[static_cast<size_t>(l)], d));
+        b.push_back(read_tensor(m_bid[static_cast<size_t>(l)], d));
+      }
+      m_model_secs += std::chrono::duration<double>(Clock::now() - c0).count();
+      // Each system's shard of the minibatch, normalised, from the input workers.
+      for (int i = 0; i < N; ++i) {
+        std::vector<std::vector<float>> xs;
+        std::vector<const float*> ptrs;
+        std::vector<int> labels;
+        for (int s = 0; s < p.shard; ++s) {
+          const size_t idx = m_order->sample_at(m_step * p.batch + static_cast<long long>(i) * p.shard + s);
+          std::vector<float> x(m_data.sample(idx), m_data.sample(idx) + m_data.features);
+          for (float& v : x) v = m_order->normalize().apply(v);
+          xs.push_back(std::move(x));
+          labels.push_back(m_data.labels[idx]);
+        }
+        for (const auto& x : xs) ptrs.push_back(x.data());
+        m_sys[static_cast<size_t>(i)]->set_now(cycle_of(t0));
+        m_sys[static_cast<size_t>(i)]->queue_inputs(ptrs, labels);
+      }
+      m_done = 0;
+      m_start.notify(sc_core::SC_ZERO_TIME);
+      for (int ps = 0; ps < 2 * L; ++ps) {
+        const int l = ps < L ? ps : 2 * L - 1 - ps;
+        if (!m_links.prefetch && ps > 0) {
+          // Request the next pass only when every wafer has taken the whole previous one.
+          for (;;) {
+            bool all = true;
+            for (auto& s : m_sys) all = all && s->passes_entered() >= ps;
+            if (all) break;
+            sc_core::wait(m_pass_in);
+          }
+          d = sc_core::SC_ZERO_TIME;
+          read_tensor(m_wid[static_cast<size_t>(l)], d);  // the request's MemoryX latency and transfer
+        }
+        std::vector<float> data = w[static_cast<size_t>(l)];
+        if (ps < L) data.insert(data.end(), b[static_cast<size_t>(l)].begin(), b[static_cast<size_t>(l)].end());
+        ::tlm::tlm_generic_payload t;
+        t.set_command(::tlm::TLM_WRITE_COMMAND);
+        t.set_address(static_cast<uint64_t>(ps));
+        t.set_data_ptr(reinterpret_cast<unsigned char*>(data.data()));
+        t.set_data_length(static_cast<unsigned>(data.size() * 4));
+        t.set_streaming_width(static_cast<unsigned>(data.size() * 4));
+        t.set_byte_enable_ptr(nullptr);
+        t.set_response_status(::tlm::TLM_INCOMPLETE_RESPONSE);
+        to_swarmx->b_transport(t, d);
+        if (t.is_response_error()) throw std::runtime_error("SwarmX broadcast of pass " + std::to_string(ps) + " failed");
+      }
+      while (m_done < N) sc_core::wait(m_all_done);
+      if (!m_error.empty()) throw std::runtime_error(m_error);
+      c0 = Clock::now();
+      const float total = m_memx.gradient(m_loss_id)[0];
+      m_memx.step();
+      m_model_secs += std::chrono::duration<double>(Clock::now() - c0).count();
+      WsStepResult r;
+      r.step = ++m_step;
+      r.mean_loss = static_cast<double>(total) / p.batch;
+      r.cycles = cycle_of(sc_core::sc_time_stamp()) - cycle_of(t0);
+      r.time = m_sys[0]->step_time();
+      r.pass_time = m_sys[0]->pass_time();
+      m_cycles += r.cycles;
+      m_result = r;
+      m_finished = true;
+    } catch (const std::exception& e) {
+      m_error = e.what();
     }
   }
-  m_cycles += settle();  // the cores' last bookkeeping after the last output
-  t0 = Clock::now();
-  // Sum over systems in SwarmX's order, into MemoryX, then its optimizer step.
-  const size_t N = m_sys.size();
-  std::vector<std::vector<std::vector<float>>> dw(N), db(N);
-  std::vector<float> loss(N);
-  for (size_t i = 0; i < N; ++i) m_sys[i]->results(&dw[i], &db[i], &loss[i]);
-  auto reduce = [&](auto get, size_t n) {
-    std::vector<const float*> parts;
-    for (size_t i = 0; i < N; ++i) parts.push_back(get(i));
-    std::vector<float> out(n);
-    SwarmX::tree_sum(parts, n, m_fanout, out.data());
-    return out;
-  };
-  for (int l = 0; l < L; ++l) {
-    const size_t ul = static_cast<size_t>(l);
-    write_grad(m_wid[ul], reduce([&](size_t i) { return dw[i][ul].data(); }, dw[0][ul].size()));
-    write_grad(m_bid[ul], reduce([&](size_t i) { return db[i][ul].data(); }, db[0][ul].size()));
+}
+
+// A system's wafer, temporally decoupled: one clock period of local time per cycle, in sync
+// with the kernel at least once per quantum. After the last result it settles, then WRITEs its
+// gradients and loss into SwarmX (which blocks until every system's contribution is in and the
+// sum is in MemoryX); the time that takes is the minibatch's gradient-reduce tail.
+void WsTrainer::runner(int i) {
+  using Clock = std::chrono::steady_clock;
+  const WsPlan& p = m_c.plan;
+  const int L = p.layers, N = static_cast<int>(m_sys.size());
+  WsSystem& s = *m_sys[static_cast<size_t>(i)];
+  tlm_utils::tlm_quantumkeeper qk;
+  for (;;) {
+    sc_core::wait(m_start);
+    try {
+      qk.reset();
+      const uint64_t start = s.now();
+      int entered = 0;
+      auto w0 = Clock::now();
+      auto sync = [&] {  // the wafer's own host time stops while the kernel runs the others
+        m_wafer_secs += std::chrono::duration<double>(Clock::now() - w0).count();
+        qk.sync();
+        w0 = Clock::now();
+      };
+      while (!s.done()) {
+        s.cycle();
+        qk.inc(m_period);
+        if (!m_links.prefetch && s.passes_entered() > entered) {
+          entered = s.passes_entered();
+          sync();
+          m_pass_in.notify(sc_core::SC_ZERO_TIME);
+        } else if (qk.need_sync()) {
+          sync();
+        }
+        if (s.now() - start > m_limit) {
+          throw std::runtime_error("weight-streaming minibatch " + std::to_string(m_step + 1) + " did not finish within " +
+                                   std::to_string(m_limit) + " cycles on system " + std::to_string(i) + ": the wafer is stuck");
+        }
+      }
+      qk.inc(m_period * static_cast<double>(s.settle()));
+      sync();
+      std::vector<std::vector<float>> dw, db;
+      float loss = 0;
+      s.results(&dw, &db, &loss);
+      const sc_core::sc_time t_red = sc_core::sc_time_stamp();
+      auto contribute = [&](int id, std::vector<float>& g) {
+        ::tlm::tlm_generic_payload t;
+        t.set_command(::tlm::TLM_WRITE_COMMAND);
+        t.set_address(m_memx.base(id));
+        t.set_data_ptr(reinterpret_cast<unsigned char*>(g.data()));
+        t.set_data_length(static_cast<unsigned>(g.size() * 4));
+        t.set_streaming_width(static_cast<unsigned>(g.size() * 4));
+        t.set_byte_enable_ptr(nullptr);
+        t.set_response_status(::tlm::TLM_INCOMPLETE_RESPONSE);
+        sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+        m_ports[static_cast<size_t>(i)]->grads_out->b_transport(t, d);
+        if (t.is_response_error()) throw std::runtime_error("SwarmX reduce failed on system " + std::to_string(i));
+        sc_core::wait(d);
+      };
+      for (int l = L - 1; l >= 0; --l) {
+        contribute(m_wid[static_cast<size_t>(l)], dw[static_cast<size_t>(l)]);
+        contribute(m_bid[static_cast<size_t>(l)], db[static_cast<size_t>(l)]);
+      }
+      std::vector<float> lv{loss};
+      contribute(m_loss_id, lv);
+      const uint64_t red = cycle_of(sc_core::sc_time_stamp()) - cycle_of(t_red);
+      s.add_grad_reduce(red);
+      s.set_now(s.now() + red);
+    } catch (const std::exception& e) {
+      if (m_error.empty()) m_error = e.what();
+    }
+    if (++m_done == N) m_all_done.notify(sc_core::SC_ZERO_TIME);
   }
-  const float total = reduce([&](size_t i) { return &loss[i]; }, 1)[0];
-  m_memx.step();
-  m_model_secs += std::chrono::duration<double>(Clock::now() - t0).count();
-  WsStepResult r;
-  r.step = ++m_step;
-  r.mean_loss = static_cast<double>(total) / p.batch;
-  r.cycles = m_cycles - start;
-  r.time = m_sys[0]->step_time();
-  r.pass_time = m_sys[0]->pass_time();
-  return r;
 }
 
 }  // namespace wafersim::tlm

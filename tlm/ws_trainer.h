@@ -1,10 +1,17 @@
 // The host side of weight-streaming training (docs/weight-streaming.md): N systems, each a
 // wafer with the same weight-streaming program, train data-parallel on equal shards of every
-// minibatch. Per minibatch, MemoryX's weights and biases stream into every wafer (the same
-// bytes to each, as SwarmX broadcasts them), the input workers' samples and labels into each
-// wafer's shard, and each wafer's weight gradients, bias gradients and loss sum come back out of
-// its West channels. The sums over systems (SwarmX's fixed tree order) go into MemoryX, whose
-// optimizer updates the weights.
+// minibatch. It is a SystemC model with loosely timed TLM-2.0 transactions and temporal
+// decoupling:
+//   chief (SC_THREAD): READs every layer from MemoryX, queues each system's samples and labels
+//     (the input workers), and WRITEs each layer pass's weights (and biases) into SwarmX, which
+//     broadcasts them to every system's bridge port;
+//   runner i (SC_THREAD per system, with a quantum keeper): steps its wafer cycle by cycle, one
+//     clock period of local time each, the port turning each pass's payload into wavelets on the
+//     row channels from the time it arrives; when the minibatch's results are back it WRITEs
+//     dW, db and the loss sum into SwarmX, which sums the N contributions in its fixed tree order
+//     into MemoryX's accumulators;
+//   the chief then runs MemoryX's optimizer.
+// The global quantum is set once, by the trainer (ws.quantum_cycles clock periods).
 #pragma once
 
 #include <cstdint>
@@ -13,23 +20,29 @@
 #include <string>
 #include <vector>
 
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_initiator_socket.h>
+
 #include "compiler/kernel_graph.h"
 #include "compiler/ws_codegen.h"
 #include "firmware/program.h"
 #include "hw/fabric.h"
 #include "tlm/input_worker.h"
 #include "tlm/memoryx.h"
+#include "tlm/swarmx.h"
 
 namespace wafersim::tlm {
 
 // The host side as the wafer sees it, in wavelets per cycle and cycles (from the MemoryX, SwarmX,
 // bridge and input worker parameters; docs/weight-streaming.md).
 struct WsHostLinks {
-  double weights_per_cycle = 1e9;  // MemoryX -> SwarmX -> bridge: the slowest of the three
+  double weights_per_cycle = 1e9;  // a pass's words into the wafer: the slowest of MemoryX, SwarmX, bridge
   double inputs_per_cycle = 1e9;   // input workers -> bridge
   double grads_per_cycle = 1e9;    // bridge -> SwarmX (gradients, loss)
-  uint64_t latency = 0;            // cycles from a weight request to its first word at the wafer
+  double bridge_latency_ns = 0;    // host link, added to every pass's arrival
   bool prefetch = true;            // request the next pass while this one streams
+  uint64_t quantum_cycles = 1000;  // the global quantum, in clock periods
 };
 
 // Cycles of one minibatch by what the wafer was doing (they add up to its cycles), for the
@@ -55,10 +68,23 @@ class WsSystem {
   const Fabric& fabric() const { return *m_fabric; }
   int index() const { return m_index; }
 
-  // Queues one minibatch for this system: its shard of inputs (normalised) and labels, then the
-  // weights and biases of every layer pass (forward 0..L-1, backward L-1..0).
-  void queue_step(const std::vector<const float*>& xs, const std::vector<int>& labels,
-                  const std::vector<std::vector<float>>& w, const std::vector<std::vector<float>>& b);
+  // Starts a minibatch: this system's shard of the inputs (normalised) and its labels. The weight
+  // passes (forward 0..L-1, backward L-1..0) follow with queue_pass as they arrive.
+  void queue_inputs(const std::vector<const float*>& xs, const std::vector<int>& labels);
+  // Pass p's weights (out x in) and, for forward passes, biases arrive: their words may enter
+  // the wafer from cycle `from` on, at the host links' rate.
+  void queue_pass(int p, const float* w, const float* b, uint64_t from);
+  // Passes whose every word has entered the wafer, in order (for the no-prefetch chief).
+  int passes_entered() const;
+  uint64_t now() const { return m_now; }
+  void set_now(uint64_t c) { m_now = c; }
+  // After the last result: steps until nothing is in flight and 256 cycles more (the cores'
+  // bookkeeping), so that every minibatch starts from the same state. Returns the cycles.
+  uint64_t settle();
+  void add_grad_reduce(uint64_t cycles) {
+    m_time.grad_reduce += cycles;
+    if (!m_pass_time.empty()) m_pass_time.back().grad_reduce += cycles;
+  }
   // One cycle: offer queued wavelets to the West channels, step the wafer, collect what the West
   // channels. Returns true once every output of the minibatch is in.
   bool cycle();
@@ -78,7 +104,6 @@ class WsSystem {
     Kind kind;
     int pass;  // weight pass, -1 for inputs
   };
-  void release_pass(int pass);
 
   const compiler::WsCompiled& m_c;
   int m_index;
@@ -90,10 +115,11 @@ class WsSystem {
   std::vector<std::vector<uint32_t>> m_got;   // payloads back from the wafer this minibatch, per channel
   std::vector<size_t> m_expect;               // payloads a minibatch yields, per channel
   std::vector<uint64_t> m_pass_left;          // weights of each pass not yet in the wafer
-  int m_released = 0;                         // passes the host has requested so far
-  uint64_t m_now = 0, m_avail_at = 0;         // cycle; when released weights start arriving
+  std::vector<uint64_t> m_pass_from;          // cycle each pass's words start arriving (max: not yet sent)
+  uint64_t m_now = 0;
   double m_wbudget = 0, m_ibudget = 0, m_gbudget = 0;
   size_t m_rr = 0;
+  int m_queued = 0;  // passes queued this minibatch
   uint64_t m_refused = 0;
   WsTime m_time;
   std::vector<WsTime> m_pass_time;
@@ -107,13 +133,18 @@ struct WsStepResult {
   std::vector<WsTime> pass_time;
 };
 
-class WsTrainer {
+class WsTrainer : public sc_core::sc_module {
  public:
-  // Registers the model's weights and biases in `memx` (which must be empty).
-  WsTrainer(const HwConfig& hw, const compiler::KernelGraph& g, const compiler::WsCompiled& c, const Dataset& data,
-            const Normalize& norm, uint64_t seed, long long first_step, MemoryX& memx, int swarmx_fanout = 4,
-            const WsHostLinks& links = {});
+  tlm_utils::simple_initiator_socket<WsTrainer> to_swarmx;  // the chief's broadcasts
 
+  // Registers the model's weights and biases in `memx` and binds SwarmX's sum to it (so `memx`
+  // must not be bound elsewhere). Build before the first sc_start.
+  WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const compiler::KernelGraph& g,
+            const compiler::WsCompiled& c, const Dataset& data, const Normalize& norm, uint64_t seed, long long first_step,
+            MemoryX& memx, const SwarmXConfig& swarmx, const WsHostLinks& links);
+  ~WsTrainer() override;
+
+  // One minibatch: runs the simulation until the chief has finished it.
   WsStepResult step();
   uint64_t cycles() const { return m_cycles; }
   long long steps_done() const { return m_step; }
@@ -125,25 +156,41 @@ class WsTrainer {
   std::vector<std::vector<float>> biases() const;
   // Host seconds spent in the host models (MemoryX reads, writes and optimizer, SwarmX's sums).
   double host_model_seconds() const { return m_model_secs; }
+  // Host seconds the wafers' own simulation took (cycle loops between synchronisations); the rest
+  // of a run's host time is the host models, the SystemC kernel and the TLM transactions.
+  double wafer_seconds() const { return m_wafer_secs; }
   int weight_tensor(int layer) const { return m_wid[static_cast<size_t>(layer)]; }
   int bias_tensor(int layer) const { return m_bid[static_cast<size_t>(layer)]; }
+  const SwarmX& swarmx() const { return *m_swarmx; }
 
  private:
-  uint64_t settle();
-  std::vector<float> read_tensor(int id);  // a READ transaction on MemoryX
-  void write_grad(int id, const std::vector<float>& g);
+  struct Port;  // a system's bridge: SwarmX's broadcast in, its gradients out
+  void chief();
+  void runner(int i);
+  uint64_t cycle_of(const sc_core::sc_time& t) const;
+  std::vector<float> read_tensor(int id, sc_core::sc_time& delay);  // a READ transaction on MemoryX
 
   const compiler::WsCompiled& m_c;
   const Dataset& m_data;
   MemoryX& m_memx;
+  WsHostLinks m_links;
+  sc_core::sc_time m_period;
   std::unique_ptr<InputWorker> m_order;  // the run's data order and normalisation
   std::vector<std::unique_ptr<WsSystem>> m_sys;
+  std::unique_ptr<SwarmX> m_swarmx;
+  std::vector<std::unique_ptr<Port>> m_ports;
   std::vector<int> m_wid, m_bid;
+  int m_loss_id = -1;
   long long m_step = 0;
   uint64_t m_cycles = 0;
   uint64_t m_limit = 0;
-  int m_fanout = 4;
-  double m_model_secs = 0;
+  double m_model_secs = 0, m_wafer_secs = 0;
+  // Chief <-> runners.
+  bool m_requested = false, m_finished = false;
+  std::string m_error;
+  sc_core::sc_event m_start, m_all_done, m_pass_in;
+  int m_done = 0;
+  WsStepResult m_result;
 };
 
 }  // namespace wafersim::tlm

@@ -16,6 +16,8 @@
 #include "tlm/swarmx.h"
 #include "tlm/ws_trainer.h"
 
+#include <tlm_utils/simple_initiator_socket.h>
+
 #define SKIP_IF_KERNEL_STARTED()                                                          \
   if (sc_core::sc_get_status() != sc_core::SC_ELABORATION)                                \
   GTEST_SKIP() << "a SystemC kernel already ran in this process (new modules are refused); " \
@@ -25,6 +27,12 @@ namespace wafersim::test {
 namespace {
 
 using namespace compiler;
+
+// The reference MemoryX's socket must be bound to something before the kernel starts.
+struct Unused : sc_core::sc_module {
+  tlm_utils::simple_initiator_socket<Unused> socket;
+  explicit Unused(sc_core::sc_module_name n) : sc_module(n), socket("socket") {}
+};
 
 struct WsRig {
   HwConfig hw;
@@ -68,7 +76,11 @@ void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsO
   tlm::MemoryXConfig mc;
   mc.lr = 0.05f;
   tlm::MemoryX mx(("mx_" + name).c_str(), mc), mref(("mref_" + name).c_str(), mc);
-  tlm::WsTrainer t(r.hw, r.graph, r.compiled, r.data, r.norm, 11, 0, mx);
+  Unused unused(("unused_" + name).c_str());
+  unused.socket.bind(mref.socket);
+  tlm::SwarmXConfig sc;
+  sc.systems = p.systems;
+  tlm::WsTrainer t(("ws_" + name).c_str(), r.hw, r.graph, r.compiled, r.data, r.norm, 11, 0, mx, sc, tlm::WsHostLinks{});
   std::vector<int> rw, rb;
   for (size_t l = 0; l < r.graph.layers.size(); ++l) {
     rw.push_back(mref.add_tensor("w" + std::to_string(l), r.graph.layers[l].w));
@@ -152,24 +164,36 @@ TEST(WsTraining, SeveralSamplesPerColumnAndSigmoid) {
   check_ws(MlpSpec{{12, 7, 5, 3}, "Sigmoid", 5, 13}, 12, 20, 4, o, 3, "ws_m4");
 }
 
-TEST(WsTraining, TwoAndFourSystemsTanh) {
-  SKIP_IF_KERNEL_STARTED();
-  for (int n : {2, 4}) {
-    WsOptions o;
-    o.batch = 8;
-    o.systems = n;
-    check_ws(MlpSpec{{10, 9, 4}, "Tanh", 3, 13}, 10, 16, 4, o, 2, "ws_sys" + std::to_string(n));
-  }
+// One SystemC kernel per process: one configuration per test.
+void systems_tanh(int n) {
+  WsOptions o;
+  o.batch = 8;
+  o.systems = n;
+  check_ws(MlpSpec{{10, 9, 4}, "Tanh", 3, 13}, 10, 16, 4, o, 2, "ws_sys" + std::to_string(n));
 }
 
-TEST(WsTraining, SingleLayerAndManyRows) {
+TEST(WsTraining, TwoSystemsTanh) {
+  SKIP_IF_KERNEL_STARTED();
+  systems_tanh(2);
+}
+
+TEST(WsTraining, FourSystemsTanh) {
+  SKIP_IF_KERNEL_STARTED();
+  systems_tanh(4);
+}
+
+TEST(WsTraining, SingleLayer) {
   SKIP_IF_KERNEL_STARTED();
   WsOptions o;
   o.batch = 6;
   check_ws(MlpSpec{{9, 5}, "Relu", 9, 13}, 8, 24, 2, o, 3, "ws_one_layer");
-  WsOptions o2;
-  o2.batch = 4;
-  check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o2, 2, "ws_four_layers");
+}
+
+TEST(WsTraining, FourLayersManyRows) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 4;
+  check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o, 2, "ws_four_layers");
 }
 
 // A 1.86 M-parameter MLP on a 16 x 16 fabric: layer-pipelined placement rejects it (its weights
