@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "hw/config.h"
+#include "tlm/model_util.h"
 #include "tlm/swarmx.h"
 
 namespace wafersim::tlm {
@@ -316,13 +317,7 @@ uint64_t WsTrainer::cycle_of(const sc_core::sc_time& t) const {
 std::vector<float> WsTrainer::read_tensor(int id, sc_core::sc_time& delay) {
   std::vector<float> v(m_memx.size(id));
   ::tlm::tlm_generic_payload t;
-  t.set_command(::tlm::TLM_READ_COMMAND);
-  t.set_address(m_memx.base(id));
-  t.set_data_ptr(reinterpret_cast<unsigned char*>(v.data()));
-  t.set_data_length(static_cast<unsigned>(v.size() * 4));
-  t.set_streaming_width(static_cast<unsigned>(v.size() * 4));
-  t.set_byte_enable_ptr(nullptr);
-  t.set_response_status(::tlm::TLM_INCOMPLETE_RESPONSE);
+  detail::set_plain(t, ::tlm::TLM_READ_COMMAND, m_memx.base(id), v.data(), v.size() * 4);
   m_memx.b_transport(t, delay);
   if (t.is_response_error()) throw std::runtime_error("MemoryX READ failed: " + m_memx.last_error());
   return v;
@@ -406,13 +401,7 @@ void WsTrainer::chief() {
         std::vector<float> data = w[static_cast<size_t>(l)];
         if (ps < L) data.insert(data.end(), b[static_cast<size_t>(l)].begin(), b[static_cast<size_t>(l)].end());
         ::tlm::tlm_generic_payload t;
-        t.set_command(::tlm::TLM_WRITE_COMMAND);
-        t.set_address(static_cast<uint64_t>(ps));
-        t.set_data_ptr(reinterpret_cast<unsigned char*>(data.data()));
-        t.set_data_length(static_cast<unsigned>(data.size() * 4));
-        t.set_streaming_width(static_cast<unsigned>(data.size() * 4));
-        t.set_byte_enable_ptr(nullptr);
-        t.set_response_status(::tlm::TLM_INCOMPLETE_RESPONSE);
+        detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, static_cast<uint64_t>(ps), data.data(), data.size() * 4);
         to_swarmx->b_transport(t, d);
         if (t.is_response_error()) throw std::runtime_error("SwarmX broadcast of pass " + std::to_string(ps) + " failed");
       }
@@ -482,13 +471,7 @@ void WsTrainer::runner(int i) {
       const sc_core::sc_time t_red = sc_core::sc_time_stamp();
       auto contribute = [&](int id, std::vector<float>& g) {
         ::tlm::tlm_generic_payload t;
-        t.set_command(::tlm::TLM_WRITE_COMMAND);
-        t.set_address(m_memx.base(id));
-        t.set_data_ptr(reinterpret_cast<unsigned char*>(g.data()));
-        t.set_data_length(static_cast<unsigned>(g.size() * 4));
-        t.set_streaming_width(static_cast<unsigned>(g.size() * 4));
-        t.set_byte_enable_ptr(nullptr);
-        t.set_response_status(::tlm::TLM_INCOMPLETE_RESPONSE);
+        detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, m_memx.base(id), g.data(), g.size() * 4);
         sc_core::sc_time d = sc_core::SC_ZERO_TIME;
         m_ports[static_cast<size_t>(i)]->grads_out->b_transport(t, d);
         if (t.is_response_error()) throw std::runtime_error("SwarmX reduce failed on system " + std::to_string(i));

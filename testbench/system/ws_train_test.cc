@@ -13,6 +13,7 @@
 #include "mlp_model.h"
 #include "test_support.h"
 #include "tlm/memoryx.h"
+#include "tlm/model_util.h"
 #include "tlm/swarmx.h"
 #include "tlm/ws_trainer.h"
 
@@ -122,12 +123,7 @@ void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsO
       std::vector<float> gw2 = gw, gb2 = gb;
       ::tlm::tlm_generic_payload t1;
       auto write = [&](int id, std::vector<float>& g) {
-        t1.set_command(::tlm::TLM_WRITE_COMMAND);
-        t1.set_address(mref.base(id));
-        t1.set_data_ptr(reinterpret_cast<unsigned char*>(g.data()));
-        t1.set_data_length(static_cast<unsigned>(g.size() * 4));
-        t1.set_streaming_width(static_cast<unsigned>(g.size() * 4));
-        t1.set_byte_enable_ptr(nullptr);
+        tlm::detail::set_plain(t1, ::tlm::TLM_WRITE_COMMAND, mref.base(id), g.data(), g.size() * 4);
         sc_core::sc_time d;
         mref.b_transport(t1, d);
         ASSERT_FALSE(t1.is_response_error());
