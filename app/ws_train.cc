@@ -38,11 +38,21 @@ tlm::WsHostLinks host_links(const TrainConfig& c) {
 
 // The estimate's view: the host links' rate and a request's latency (MemoryX, SwarmX's levels,
 // the bridge), in cycles.
-WsHostPace pace_of(const TrainConfig& c) {
+WsHostPace pace_of(const TrainConfig& c, const KernelGraph& g) {
   WsHostPace p;
   p.weights_per_cycle = host_links(c).weights_per_cycle;
   const int depth = tlm::SwarmX::tree_depth(c.ws.systems, c.swarmx.fanout);
-  p.latency_cycles = (c.memx.latency_ns + depth * c.swarmx.node_latency_ns + c.bridge.latency_ns) * 1e-3 * c.hw.fabric.clock_mhz;
+  const double mhz = c.hw.fabric.clock_mhz;
+  p.latency_cycles = (c.memx.latency_ns + depth * c.swarmx.node_latency_ns + c.bridge.latency_ns) * 1e-3 * mhz;
+  // After the last result each runner WRITEs every layer's dW and db and the loss, one after the
+  // other: each crosses the tree (levels + bytes at the link rate), then MemoryX (latency + bytes).
+  for (const auto& d : g.layers) {
+    for (double bytes : {4.0 * d.in * d.out, 4.0 * d.out}) {
+      p.reduce_cycles += (depth * c.swarmx.node_latency_ns + bytes * 8 / c.swarmx.link_gbps + c.memx.latency_ns +
+                          bytes * 8 / c.memx.bandwidth_gbps) * 1e-3 * mhz;
+    }
+  }
+  p.reduce_cycles += (depth * c.swarmx.node_latency_ns + c.memx.latency_ns) * 1e-3 * mhz;  // the loss
   p.prefetch = c.prefetch;
   return p;
 }
@@ -57,7 +67,7 @@ WsBuild build(const TrainConfig& c, const KernelGraph& g) {
   WsBuild b;
   const WsPlan plan = place_ws(g, c.hw, c.ws);
   b.compiled = generate_ws(g, plan, asm_target(c.hw));
-  b.report = ws_compile_report(g, plan, c.hw, pace_of(c));
+  b.report = ws_compile_report(g, plan, c.hw, pace_of(c, g));
   b.text = ws_report_text(b.report);
   return b;
 }

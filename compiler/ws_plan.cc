@@ -172,7 +172,7 @@ namespace wafersim::compiler {
 nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const HwConfig& hw, const WsHostPace& pace) {
   const double f = hw.fabric.clock_mhz * 1e6;
   nlohmann::json layers = nlohmann::json::array();
-  double total = pace.latency_cycles;  // with prefetch, one request latency per minibatch
+  double total = pace.latency_cycles + pace.reduce_cycles;  // with prefetch, one request latency per minibatch
   for (int l = 0; l < p.layers; ++l) {
     const WsLayerEst& e = p.est[static_cast<size_t>(l)];
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
@@ -206,6 +206,7 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
   r["channel_wavelets_per_cycle"] = p.channel_rate;
   r["host_weight_wavelets_per_cycle"] = pace.weights_per_cycle;
   r["request_latency_cycles"] = pace.latency_cycles;
+  r["gradient_reduce_cycles"] = pace.reduce_cycles;
   r["prefetch"] = pace.prefetch;
   r["parameters"] = g.parameters();
   r["kernels"] = layers;
@@ -225,7 +226,8 @@ std::string ws_report_text(const nlohmann::json& r) {
        " B of " + S(r["sram_bytes"].get<long>()) + "\n";
   t += "  weights in: " + fmt(r["channel_wavelets_per_cycle"].get<double>(), 3) + " wavelets/cycle per row channel, host link " +
        fmt(r["host_weight_wavelets_per_cycle"].get<double>(), 2) + " wavelets/cycle, request latency " +
-       fmt(r["request_latency_cycles"].get<double>(), 0) + " cycles, prefetch " + (r["prefetch"].get<bool>() ? "on" : "off") + "\n";
+       fmt(r["request_latency_cycles"].get<double>(), 0) + " cycles, prefetch " + (r["prefetch"].get<bool>() ? "on" : "off") +
+       "; gradient reduction " + fmt(r["gradient_reduce_cycles"].get<double>(), 0) + " cycles per minibatch\n";
   for (const auto& k : r["kernels"]) {
     t += "  " + k["name"].get<std::string>() + " " + k["shape"].get<std::string>() + ": weight stream " +
          fmt(k["weight_stream_cycles"].get<double>(), 0) + " cycles (" + fmt(k["weight_stream_us"].get<double>(), 2) + " us, " +

@@ -69,6 +69,7 @@ struct WsPlan {
 struct WsHostPace {
   double weights_per_cycle = 1e9;
   double latency_cycles = 0;
+  double reduce_cycles = 0;  // the gradients' reduction through SwarmX into MemoryX after the last result
   bool prefetch = true;
 };
 
