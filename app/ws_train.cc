@@ -27,8 +27,10 @@ tlm::WsHostLinks host_links(const TrainConfig& c) {
   auto per_cycle = [&](double gbps) { return gbps * 1e9 / 32.0 / f; };
   tlm::WsHostLinks l;
   l.weights_per_cycle = per_cycle(std::min({c.memx.bandwidth_gbps, c.swarmx.link_gbps, c.bridge.link_gbps}));
-  const double slowest = c.slow_worker_gbps > 0 ? std::min(c.worker_gbps, c.slow_worker_gbps) : c.worker_gbps;
-  l.inputs_per_cycle = per_cycle(std::min(c.bridge.link_gbps, c.input_workers * slowest));  // round-robin multiplex
+  l.inputs_per_cycle = per_cycle(c.bridge.link_gbps);
+  l.workers = c.input_workers;
+  l.worker_gbps = c.worker_gbps;
+  l.slow_worker_gbps = c.slow_worker_gbps;
   l.grads_per_cycle = per_cycle(std::min(c.swarmx.link_gbps, c.bridge.link_gbps));
   l.bridge_latency_ns = c.bridge.latency_ns;
   l.prefetch = c.prefetch;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_target_socket.h>
 #include <tlm_utils/tlm_quantumkeeper.h>
 #include <cstring>
@@ -55,7 +56,7 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
   m_expect.back() += 1;  // the loss sum
 }
 
-void WsSystem::queue_inputs(const std::vector<const float*>& xs, const std::vector<int>& labels) {
+void WsSystem::start_step() {
   const WsPlan& p = m_c.plan;
   const int L = p.layers, m = p.m;
   const auto in = static_cast<uint8_t>(m_c.colors.in);
@@ -69,19 +70,30 @@ void WsSystem::queue_inputs(const std::vector<const float*>& xs, const std::vect
     m_pass_left[static_cast<size_t>(l)] = n + static_cast<uint64_t>(p.width[static_cast<size_t>(l) + 1]);
     m_pass_left[static_cast<size_t>(2 * L - 1 - l)] = n;
   }
+  m_x.assign(static_cast<size_t>(p.shard), {});
+  m_label.assign(static_cast<size_t>(p.shard), 0);
+  m_sample_from.assign(static_cast<size_t>(p.shard), UINT64_MAX);
+  // The order of the input stream: per row, column by column, feature by feature, sample by
+  // sample; then the labels on the root row. Payloads are filled in as samples arrive.
   for (int a = 0; a < p.rows; ++a) {
     auto& q = m_pending[static_cast<size_t>(a)];
     for (int c = 0; c < p.cols; ++c) {
       for (int k = p.off[0][static_cast<size_t>(a)]; k < p.off[0][static_cast<size_t>(a) + 1]; ++k) {
-        for (int s = 0; s < m; ++s) q.push_back({Wavelet{bits(xs[static_cast<size_t>(c * m + s)][k]), in, false}, kInput, -1});
+        for (int s = 0; s < m; ++s) q.push_back({Wavelet{static_cast<uint32_t>(k), in, false}, kInput, c * m + s});
       }
     }
   }
   auto& r = m_pending.back();
-  for (int s = 0; s < p.shard; ++s) r.push_back({Wavelet{static_cast<uint32_t>(labels[static_cast<size_t>(s)]), in, false}, kInput, -1});
+  for (int s = 0; s < p.shard; ++s) r.push_back({Wavelet{~0u, in, false}, kInput, s});
   m_rr = 0;
   m_wbudget = m_ibudget = m_gbudget = 0;
   m_queued = 0;
+}
+
+void WsSystem::sample_arrived(int s, const float* x, int label, uint64_t from) {
+  m_x[static_cast<size_t>(s)].assign(x, x + m_c.plan.width[0]);
+  m_label[static_cast<size_t>(s)] = label;
+  m_sample_from[static_cast<size_t>(s)] = from;
 }
 
 void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from) {
@@ -140,12 +152,18 @@ bool WsSystem::cycle() {
     Kind late_kind = kWeight;
     while (!q.empty()) {
       const Item& it = q.front();
-      if (it.kind == kWeight ? (m_now < m_pass_from[static_cast<size_t>(it.pass)] || m_wbudget < 1) : m_ibudget < 1) {
+      if (it.kind == kWeight ? (m_now < m_pass_from[static_cast<size_t>(it.pass)] || m_wbudget < 1)
+                             : (m_now < m_sample_from[static_cast<size_t>(it.pass)] || m_ibudget < 1)) {
         host_late = true;
         late_kind = it.kind;
         break;
       }
-      if (!m_west[i]->try_inject(it.w)) {
+      Wavelet w = it.w;
+      if (it.kind == kInput) {
+        w.payload = w.payload == ~0u ? static_cast<uint32_t>(m_label[static_cast<size_t>(it.pass)])
+                                     : bits(m_x[static_cast<size_t>(it.pass)][w.payload]);
+      }
+      if (!m_west[i]->try_inject(w)) {
         ++m_refused;
         break;
       }
@@ -226,12 +244,32 @@ void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vec
 // the row channels' wavelets from the time it arrives), gradients go out.
 struct WsTrainer::Port : sc_core::sc_module {
   tlm_utils::simple_target_socket<Port> weights_in;
+  tlm_utils::multi_passthrough_target_socket<Port> inputs_in;
   tlm_utils::simple_initiator_socket<Port> grads_out;
   WsTrainer* owner;
   WsSystem* sys;
 
-  Port(sc_core::sc_module_name n, WsTrainer* o, WsSystem* s) : sc_module(n), weights_in("weights_in"), grads_out("grads_out"), owner(o), sys(s) {
+  Port(sc_core::sc_module_name n, WsTrainer* o, WsSystem* s)
+      : sc_module(n), weights_in("weights_in"), inputs_in("inputs_in"), grads_out("grads_out"), owner(o), sys(s) {
     weights_in.register_b_transport(this, &Port::b_transport);
+    inputs_in.register_b_transport(this, &Port::input);
+  }
+  // Address: the sample's index in the shard; data: its features (fp32, normalised), then its
+  // label (int32). Usable from its arrival through the bridge.
+  void input(int, ::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
+    const WsPlan& p = owner->m_c.plan;
+    const int s = static_cast<int>(t.get_address());
+    if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || s < 0 || s >= p.shard ||
+        t.get_data_length() != 4 * (static_cast<unsigned>(p.width[0]) + 1)) {
+      t.set_response_status(::tlm::TLM_ADDRESS_ERROR_RESPONSE);
+      return;
+    }
+    const float* x = reinterpret_cast<const float*>(t.get_data_ptr());
+    int32_t label;
+    std::memcpy(&label, x + p.width[0], 4);
+    const sc_core::sc_time at = sc_core::sc_time_stamp() + delay + sc_core::sc_time(owner->m_links.bridge_latency_ns, sc_core::SC_NS);
+    sys->sample_arrived(s, x, label, owner->cycle_of(at));
+    t.set_response_status(::tlm::TLM_OK_RESPONSE);
   }
   // Address: the pass; data: its weights (out x in), then for forward passes the biases.
   void b_transport(::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
@@ -258,6 +296,44 @@ struct WsTrainer::Port : sc_core::sc_module {
     const uint64_t span = static_cast<uint64_t>(words / owner->m_links.weights_per_cycle);
     sys->queue_pass(ps, w, nb ? w + nw : nullptr, end_cycle > span ? end_cycle - span : 0);
     t.set_response_status(::tlm::TLM_OK_RESPONSE);
+  }
+};
+
+// Input worker w of a system: per minibatch it reads the samples s of the shard with
+// s % workers == w in the run's order, normalises them and WRITEs each to the port, one after
+// the other at its stream's rate (annotated delays: loosely timed). The port multiplexes the
+// workers into the input stream in sample order, so a slow worker starves it.
+struct WsTrainer::Worker : sc_core::sc_module {
+  tlm_utils::simple_initiator_socket<Worker> out;
+  WsTrainer* owner;
+  int system, index;
+
+  SC_HAS_PROCESS(Worker);
+  Worker(sc_core::sc_module_name n, WsTrainer* o, int sys, int w) : sc_module(n), out("out"), owner(o), system(sys), index(w) {
+    SC_THREAD(run);
+  }
+  void run() {
+    const WsPlan& p = owner->m_c.plan;
+    const WsHostLinks& l = owner->m_links;
+    const double gbps = index == 0 && l.slow_worker_gbps > 0 ? l.slow_worker_gbps : l.worker_gbps;
+    const int W = l.workers;
+    std::vector<float> buf(static_cast<size_t>(p.width[0]) + 1);
+    for (;;) {
+      sc_core::wait(owner->m_start);
+      sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+      for (int s = index; s < p.shard; s += W) {
+        const size_t idx = owner->m_order->sample_at(owner->m_step * p.batch + static_cast<long long>(system) * p.shard + s);
+        const float* x = owner->m_data.sample(idx);
+        for (int k = 0; k < p.width[0]; ++k) buf[static_cast<size_t>(k)] = owner->m_order->normalize().apply(x[k]);
+        const int32_t label = owner->m_data.labels[idx];
+        std::memcpy(&buf.back(), &label, 4);
+        d += sc_core::sc_time(static_cast<double>(buf.size()) * 32.0 / gbps, sc_core::SC_NS);
+        ::tlm::tlm_generic_payload t;
+        detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, static_cast<uint64_t>(s), buf.data(), buf.size() * 4);
+        out->b_transport(t, d);
+        if (t.is_response_error() && owner->m_error.empty()) owner->m_error = "input worker: the port refused a sample";
+      }
+    }
   }
 };
 
@@ -297,6 +373,10 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
     m_ports.push_back(std::make_unique<Port>(("system" + std::to_string(i)).c_str(), this, m_sys.back().get()));
     m_swarmx->to_systems.bind(m_ports.back()->weights_in);
     m_ports.back()->grads_out.bind(m_swarmx->from_systems);
+    for (int w = 0; w < std::max(1, links.workers); ++w) {
+      m_workers.push_back(std::make_unique<Worker>(("worker" + std::to_string(i) + "_" + std::to_string(w)).c_str(), this, i, w));
+      m_workers.back()->out.bind(m_ports.back()->inputs_in);
+    }
   }
   m_limit = static_cast<uint64_t>(20 * p.cycles_per_batch()) + 1000000;
   for (auto& s : m_sys) s->settle();  // the cores' init tasks
@@ -367,21 +447,10 @@ void WsTrainer::chief() {
         b.push_back(read_tensor(m_bid[static_cast<size_t>(l)], d));
       }
       m_model_secs += std::chrono::duration<double>(Clock::now() - c0).count();
-      // Each system's shard of the minibatch, normalised, from the input workers.
-      for (int i = 0; i < N; ++i) {
-        std::vector<std::vector<float>> xs;
-        std::vector<const float*> ptrs;
-        std::vector<int> labels;
-        for (int s = 0; s < p.shard; ++s) {
-          const size_t idx = m_order->sample_at(m_step * p.batch + static_cast<long long>(i) * p.shard + s);
-          std::vector<float> x(m_data.sample(idx), m_data.sample(idx) + m_data.features);
-          for (float& v : x) v = m_order->normalize().apply(v);
-          xs.push_back(std::move(x));
-          labels.push_back(m_data.labels[idx]);
-        }
-        for (const auto& x : xs) ptrs.push_back(x.data());
-        m_sys[static_cast<size_t>(i)]->set_now(cycle_of(t0));
-        m_sys[static_cast<size_t>(i)]->queue_inputs(ptrs, labels);
+      // The input workers stream each system's shard once m_start fires.
+      for (auto& sys : m_sys) {
+        sys->set_now(cycle_of(t0));
+        sys->start_step();
       }
       m_done = 0;
       m_start.notify(sc_core::SC_ZERO_TIME);
@@ -438,6 +507,7 @@ void WsTrainer::runner(int i) {
   tlm_utils::tlm_quantumkeeper qk;
   for (;;) {
     sc_core::wait(m_start);
+    sc_core::wait(sc_core::SC_ZERO_TIME);  // the input workers announce their samples first
     try {
       qk.reset();
       const uint64_t start = s.now();

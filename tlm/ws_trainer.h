@@ -38,7 +38,10 @@ namespace wafersim::tlm {
 // bridge and input worker parameters; docs/weight-streaming.md).
 struct WsHostLinks {
   double weights_per_cycle = 1e9;  // a pass's words into the wafer: the slowest of MemoryX, SwarmX, bridge
-  double inputs_per_cycle = 1e9;   // input workers -> bridge
+  double inputs_per_cycle = 1e9;   // samples and labels through the bridge
+  int workers = 1;                 // input workers per system, each streaming every workers-th sample
+  double worker_gbps = 1e9;        // each worker's stream
+  double slow_worker_gbps = 0;     // worker 0 this slow instead (0: no slow worker)
   double grads_per_cycle = 1e9;    // bridge -> SwarmX (gradients, loss)
   double bridge_latency_ns = 0;    // host link, added to every pass's arrival
   bool prefetch = true;            // request the next pass while this one streams
@@ -68,9 +71,12 @@ class WsSystem {
   const Fabric& fabric() const { return *m_fabric; }
   int index() const { return m_index; }
 
-  // Starts a minibatch: this system's shard of the inputs (normalised) and its labels. The weight
-  // passes (forward 0..L-1, backward L-1..0) follow with queue_pass as they arrive.
-  void queue_inputs(const std::vector<const float*>& xs, const std::vector<int>& labels);
+  // Starts a minibatch: its inputs and labels follow sample by sample with sample_arrived, the
+  // weight passes (forward 0..L-1, backward L-1..0) with queue_pass, as they arrive.
+  void start_step();
+  // Sample s of this system's shard (normalised) and its label may enter the wafer from cycle
+  // `from` on (the input workers' WRITEs).
+  void sample_arrived(int s, const float* x, int label, uint64_t from);
   // Pass p's weights (out x in) and, for forward passes, biases arrive: their words may enter
   // the wafer from cycle `from` on, at the host links' rate.
   void queue_pass(int p, const float* w, const float* b, uint64_t from);
@@ -100,10 +106,13 @@ class WsSystem {
  private:
   enum Kind : uint8_t { kInput, kWeight };
   struct Item {
-    Wavelet w;
+    Wavelet w;     // a weight; for inputs, w.payload is the feature index (or ~0u: the label)
     Kind kind;
-    int pass;  // weight pass, -1 for inputs
+    int pass;      // weight pass; for inputs, the sample
   };
+  std::vector<std::vector<float>> m_x;  // this minibatch's samples, as they arrive
+  std::vector<int> m_label;
+  std::vector<uint64_t> m_sample_from;  // cycle each sample may enter (max: not yet arrived)
 
   const compiler::WsCompiled& m_c;
   int m_index;
@@ -164,7 +173,8 @@ class WsTrainer : public sc_core::sc_module {
   const SwarmX& swarmx() const { return *m_swarmx; }
 
  private:
-  struct Port;  // a system's bridge: SwarmX's broadcast in, its gradients out
+  struct Port;    // a system's bridge: SwarmX's broadcast and the input workers' samples in, gradients out
+  struct Worker;  // an input worker of a system: streams its share of the shard into the port
   void chief();
   void runner(int i);
   uint64_t cycle_of(const sc_core::sc_time& t) const;
@@ -179,6 +189,7 @@ class WsTrainer : public sc_core::sc_module {
   std::vector<std::unique_ptr<WsSystem>> m_sys;
   std::unique_ptr<SwarmX> m_swarmx;
   std::vector<std::unique_ptr<Port>> m_ports;
+  std::vector<std::unique_ptr<Worker>> m_workers;
   std::vector<int> m_wid, m_bid;
   int m_loss_id = -1;
   long long m_step = 0;

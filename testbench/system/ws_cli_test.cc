@@ -201,6 +201,24 @@ TEST_F(WsCli, ReportSplitsTimeAndAddsUp) {
   EXPECT_EQ(rep["passes"].size(), 6u);
 }
 
+TEST_F(WsCli, ASlowInputWorkerShowsAsInputStall) {
+  const fs::path a = tmp_path("ws_fast_workers"), b = tmp_path("ws_slow_worker");
+  for (const auto& d : {a, b}) fs::remove_all(d);
+  train_ok(with(kWs, {"--train.steps", "2", "-o", a.string()}));
+  train_ok(with(kWs, {"--train.steps", "2", "--input.slow_worker_gbps", "0.5", "-o", b.string()}));
+  const auto fast = nlohmann::json::parse(slurp(a / "run_report.json"));
+  const auto slow = nlohmann::json::parse(slurp(b / "run_report.json"));
+  const auto share = [](const nlohmann::json& r) {
+    return static_cast<double>(r["time_split_cycles"]["input_stall"].get<uint64_t>()) / r["cycles"].get<double>();
+  };
+  std::cout << "input stall: " << share(fast) << " with 4 workers at 100 Gb/s, " << share(slow) << " with one at 0.5 Gb/s\n";
+  EXPECT_LT(share(fast), 0.05);
+  EXPECT_GT(share(slow), 0.3);
+  EXPECT_GT(slow["cycles"].get<uint64_t>(), fast["cycles"].get<uint64_t>());
+  // The same samples in the same order: the losses do not change, only the time.
+  EXPECT_EQ(fast["final_loss"], slow["final_loss"]);
+}
+
 TEST(WsCompile, ReportAutoModeAndTheModelTooLargeForLayerPipelined) {
   // The demo network: auto mode keeps it layer-pipelined; weight streaming compiles it too.
   CliRun r = cmd(false, {"--mode", "auto", "-o", tmp_path("wsc_auto")});
