@@ -239,6 +239,10 @@ void ws_compile(const TrainConfig& c, const KernelGraph& g, std::ostream& out) {
 void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, const std::string& model_path,
               std::ostream& out) {
   const auto t0 = Clock::now();
+  if (!c.trace.vcd.empty()) {
+    throw ConfigError("--trace.vcd is not available in weight-streaming mode yet (the wafers run inside the cluster's "
+                      "SystemC threads); trace a layer-pipelined run, or use the run report's time split");
+  }
   uint64_t seed = c.hw.sim.seed;
   WsBuild b = build(c, g);
   out << b.text;

@@ -261,6 +261,7 @@ TEST(WsCompile, ClusterBadInputIsAClearError) {
       {{"--mode", "weight-streaming", "--swarmx.fanout", "1"}, "swarmx.fanout must be 2 or 4"},
       {{"--mode", "weight-streaming", "--memoryx.optimizer", "adagrad"}, "optimizer 'adagrad' is unknown"},
       {{"--mode", "weight-streaming", "--memoryx.capacity_gb", "0.0001", "--train.steps", "1"}, "too large for MemoryX"},
+      {{"--mode", "weight-streaming", "--trace.vcd", "x.vcd", "--trace.region", "0:1,0:1"}, "not available in weight-streaming mode"},
   };
   for (const auto& c : cases) {
     const CliRun r = cmd(true, c.args);
