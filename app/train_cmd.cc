@@ -159,10 +159,7 @@ int compile_command(const std::vector<std::string>& args, std::ostream& out, std
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.report["compile_seconds"] = secs;
     out << r.report_text;
-    fs::create_directories(c.out);
-    write_text(fs::path(c.out) / "compile_report.json", r.report.dump(2) + "\n");
-    write_text(fs::path(c.out) / "compile_report.txt", r.report_text);
-    write_text(fs::path(c.out) / "config.ini", c.resolved_ini);
+    write_compile_outputs(c, r.report, r.report_text);
     if (c.compile_only) save_program(r.compiled.program, (fs::path(c.out) / "program").string());
     out << "compiled in " << fixed(secs, 2) << " s; report" << (c.compile_only ? ", program" : "") << " in " << c.out << "/\n";
     return kExitOk;
@@ -204,10 +201,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     const auto t0 = std::chrono::steady_clock::now();
     CompileResult r = compile_model(model_path, c.hw, c.compile, &state);
     out << r.report_text;
-    fs::create_directories(c.out);
-    write_text(fs::path(c.out) / "compile_report.json", r.report.dump(2) + "\n");
-    write_text(fs::path(c.out) / "compile_report.txt", r.report_text);
-    write_text(fs::path(c.out) / "config.ini", c.resolved_ini);
+    write_compile_outputs(c, r.report, r.report_text);
 
     tlm::Trainer t(c.hw, r.compiled, train, c.norm, seed, state.step);
     // Tracing: the SystemC Wafer module steps the fabric one clock period at a time, and its

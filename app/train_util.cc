@@ -42,4 +42,11 @@ tlm::Dataset load_data(const TrainConfig& c, bool train) {
 
 void write_text(const std::filesystem::path& p, const std::string& s) { write_file_atomic(p.string(), s); }
 
+void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text) {
+  std::filesystem::create_directories(c.out);
+  write_text(std::filesystem::path(c.out) / "compile_report.json", report.dump(2) + "\n");
+  write_text(std::filesystem::path(c.out) / "compile_report.txt", text);
+  write_text(std::filesystem::path(c.out) / "config.ini", c.resolved_ini);
+}
+
 }  // namespace wafersim

@@ -5,6 +5,8 @@
 #include <ostream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "app/options.h"
 #include "compiler/kernel_graph.h"
 #include "tlm/dataset.h"
@@ -16,5 +18,7 @@ std::string fixed(double v, int prec);  // fixed-point with prec decimals
 void print_graph(const compiler::KernelGraph& g, std::ostream& out);
 tlm::Dataset load_data(const TrainConfig& c, bool train);  // train or test set; empty if not configured
 void write_text(const std::filesystem::path& p, const std::string& s);  // atomically
+// The compile report (JSON and text) and the resolved configuration, into c.out.
+void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text);
 
 }  // namespace wafersim

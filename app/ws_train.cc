@@ -228,10 +228,7 @@ void ws_compile(const TrainConfig& c, const KernelGraph& g, std::ostream& out) {
   const double secs = secs_since(t0);
   b.report["compile_seconds"] = secs;
   out << b.text;
-  fs::create_directories(c.out);
-  write_text(fs::path(c.out) / "compile_report.json", b.report.dump(2) + "\n");
-  write_text(fs::path(c.out) / "compile_report.txt", b.text);
-  write_text(fs::path(c.out) / "config.ini", c.resolved_ini);
+  write_compile_outputs(c, b.report, b.text);
   if (c.compile_only) save_program(b.compiled.program, (fs::path(c.out) / "program").string());
   out << "compiled in " << fixed(secs, 2) << " s; report" << (c.compile_only ? ", program" : "") << " in " << c.out << "/\n";
 }
@@ -249,10 +246,7 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   const tlm::Dataset train = load_data(c, true);
   tlm::Dataset test;
   if (c.eval) test = load_data(c, false);
-  fs::create_directories(c.out);
-  write_text(fs::path(c.out) / "compile_report.json", b.report.dump(2) + "\n");
-  write_text(fs::path(c.out) / "compile_report.txt", b.text);
-  write_text(fs::path(c.out) / "config.ini", c.resolved_ini);
+  write_compile_outputs(c, b.report, b.text);
 
   tlm::MemoryX mx("memoryx", c.memx);
   const tlm::WsHostLinks links = host_links(c);

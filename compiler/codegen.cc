@@ -146,6 +146,39 @@ std::string emit_softmax_loss(kernels::PeAsm& a, int no, const std::string& dAcc
   return dLV;
 }
 
+void emit_act_bwd(kernels::PeAsm& a, Activation act, const std::string& dG, const std::string& dY, const std::string& dTmp,
+                  const std::string& dOnes) {
+  switch (act) {
+    case Activation::kRelu: a << "vdrelu.fp32 " + dG + ", " + dY + ", " + dG; break;
+    case Activation::kSigmoid:
+      a << "vsub.fp32 " + dTmp + ", " + dOnes + ", " + dY << "vmul.fp32 " + dTmp + ", " + dTmp + ", " + dY
+        << "vmul.fp32 " + dG + ", " + dG + ", " + dTmp;
+      break;
+    case Activation::kTanh:
+      a << "vmul.fp32 " + dTmp + ", " + dY + ", " + dY << "vsub.fp32 " + dTmp + ", " + dOnes + ", " + dTmp
+        << "vmul.fp32 " + dG + ", " + dG + ", " + dTmp;
+      break;
+    default: break;
+  }
+}
+
+void emit_act_fwd(kernels::PeAsm& a, Activation act, const std::string& dY, const std::string& dPre, const std::string& dTmp,
+                  const std::string& dOnes) {
+  switch (act) {
+    case Activation::kRelu: a << "vrelu.fp32 " + dY + ", " + dPre; break;
+    case Activation::kSigmoid:
+      a << "lif r13, -1.0" << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vexp.fp32 " + dTmp + ", " + dTmp
+        << "vadd.fp32 " + dTmp + ", " + dTmp + ", " + dOnes << "vrecip.fp32 " + dY + ", " + dTmp;
+      break;
+    case Activation::kTanh:
+      a << "lif r13, -2.0" << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vexp.fp32 " + dTmp + ", " + dTmp
+        << "vadd.fp32 " + dTmp + ", " + dTmp + ", " + dOnes << "vrecip.fp32 " + dTmp + ", " + dTmp << "lif r13, 2.0"
+        << "vmuls.fp32 " + dTmp + ", " + dTmp + ", r13" << "vsub.fp32 " + dY + ", " + dTmp + ", " + dOnes;
+      break;
+    default: a << "vmov.fp32 " + dY + ", " + dPre;
+  }
+}
+
 void emit_softmax_grad(kernels::PeAsm& a, int batch, const std::string& dG) {
   a << "li r14, g" << "add r14, r14, r10" << "ld32 r13, [r14]" << "lif r9, 1.0" << "fsub r13, r13, r9" << "st32 [r14], r13";
   a << "lif r13, " + flit(1.0f / static_cast<float>(batch)) << "vmuls.fp32 " + dG + ", " + dG + ", r13";
@@ -227,37 +260,14 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
   if (!last) {
     a << "ysent:" << "beq r5, r7, ys_x" << arm_fwd << "ys_x:" << "exit";
     a << "dxgot:";
-    switch (act) {
-      case Activation::kRelu: a << "vdrelu.fp32 " + dG + ", " + dYb + ", " + dG; break;
-      case Activation::kSigmoid:
-        a << "vsub.fp32 " + dT + ", " + dOnes + ", " + dYb << "vmul.fp32 " + dT + ", " + dT + ", " + dYb
-          << "vmul.fp32 " + dG + ", " + dG + ", " + dT;
-        break;
-      case Activation::kTanh:
-        a << "vmul.fp32 " + dT + ", " + dYb + ", " + dYb << "vsub.fp32 " + dT + ", " + dOnes + ", " + dT
-          << "vmul.fp32 " + dG + ", " + dG + ", " + dT;
-        break;
-      default: break;
-    }
+    emit_act_bwd(a, act, dG, dYb, dT, dOnes);
     a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";
     a << "jmp gcommon";
   }
 
   a << "fwdgot:";
   if (!last) {
-    switch (act) {
-      case Activation::kRelu: a << "vrelu.fp32 " + dYf + ", " + dAcc; break;
-      case Activation::kSigmoid:
-        a << "lif r13, -1.0" << "vmuls.fp32 " + dT + ", " + dAcc + ", r13" << "vexp.fp32 " + dT + ", " + dT
-          << "vadd.fp32 " + dT + ", " + dT + ", " + dOnes << "vrecip.fp32 " + dYf + ", " + dT;
-        break;
-      case Activation::kTanh:
-        a << "lif r13, -2.0" << "vmuls.fp32 " + dT + ", " + dAcc + ", r13" << "vexp.fp32 " + dT + ", " + dT
-          << "vadd.fp32 " + dT + ", " + dT + ", " + dOnes << "vrecip.fp32 " + dT + ", " + dT << "lif r13, 2.0"
-          << "vmuls.fp32 " + dT + ", " + dT + ", r13" << "vsub.fp32 " + dYf + ", " + dT + ", " + dOnes;
-        break;
-      default: a << "vmov.fp32 " + dYf + ", " + dAcc;
-    }
+    emit_act_fwd(a, act, dYf, dAcc, dT, dOnes);
     a << "vmov.fp32 " + dYO + ", " + dYf + ", async=1, done=activate:2";
     a << "addi r3, r3, " + S(4LL * no) << "bne r3, r12, fw_nw" << "li r3, yring" << "fw_nw:" << "dbase " + dYf + ", r3";
     a << "addi r5, r5, 1" << "exit";

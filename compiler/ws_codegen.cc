@@ -22,43 +22,6 @@ std::vector<uint8_t> i32_bytes(const std::vector<int>& v) {
   return out;
 }
 
-// The activation's derivative applied in place to the gradient dG, given the layer output dY
-// (same ops and order as the layer-pipelined roots and the host reference). dTmp and dOnes have
-// the same length.
-void emit_act_bwd(PeAsm& a, Activation act, const std::string& dG, const std::string& dY, const std::string& dTmp,
-                  const std::string& dOnes) {
-  switch (act) {
-    case Activation::kRelu: a << "vdrelu.fp32 " + dG + ", " + dY + ", " + dG; break;
-    case Activation::kSigmoid:
-      a << "vsub.fp32 " + dTmp + ", " + dOnes + ", " + dY << "vmul.fp32 " + dTmp + ", " + dTmp + ", " + dY
-        << "vmul.fp32 " + dG + ", " + dG + ", " + dTmp;
-      break;
-    case Activation::kTanh:
-      a << "vmul.fp32 " + dTmp + ", " + dY + ", " + dY << "vsub.fp32 " + dTmp + ", " + dOnes + ", " + dTmp
-        << "vmul.fp32 " + dG + ", " + dG + ", " + dTmp;
-      break;
-    default: break;
-  }
-}
-
-// y = act(pre), as the layer-pipelined roots compute it.
-void emit_act_fwd(PeAsm& a, Activation act, const std::string& dY, const std::string& dPre, const std::string& dTmp,
-                  const std::string& dOnes) {
-  switch (act) {
-    case Activation::kRelu: a << "vrelu.fp32 " + dY + ", " + dPre; break;
-    case Activation::kSigmoid:
-      a << "lif r13, -1.0" << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vexp.fp32 " + dTmp + ", " + dTmp
-        << "vadd.fp32 " + dTmp + ", " + dTmp + ", " + dOnes << "vrecip.fp32 " + dY + ", " + dTmp;
-      break;
-    case Activation::kTanh:
-      a << "lif r13, -2.0" << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vexp.fp32 " + dTmp + ", " + dTmp
-        << "vadd.fp32 " + dTmp + ", " + dTmp + ", " + dOnes << "vrecip.fp32 " + dTmp + ", " + dTmp << "lif r13, 2.0"
-        << "vmuls.fp32 " + dTmp + ", " + dTmp + ", r13" << "vsub.fp32 " + dY + ", " + dTmp + ", " + dOnes;
-      break;
-    default: a << "vmov.fp32 " + dY + ", " + dPre;
-  }
-}
-
 bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activation::kTanh; }
 
 // A feature-row PE: row a, column c. Per-PE numbers that differ along a row (how much of the

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +66,37 @@ inline std::string finalize_error(Fabric& f) {
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A whole file as a string ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The step lines of a training run's losses.csv, from step `from` on.
+inline std::vector<std::string> loss_lines(const std::filesystem::path& dir, long long from) {
+  std::istringstream in(slurp(dir / "losses.csv"));
+  std::vector<std::string> v;
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    if (std::stoll(line.substr(0, line.find(','))) >= from) v.push_back(line);
+  }
+  return v;
+}
+
+// Wafer values against the reference's, bit for bit.
+inline void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint32_t x, y;
+    std::memcpy(&x, &a[i], 4);
+    std::memcpy(&y, &b[i], 4);
+    ASSERT_EQ(x, y) << what << "[" << i << "]: wafer " << a[i] << " vs reference " << b[i];
+  }
+}
 
 // Sequence numbers of everything an agent received, in arrival order.
 inline std::vector<uint32_t> seqs_of(const TrafficAgent& a) {

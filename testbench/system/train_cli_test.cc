@@ -22,31 +22,12 @@ namespace fs = std::filesystem;
 
 const char* kFashion = "/usr/share/datasets/fashion-mnist";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 int train(std::vector<std::string> args, std::string* log = nullptr) {
   std::ostringstream out, err;
   const int rc = train_command(args, out, err);
   if (log) *log = out.str() + err.str();
   if (rc != 0) ADD_FAILURE() << "wafersim train " << ::testing::PrintToString(args) << " failed:\n" << out.str() << err.str();
   return rc;
-}
-
-// The step lines of losses.csv from `from` on.
-std::vector<std::string> loss_lines(const fs::path& dir, long long from) {
-  std::istringstream in(slurp(dir / "losses.csv"));
-  std::vector<std::string> v;
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    if (std::stoll(line.substr(0, line.find(','))) >= from) v.push_back(line);
-  }
-  return v;
 }
 
 void expect_same_weights(const fs::path& a, const fs::path& b) {

@@ -36,16 +36,6 @@ Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std:
   return r;
 }
 
-void expect_same(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    uint32_t x, y;
-    std::memcpy(&x, &a[i], 4);
-    std::memcpy(&y, &b[i], 4);
-    ASSERT_EQ(x, y) << what << "[" << i << "]: wafer " << a[i] << " vs reference " << b[i];
-  }
-}
-
 void check_against_reference(const MlpSpec& spec, int fabric, int batch, int max_pes, int steps, const std::string& name) {
   Rig r = make_rig(spec, fabric, batch, max_pes, name);
   std::cout << r.res.report_text;
@@ -66,15 +56,15 @@ void check_against_reference(const MlpSpec& spec, int fabric, int batch, int max
     }
     for (auto& x : xs) ptrs.push_back(x.data());
     const std::vector<float> rl = ref.step(ptrs, labels);
-    expect_same(w.losses, rl, "losses of step " + std::to_string(s + 1));
+    expect_same_bits(w.losses, rl, "losses of step " + std::to_string(s + 1));
     std::cout << "step " << s + 1 << " loss " << w.mean_loss << " cycles " << w.cycles << "\n";
   }
   const ModelState ws = t.read_state();
   for (size_t l = 0; l < ws.w.size(); ++l) {
-    expect_same(ws.w[l], ref.state().w[l], "w" + std::to_string(l));
-    expect_same(ws.v[l], ref.state().v[l], "v" + std::to_string(l));
-    expect_same(ws.b[l], ref.state().b[l], "b" + std::to_string(l));
-    expect_same(ws.vb[l], ref.state().vb[l], "vb" + std::to_string(l));
+    expect_same_bits(ws.w[l], ref.state().w[l], "w" + std::to_string(l));
+    expect_same_bits(ws.v[l], ref.state().v[l], "v" + std::to_string(l));
+    expect_same_bits(ws.b[l], ref.state().b[l], "b" + std::to_string(l));
+    expect_same_bits(ws.vb[l], ref.state().vb[l], "vb" + std::to_string(l));
   }
 }
 

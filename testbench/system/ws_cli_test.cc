@@ -25,13 +25,6 @@ namespace fs = std::filesystem;
 
 const char* kFashion = "/usr/share/datasets/fashion-mnist";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 struct CliRun {
   int rc;
   std::string out, err;
@@ -61,17 +54,6 @@ CliRun train_ok(std::vector<std::string> args) {
   CliRun r = cmd(true, args);
   if (r.rc != 0) ADD_FAILURE() << "wafersim train " << ::testing::PrintToString(args) << " failed:\n" << r.out << r.err;
   return r;
-}
-
-std::vector<std::string> loss_lines(const fs::path& dir, long long from) {
-  std::istringstream in(slurp(dir / "losses.csv"));
-  std::vector<std::string> v;
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    if (std::stoll(line.substr(0, line.find(','))) >= from) v.push_back(line);
-  }
-  return v;
 }
 
 std::map<std::string, std::vector<float>> tensors(const fs::path& p) {

@@ -57,16 +57,6 @@ WsRig make_ws_rig(const MlpSpec& spec, int width, int height, int spacing, const
   return r;
 }
 
-void expect_same(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    uint32_t x, y;
-    std::memcpy(&x, &a[i], 4);
-    std::memcpy(&y, &b[i], 4);
-    ASSERT_EQ(x, y) << what << "[" << i << "]: wafer " << a[i] << " vs reference " << b[i];
-  }
-}
-
 // Trains `steps` minibatches on the wafers and, alongside, on the reference (per-system
 // gradients, SwarmX's tree sum, a MemoryX of its own); weights, biases and losses must agree bit
 // for bit.
@@ -139,8 +129,8 @@ void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsO
     EXPECT_NEAR(wl, loss, std::fabs(loss) * 1e-6f) << "loss sum of step " << s + 1;
     const auto ww = t.weights(), wb = t.biases();
     for (size_t l = 0; l < rw.size(); ++l) {
-      expect_same(ww[l], mref.weights(rw[l]), "w" + std::to_string(l) + " after step " + std::to_string(s + 1));
-      expect_same(wb[l], mref.weights(rb[l]), "b" + std::to_string(l) + " after step " + std::to_string(s + 1));
+      expect_same_bits(ww[l], mref.weights(rw[l]), "w" + std::to_string(l) + " after step " + std::to_string(s + 1));
+      expect_same_bits(wb[l], mref.weights(rb[l]), "b" + std::to_string(l) + " after step " + std::to_string(s + 1));
     }
   }
 }
