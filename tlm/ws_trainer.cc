@@ -61,6 +61,8 @@ void WsSystem::start_step() {
   const int L = p.layers, m = p.m;
   const auto in = static_cast<uint8_t>(m_c.colors.in);
   for (auto& g : m_got) g.clear();
+  m_missing = 0;
+  for (size_t e : m_expect) m_missing += e;
   m_time = WsTime();
   m_pass_time.assign(static_cast<size_t>(2 * L), WsTime());
   m_pass_from.assign(static_cast<size_t>(2 * L), UINT64_MAX);
@@ -145,8 +147,7 @@ bool WsSystem::cycle() {
   m_ibudget = std::min(m_ibudget + m_links.inputs_per_cycle, m_links.inputs_per_cycle + 1.0);
   m_gbudget = std::min(m_gbudget + m_links.grads_per_cycle, m_links.grads_per_cycle + 1.0);
   bool wstall = false, istall = false;
-  for (size_t j = 0; j < n; ++j) {
-    const size_t i = (m_rr + j) % n;
+  for (size_t j = 0, i = m_rr; j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
     auto& q = m_pending[i];
     bool host_late = false;
     Kind late_kind = kWeight;
@@ -180,15 +181,15 @@ bool WsSystem::cycle() {
     if (q.empty() && m_queued < (root ? passes / 2 : passes)) host_late = true;
     if (host_late && m_west[i]->inject_queue_size() == 0) (late_kind == kWeight ? wstall : istall) = true;
   }
-  m_rr = (m_rr + 1) % n;
+  m_rr = m_rr + 1 == n ? 0 : m_rr + 1;
   m_fabric->step();
   bool gstall = false;
-  for (size_t j = 0; j < n; ++j) {
-    const size_t i = (m_rr + j) % n;
+  for (size_t j = 0, i = m_rr; j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
     Wavelet w;
     while (m_gbudget >= 1 && m_west[i]->try_receive(&w)) {
       m_got[i].push_back(w.payload);
       m_gbudget -= 1;
+      if (m_got[i].size() <= m_expect[i]) --m_missing;
     }
     if (m_west[i]->receive_queue_size() > 0 && m_gbudget < 1) gstall = true;
   }
@@ -204,12 +205,7 @@ bool WsSystem::cycle() {
   return done();
 }
 
-bool WsSystem::done() const {
-  for (size_t i = 0; i < m_got.size(); ++i) {
-    if (m_got[i].size() < m_expect[i]) return false;
-  }
-  return true;
-}
+bool WsSystem::done() const { return m_missing == 0; }
 
 void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vector<float>>* db, float* loss_sum) const {
   const WsPlan& p = m_c.plan;

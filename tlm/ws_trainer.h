@@ -129,6 +129,7 @@ class WsSystem {
   double m_wbudget = 0, m_ibudget = 0, m_gbudget = 0;
   size_t m_rr = 0;
   int m_queued = 0;  // passes queued this minibatch
+  size_t m_missing = 0;  // results of this minibatch still to come
   uint64_t m_refused = 0;
   WsTime m_time;
   std::vector<WsTime> m_pass_time;
