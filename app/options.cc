@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <fstream>
-#include <memory>
+#include <iomanip>
 #include <map>
+#include <memory>
 #include <sstream>
+#include <stdexcept>
 
 namespace wafersim {
 namespace po = boost::program_options;
@@ -12,11 +14,16 @@ namespace {
 
 std::string format_value(const boost::any& v) {
   std::ostringstream os;
+  os.precision(9);  // floats read back bit for bit; doubles as the option parser printed them
   if (auto p = boost::any_cast<int>(&v)) os << *p;
   else if (auto p = boost::any_cast<uint64_t>(&v)) os << *p;
-  else if (auto p = boost::any_cast<double>(&v)) os << *p;
+  else if (auto p = boost::any_cast<long long>(&v)) os << *p;
+  else if (auto p = boost::any_cast<uint32_t>(&v)) os << *p;
+  else if (auto p = boost::any_cast<float>(&v)) os << *p;
+  else if (auto p = boost::any_cast<double>(&v)) os << std::setprecision(17) << *p;
   else if (auto p = boost::any_cast<bool>(&v)) os << (*p ? "true" : "false");
   else if (auto p = boost::any_cast<std::string>(&v)) os << *p;
+  else throw std::logic_error("resolved_ini: an option of a type format_value does not know");
   return os.str();
 }
 
@@ -312,17 +319,17 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ("memoryx.bandwidth_gbps", po::value(&c.memx.bandwidth_gbps)->default_value(c.memx.bandwidth_gbps), "MemoryX link, Gb/s")
       ("memoryx.latency_ns", po::value(&c.memx.latency_ns)->default_value(c.memx.latency_ns), "per transaction")
       ("memoryx.optimizer", po::value(&c.memx.optimizer)->default_value(c.memx.optimizer), "sgd (with train.momentum) or adam")
-      ("memoryx.beta1", po::value(&c.memx.beta1)->default_value(c.memx.beta1), "adam")
-      ("memoryx.beta2", po::value(&c.memx.beta2)->default_value(c.memx.beta2), "adam")
-      ("memoryx.eps", po::value(&c.memx.eps)->default_value(c.memx.eps), "adam")
+      ("memoryx.beta1", po::value(&c.memx.beta1)->default_value(c.memx.beta1, "0.9"), "adam")
+      ("memoryx.beta2", po::value(&c.memx.beta2)->default_value(c.memx.beta2, "0.999"), "adam")
+      ("memoryx.eps", po::value(&c.memx.eps)->default_value(c.memx.eps, "1e-08"), "adam")
       ("swarmx.fanout", po::value(&c.swarmx.fanout)->default_value(c.swarmx.fanout), "children per broadcast/reduce node: 2 or 4")
       ("swarmx.link_gbps", po::value(&c.swarmx.link_gbps)->default_value(c.swarmx.link_gbps), "line rate of the tree's links, Gb/s")
       ("swarmx.node_latency_ns", po::value(&c.swarmx.node_latency_ns)->default_value(c.swarmx.node_latency_ns), "per tree level")
       ("edge_bridge.link_gbps", po::value(&c.bridge.link_gbps)->default_value(c.bridge.link_gbps), "a system's host link, Gb/s (12 x 100 GbE)")
       ("edge_bridge.latency_ns", po::value(&c.bridge.latency_ns)->default_value(c.bridge.latency_ns), "host to wafer edge")
-      ("input.workers", po::value(&c.input_workers)->default_value(c.input_workers), "input workers per system, multiplexed round-robin")
+      ("input.workers", po::value(&c.input_workers)->default_value(c.input_workers), "input workers per system, each streaming every N-th sample of its shard")
       ("input.worker_gbps", po::value(&c.worker_gbps)->default_value(c.worker_gbps), "each worker's stream, Gb/s")
-      ("input.slow_worker_gbps", po::value(&c.slow_worker_gbps)->default_value(c.slow_worker_gbps), "one worker this slow (0: none)");
+      ("input.slow_worker_gbps", po::value(&c.slow_worker_gbps)->default_value(c.slow_worker_gbps), "worker 0 this slow instead (0: none), to study input starvation");
   comp.add_options()
       ("compile.max_pes", po::value(&c.compile.place.max_pes)->default_value(c.compile.place.max_pes),
        "PEs the model's regions may use (0: the whole fabric, the most throughput)")
@@ -334,8 +341,8 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   if (train) {
     tr.add_options()
         ("train.steps", po::value(&c.steps)->default_value(c.steps), "minibatches to train (0: 1800, the demo's)")
-        ("train.lr", po::value(&c.compile.hyper.lr)->default_value(c.compile.hyper.lr), "learning rate")
-        ("train.momentum", po::value(&c.compile.hyper.momentum)->default_value(c.compile.hyper.momentum), "SGD momentum")
+        ("train.lr", po::value(&c.compile.hyper.lr)->default_value(c.compile.hyper.lr, "0.01"), "learning rate")
+        ("train.momentum", po::value(&c.compile.hyper.momentum)->default_value(c.compile.hyper.momentum, "0.9"), "SGD momentum")
         ("train.log_every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (0: about 20 lines)")
         ("train.checkpoint_every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
          "write OUT/checkpoint.onnx every N steps (0: only at the end)")

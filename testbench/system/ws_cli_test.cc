@@ -216,6 +216,12 @@ TEST(WsCompile, ReportAutoModeAndTheModelTooLargeForLayerPipelined) {
   EXPECT_EQ(rep["kernels"].size(), 3u);
   EXPECT_GT(rep["kernels"][0]["weight_stream_us"].get<double>(), 0);
   EXPECT_TRUE(fs::exists(ws / "program" / "program.json"));
+  // The resolved configuration carries every value, floats exactly (they read back bit for bit).
+  const std::string ini = slurp(ws / "config.ini");
+  for (const char* line : {"lr = 0.00999999978\n", "momentum = 0.899999976\n", "quantum_cycles = 1000\n",
+                           "link_gbps = 100\n", "eps = 9.99999994e-09\n"}) {
+    EXPECT_NE(ini.find(line), std::string::npos) << line << " in\n" << ini;
+  }
 
   // A 49 M-parameter MLP on a 64 x 64 fabric: layer-pipelined says why not, auto picks weight
   // streaming and says why, and weight streaming compiles it.
