@@ -218,8 +218,8 @@ TEST(WsCompile, ReportAutoModeAndTheModelTooLargeForLayerPipelined) {
   EXPECT_TRUE(fs::exists(ws / "program" / "program.json"));
   // The resolved configuration carries every value, floats exactly (they read back bit for bit).
   const std::string ini = slurp(ws / "config.ini");
-  for (const char* line : {"lr = 0.00999999978\n", "momentum = 0.899999976\n", "quantum_cycles = 1000\n",
-                           "link_gbps = 100\n", "eps = 9.99999994e-09\n"}) {
+  for (const char* line : {"beta1 = 0.899999976\n", "beta2 = 0.999000013\n", "quantum_cycles = 1000\n",
+                           "link_gbps = 100\n", "eps = 9.99999994e-09\n", "batch = 16\n"}) {
     EXPECT_NE(ini.find(line), std::string::npos) << line << " in\n" << ini;
   }
 
