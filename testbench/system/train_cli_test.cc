@@ -58,6 +58,10 @@ TEST_F(TrainCli, ResumeGivesTheSameResultBitForBit) {
   train({"--resume", (b / "checkpoint.onnx").string(), "--train.steps", "3", "--train.eval", "0", "-o", c.string()}, &log);
   EXPECT_NE(log.find("resuming from"), std::string::npos) << log;
   expect_same_weights(a / "checkpoint.onnx", c / "checkpoint.onnx");
+  // The resolved configuration next to the results carries the training values too.
+  const std::string ini = slurp(a / "config.ini");
+  EXPECT_NE(ini.find("lr = 0.00999999978\n"), std::string::npos) << ini;
+  EXPECT_NE(ini.find("steps = 6\n"), std::string::npos) << ini;
   // Losses and cycles of steps 4..6: every minibatch starts from an idle wafer.
   EXPECT_EQ(loss_lines(a, 4), loss_lines(c, 4));
   EXPECT_FALSE(fs::exists(a / "checkpoint.onnx.tmp"));
