@@ -26,80 +26,77 @@ bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activat
 
 // A feature-row PE: row a, column c. Per-PE numbers that differ along a row (how much of the
 // input stream belongs to the columns before and after this one) are data, so a row's PEs share
-// images. Tasks: 0 init, 1 start of a minibatch (reads its inputs), 2-4 the chained asynchronous
-// reads of the return stream, 5 the weight task (a data task per weight wavelet).
-// Registers: r0 0, r1 phase (0..L-1 forward layer l, L + i backward layer L-1-i), r2 k, r3 o,
-// r10 r11 the current layer's slice length and output count, r5-r8 the pending return read (take base, take length, discard after, discard before), r9 its
-// index, r13 r14 scratch, r15 the weight.
+// images. Tasks: 0 init, 1 start of a minibatch (reads its inputs), 2 a return read is complete,
+// 3 one output's work (it re-activates itself until the layer pass is done).
+// Layouts: X{l} and dx sample-major ([s][k], the row's slice), dy output-major ([o][s], whole).
+// Per output of a pass the row's weights w[o][K_a] arrive as one vector (wbuf):
+//   forward:  acc[s] = sum_k wbuf[k] * X[s][k]  (vmul + vsum per sample), chained south;
+//   backward: dx[s][:] += dy[o][s] * wbuf and dwrow += dy[o][s] * X[s][:] (vaxpy per sample),
+//             dwrow reduced west along the row.
+// Registers: r0 0, r1 phase (0..L-1 forward layer l, L + i backward layer L-1-i), r2 sample,
+// r3 output, r4 dy pointer (backward), r10 slice length, r11 outputs, r9 the pending return read,
+// r5-r8 r13 r14 scratch.
 std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& col, int a, int c) {
-  const int L = p.layers, m = p.m;
-  const long long M4 = 4LL * m;
+  const int L = p.layers, m = p.m, C = p.cols;
   PeAsm as;
   as.inq(col.in);
   as.inq(col.w);
   as.task("0, init, active");
   as.task("1, stepstart");
-  as.task("2, rpart2");
-  as.task("3, rpart3");
-  as.task("4, rdone");
-  as.task("5, wt, color=" + S(col.w) + ", blocked");
-  int maxdx = 0, maxdy = 0;
+  as.task("2, rdone");
+  as.task("3, work");
+  int maxdx = 0, maxdy = 0, maxni = 1;
   bool ones = false;
   for (int l = 0; l < L; ++l) {
     as.data(".space X" + S(l) + ", fp32, " + S(static_cast<long long>(p.len(l, a)) * m));
     if (l > 0) maxdx = std::max(maxdx, p.len(l, a) * m);
     maxdy = std::max(maxdy, p.width[static_cast<size_t>(l) + 1] * m);
+    maxni = std::max(maxni, p.len(l, a));
     if (l + 1 < L && needs_ones(p.act[static_cast<size_t>(l)])) ones = true;
   }
   as.data(".space acc, fp32, " + S(m));
   as.data(".space dy, fp32, " + S(maxdy));
   if (maxdx) as.data(".space dx, fp32, " + S(maxdx));
   if (ones) as.data(".space ones, fp32, " + S(maxdx));
-  as.data(".space t, fp32, " + S(m));
-  as.data(".space t1, fp32, 1");
+  as.data(".space wbuf, fp32, " + S(maxni));
+  as.data(".space dwrow, fp32, " + S(maxni));
+  as.data(".space t, fp32, " + S(maxni));
   as.data(".space dummy, fp32, 1");
   as.data(".space cfg, i32, 2");
   as.data(".space nupd, fp32, 1");
 
   const int chout = col.chain[a % 2], chin = a > 0 ? col.chain[(a - 1) % 2] : -1;
-  const int C = p.cols;
   const int eout = col.east[c % 2], ein = c + 1 < C ? col.east[(c + 1) % 2] : -1;
   const uint32_t um = static_cast<uint32_t>(m);
   as << "init:";
-  const std::string dX = as.mem("X0", um), dAcc = as.mem("acc", um), dChO = as.fout(chout, um);
-  const std::string dChI = a > 0 ? as.fin(chin, um) : "";
-  const std::string dDy = as.mem("dy", um), dDx = maxdx ? as.mem("dx", um) : "";
-  const std::string dT = as.mem("t", um), dT1 = as.mem("t1", 1), dEO = as.fout(eout, 1);
+  const std::string dW = as.fin(col.w, 1), dWb = as.mem("wbuf", 1), dXs = as.mem("X0", 1), dT = as.mem("t", 1);
+  const std::string dAcc = as.mem("acc", um), dChO = as.fout(chout, um), dChI = a > 0 ? as.fin(chin, um) : "";
+  const std::string dDxs = maxdx ? as.mem("dx", 1) : "", dDwr = as.mem("dwrow", 1), dEO = as.fout(eout, 1);
   const std::string dEI = c + 1 < C ? as.fin(ein, 1) : "";
-  const std::string dIn = as.fin(col.in, 1), dDisc = as.mem("dummy", 1, 0), dTake = as.mem("X0", 1), dRet = as.fin(col.ret, 1);
-  const std::string dGI = a > 0 ? as.fin(chin, 1) : "", dGO = as.fout(chout, 1);
+  const std::string dIn = as.fin(col.in, 1), dDisc = as.mem("dummy", 1, 0), dTake = as.mem("X0", 1);
+  const std::string dRet = as.fin(col.ret, 1), dRetBuf = as.mem("dy", 1);
+  const std::string dTr = as.mem("dy", um), dTrD = as.mem("X0", um);
+  const std::string dGI = a > 0 ? as.fin(chin, 1) : "", dGO = as.fout(chout, 1), dGx = maxdx ? as.mem("dx", um) : "";
   const std::string dAll = maxdx ? as.mem("dx", 1) : "", dAllY = as.mem("X0", 1);
   const std::string dTmp = as.mem("dy", 1), dOnes = ones ? as.mem("ones", 1) : "";
-  as << "li r0, 0" << "li r1, 0" << "li r2, 0" << "li r3, 0";
+  as << "li r0, 0" << "li r1, 0" << "li r3, 0";
   if (ones) as << "li r13, " + S(maxdx) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
   as << "activate 1" << "exit";
 
-  // The q-th read of the return stream in a minibatch: q < L-1 layer q's outputs (this row keeps
-  // its slice as layer q+1's input), then the gathered dy of layers L-1 .. 0, whole.
+  // Loop bounds and vector lengths of layer l's passes.
+  auto set_layer = [&](int l) {
+    as << "li r10, " + S(p.len(l, a)) << "li r11, " + S(p.width[static_cast<size_t>(l) + 1]) << "li r3, 0" << "li r4, dy";
+    for (const std::string& d : {dW, dWb, dXs, dT, dDwr, dEO}) as << "dlen " + d + ", r10";
+    if (maxdx) as << "dlen " + dDxs + ", r10";
+    if (c + 1 < C) as << "dlen " + dEI + ", r10";
+  };
+  // The q-th read of the return stream in a minibatch, whole, into the dy buffer: q < L-1 layer
+  // q's outputs (this row keeps its slice as layer q+1's input), then the dy of layers L-1 .. 0.
   auto issue = [&](int q) {
-    as << "li r9, " + S(q);
-    if (q < L - 1) {
-      const int j = q + 1;
-      const long long before = static_cast<long long>(p.off[static_cast<size_t>(j)][static_cast<size_t>(a)]) * m;
-      const long long take = static_cast<long long>(p.len(j, a)) * m;
-      const long long after = static_cast<long long>(p.width[static_cast<size_t>(j)] - p.off[static_cast<size_t>(j)][static_cast<size_t>(a) + 1]) * m;
-      as << "li r5, X" + S(j) << "li r6, " + S(take) << "li r7, " + S(after) << "li r8, " + S(before);
-      if (before > 0) {
-        as << "dlen " + dRet + ", r8" << "dlen " + dDisc + ", r8" << "vmov.fp32 " + dDisc + ", " + dRet + ", async=1, done=activate:2";
-      } else {
-        as << "dbase " + dTake + ", r5" << "dlen " + dTake + ", r6" << "dlen " + dRet + ", r6"
-           << "vmov.fp32 " + dTake + ", " + dRet + ", async=1, done=activate:" + (after > 0 ? "3" : "4");
-      }
-    } else {
-      const int l = L - 1 - (q - (L - 1));
-      as << "li r13, dy" << "dbase " + dTake + ", r13" << "li r13, " + S(static_cast<long long>(p.width[static_cast<size_t>(l) + 1]) * m)
-         << "dlen " + dTake + ", r13" << "dlen " + dRet + ", r13" << "vmov.fp32 " + dTake + ", " + dRet + ", async=1, done=activate:4";
-    }
+    const int j = q < L - 1 ? q + 1 : L - (q - (L - 1));  // the boundary whose values come back
+    as << "li r9, " + S(q) << "li r13, dy" << "dbase " + dRetBuf + ", r13"
+       << "li r13, " + S(static_cast<long long>(p.width[static_cast<size_t>(j)]) * m) << "dlen " + dRetBuf + ", r13"
+       << "dlen " + dRet + ", r13" << "vmov.fp32 " + dRetBuf + ", " + dRet + ", async=1, done=activate:2";
   };
 
   // Start of a minibatch: this column's samples of the row's input slice, then the first read.
@@ -112,97 +109,86 @@ std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& co
   as << "ld32 r13, [r0+cfg+4]" << "beq r13, r0, ss_b" << "dlen " + dIn + ", r13" << "dlen " + dDisc + ", r13"
      << "vmov.fp32 " + dDisc + ", " + dIn << "ss_b:";
   issue(0);
-  as << "li r1, 0" << "li r2, 0" << "li r3, 0" << "li r13, X0" << "dbase " + dX + ", r13" << "li r10, " + S(p.len(0, a))
-     << "li r11, " + S(p.width[1]) << "unblock 5" << "exit";
+  as << "li r1, 0";
+  set_layer(0);
+  as << "activate 3" << "exit";
 
-  as << "rpart2:" << "dbase " + dTake + ", r5" << "dlen " + dTake + ", r6" << "dlen " + dRet + ", r6" << "beq r7, r0, rp2_last"
-     << "vmov.fp32 " + dTake + ", " + dRet + ", async=1, done=activate:3" << "exit" << "rp2_last:"
-     << "vmov.fp32 " + dTake + ", " + dRet + ", async=1, done=activate:4" << "exit";
-  as << "rpart3:" << "dlen " + dRet + ", r7" << "dlen " + dDisc + ", r7"
-     << "vmov.fp32 " + dDisc + ", " + dRet + ", async=1, done=activate:4" << "exit";
+  // A return read is in: a layer's outputs are transposed into this row's next input (its
+  // slice, [s][k]) and the next read starts; the work of the next pass may begin.
   as << "rdone:";
   for (int q = 0; q + 1 < L; ++q) as << "li r13, " + S(q) << "beq r9, r13, rd_" + S(q);
-  as << "unblock 5" << "exit";
+  as << "activate 3" << "exit";
   for (int q = 0; q + 1 < L; ++q) {
+    const int j = q + 1, nO = p.len(j, a);
     as << "rd_" + S(q) + ":";
+    as << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5"
+       << "li r6, X" + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
+       << "tr_" + S(q) + ":" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * m) << "daddb " + dTrD + ", 4"
+       << "addi r8, r8, 1" << "bne r8, r13, tr_" + S(q);
     issue(q + 1);
-    as << "unblock 5" << "exit";
+    as << "activate 3" << "exit";
   }
 
-  // The weight task.
-  // Dispatch on the phase; layer 0's passes (most of the weights in most models) first.
-  as << "wt:" << "beq r1, r0, ph_0";
+  // One output's work.
+  as << "work:" << "beq r1, r0, ph_0";
   for (int ph = 2 * L - 1; ph >= 1; --ph) {
     if (ph == 1) as << "jmp ph_1";
     else as << "li r13, " + S(ph) << "beq r1, r13, ph_" + S(ph);
   }
-  // r10 and r11: the current layer's input slice and output count (the task's loop bounds).
-  auto counters = [&](int l) {
-    as << "li r10, " + S(p.len(l, a)) << "li r11, " + S(p.width[static_cast<size_t>(l) + 1]);
-  };
-  auto bases_for_bwd = [&](int l) {
-    as << "li r13, X" + S(l) << "dbase " + dX + ", r13" << "li r13, dy" << "dbase " + dDy + ", r13";
-    if (l > 0) as << "li r13, dx" << "dbase " + dDx + ", r13";
-  };
   for (int l = 0; l < L; ++l) {
-    as << "ph_" + S(l) + ":";
-    as << "vaxpy.fp32 " + dAcc + ", " + dX + ", r15" << "daddb " + dX + ", " + S(M4) << "addi r2, r2, 1"
-       << "bne r2, r10, wexit" << "li r2, 0" << "li r13, X" + S(l) << "dbase " + dX + ", r13";
+    const long long row4 = 4LL * p.len(l, a);
+    const std::string L_ = S(l);
+    as << "ph_" + L_ + ":" << "vmov.fp32 " + dWb + ", " + dW << "li r13, X" + L_ << "dbase " + dXs + ", r13" << "li r2, 0"
+       << "li r5, acc";
+    as << "fs_" + L_ + ":" << "vmul.fp32 " + dT + ", " + dWb + ", " + dXs << "vsum.fp32 r13, " + dT << "st32 [r5], r13"
+       << "addi r5, r5, 4" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m) << "bne r2, r14, fs_" + L_;
     if (a == 0) as << "vmov.fp32 " + dChO + ", " + dAcc;
     else as << "vadd.fp32 " + dChO + ", " + dChI + ", " + dAcc;
-    as << "vfill.fp32 " + dAcc + ", r0" << "addi r3, r3, 1" << "bne r3, r11, wexit" << "li r3, 0"
-       << "block 5" << "li r1, " + S(l + 1);
-    if (l + 1 < L) {
-      as << "li r13, X" + S(l + 1) << "dbase " + dX + ", r13";
-      counters(l + 1);
-    } else {
-      bases_for_bwd(L - 1);
-      counters(L - 1);
-    }
-    as << "exit";
+    as << "addi r3, r3, 1" << "bne r3, r11, fm_" + L_ << "li r1, " + S(l + 1);
+    set_layer(l + 1 < L ? l + 1 : L - 1);
+    as << "exit" << "fm_" + L_ + ":" << "activate 3" << "exit";
   }
   for (int l = L - 1; l >= 0; --l) {
     const int ph = 2 * L - 1 - l;
     const int nI = p.len(l, a);
-    as << "ph_" + S(ph) + ":";
-    if (l > 0) as << "vaxpy.fp32 " + dDx + ", " + dDy + ", r15" << "daddb " + dDx + ", " + S(M4);
-    as << "vmul.fp32 " + dT + ", " + dDy + ", " + dX << "daddb " + dX + ", " + S(M4);
-    std::string src = dT;
-    if (m > 1) {
-      as << "vsum.fp32 r13, " + dT << "st32 [r0+t1], r13";
-      src = dT1;
-    }
-    if (c + 1 == C) as << "vmov.fp32 " + dEO + ", " + src;
-    else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + src;
-    as << "addi r2, r2, 1" << "bne r2, r10, wexit" << "li r2, 0" << "li r13, X" + S(l) << "dbase " + dX + ", r13";
-    if (l > 0) as << "li r13, dx" << "dbase " + dDx + ", r13";
-    as << "daddb " + dDy + ", " + S(M4) << "addi r3, r3, 1" << "bne r3, r11, wexit" << "li r3, 0" << "block 5";
+    const long long row4 = 4LL * nI;
+    const std::string P = S(ph);
+    as << "ph_" + P + ":" << "vmov.fp32 " + dWb + ", " + dW << "li r13, X" + S(l) << "dbase " + dXs + ", r13" << "li r2, 0";
+    if (l > 0) as << "li r13, dx" << "dbase " + dDxs + ", r13";
+    as << "bs_" + P + ":" << "ld32 r13, [r4]" << "addi r4, r4, 4";
+    if (l > 0) as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13" << "daddb " + dDxs + ", " + S(row4);
+    as << "vaxpy.fp32 " + dDwr + ", " + dXs + ", r13" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m)
+       << "bne r2, r14, bs_" + P;
+    if (c + 1 == C) as << "vmov.fp32 " + dEO + ", " + dDwr;
+    else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + dDwr;
+    as << "vfill.fp32 " + dDwr + ", r0" << "addi r3, r3, 1" << "bne r3, r11, bm_" + P;
     if (l == 0) {
       as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
          << "activate 1" << "exit";
-      continue;
+    } else {
+      // dy of layer l-1 for this row's slice: dx times the derivative of layer l-1's activation,
+      // taken at its output (this row's input of layer l); then through the root to every row.
+      const long long n = static_cast<long long>(nI) * m;
+      as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13" << "li r14, X" + S(l)
+         << "dbase " + dAllY + ", r14";
+      const Activation act = p.act[static_cast<size_t>(l) - 1];
+      if (needs_ones(act)) as << "dlen " + dTmp + ", r13" << "dlen " + dOnes + ", r13";
+      emit_act_bwd(as, act, dAll, dAllY, dTmp, dOnes);
+      issue(2 * L - 1 - l);
+      if (a > 0) {
+        const long long above = static_cast<long long>(p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]) * m;
+        as << "li r14, " + S(above) << "dlen " + dGI + ", r14" << "dlen " + dGO + ", r14" << "vmov.fp32 " + dGO + ", " + dGI;
+      }
+      // This row's slice in output order: feature k of every sample (stride: the slice length).
+      as << "li r13, " + S(m) << "dlen " + dGO + ", r13" << "li r13, dx" << "dbase " + dGx + ", r13" << "li r13, " + S(nI)
+         << "dstride " + dGx + ", r13" << "li r8, 0" << "gs_" + P + ":" << "vmov.fp32 " + dGO + ", " + dGx << "daddb " + dGx + ", 4"
+         << "addi r8, r8, 1" << "bne r8, r13, gs_" + P;
+      as << "vfill.fp32 " + dAll + ", r0" << "li r1, " + S(ph + 1);
+      set_layer(l - 1);
+      as << "exit";
     }
-    // dy of layer l-1 for this row's slice: dx times the derivative of layer l-1's activation,
-    // taken at its output (this row's input of layer l).
-    const long long n = static_cast<long long>(nI) * m;
-    as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13" << "li r14, X" + S(l)
-       << "dbase " + dAllY + ", r14";
-    const Activation act = p.act[static_cast<size_t>(l) - 1];
-    if (needs_ones(act)) as << "dlen " + dTmp + ", r13" << "dlen " + dOnes + ", r13";
-    emit_act_bwd(as, act, dAll, dAllY, dTmp, dOnes);
-    issue(2 * L - 1 - l);
-    // Gather through the root: the slices of the rows above pass through, then this row's.
-    if (a > 0) {
-      const long long above = static_cast<long long>(p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]) * m;
-      as << "li r14, " + S(above) << "dlen " + dGI + ", r14" << "dlen " + dGO + ", r14" << "vmov.fp32 " + dGO + ", " + dGI;
-    }
-    as << "li r13, " + S(n) << "dlen " + dGO + ", r13" << "vmov.fp32 " + dGO + ", " + dAll << "vfill.fp32 " + dAll + ", r0"
-       << "li r1, " + S(ph + 1);
-    bases_for_bwd(l - 1);
-    counters(l - 1);
-    as << "exit";
+    as << "bm_" + P + ":" << "activate 3" << "exit";
   }
-  as << "wexit:" << "exit";
   (void)g;
   return as.text();
 }

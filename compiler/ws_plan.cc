@@ -8,13 +8,12 @@
 namespace wafersim::compiler {
 namespace {
 
-// Cost model of the generated firmware (cycles), fitted to measured per-pass cycles of the demo
-// network with 1 and 16 samples per column (docs/weight-streaming.md): a weight's forward task
-// costs about 19 cycles plus 2 per sample (its vaxpy reads two operands per element), a backward
-// one about 29 plus 1.2 per sample, plus about 4 and 2 per sample for the dx vaxpy.
-constexpr double kWeightTask = 19;   // per weight wavelet: dispatch, vaxpy issue, pointer and counter updates
-constexpr double kOutputEnd = 12;    // per output, forward: chain send and reset
-constexpr double kBwdWeight = 29;    // per weight wavelet backward: dW product, its reduction west
+// Cost model of the generated firmware (cycles), per output of a pass on a feature-row PE with
+// a slice of nI inputs and m samples: the weight row's fabric read (one wavelet per cycle), then
+// per sample a vector op or two over nI elements (vmul + vsum forward; vaxpy for dW, and one
+// more for dx, backward) and the loop's scalar instructions; docs/weight-streaming.md.
+constexpr double kPerSample = 8;     // scalar instructions of a sample's loop turn
+constexpr double kPerOutput = 14;    // dispatch, chain send, counters
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
 
@@ -36,7 +35,9 @@ std::string fmt(double v, int prec = 1) {
 
 double WsPlan::cycles_per_batch() const {
   double t = 0;
-  for (const WsLayerEst& e : est) t += std::max(e.stream_cycles, e.fwd_cycles) + std::max(e.stream_cycles, e.bwd_cycles);
+  for (const WsLayerEst& e : est) {
+    t += std::max(e.stream_cycles, e.fwd_cycles) + std::max(e.stream_cycles, e.bwd_cycles) + 2 * e.turn_cycles;
+  }
   return t;
 }
 
@@ -157,9 +158,12 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     for (int a = 0; a < rows; ++a) maxlen = std::max(maxlen, p.len(l, a));
     const double per_row = static_cast<double>(maxlen) * d.out;
     e.stream_cycles = per_row / p.channel_rate;
-    e.fwd_cycles = per_row * (kWeightTask + 2.0 * m / fmac) + d.out * (kOutputEnd + m / add) + rows * 2.0;
-    e.bwd_cycles = per_row * (kBwdWeight + 1.2 * m / fmac + (l > 0 ? 4 + 2.0 * m / fmac : 0.0)) + d.out * (4.0 + m / add) +
-                   rows * 2.0;
+    const double ni = maxlen;
+    e.fwd_cycles = d.out * (ni + m * (ni / fmac + ni / add + kPerSample) + kPerOutput + m / add) + rows * 2.0;
+    e.bwd_cycles = d.out * (ni + m * ((l > 0 ? 2 : 1) * 2.0 * ni / fmac + kPerSample) + 2.0 * ni / add + kPerOutput) + rows * 2.0;
+    // Down the columns to the root and back up to the first row, a router hop and a buffer per
+    // row on the way, plus a vector op per feature row.
+    e.turn_cycles = 2.0 * (p.root_y - p.row_y.front()) * (hw.router.hop_latency + 2) + rows * (m / add + kPerOutput);
     p.est.push_back(e);
   }
   return p;
@@ -178,7 +182,7 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     const double host = static_cast<double>(e.weights + d.out) / pace.weights_per_cycle;
     const double stream = std::max(e.stream_cycles, host) + (pace.prefetch ? 0.0 : pace.latency_cycles);
-    const double fwd = std::max(stream, e.fwd_cycles), bwd = std::max(stream, e.bwd_cycles);
+    const double fwd = std::max(stream, e.fwd_cycles) + e.turn_cycles, bwd = std::max(stream, e.bwd_cycles) + e.turn_cycles;
     total += fwd + bwd;
     layers.push_back({{"name", d.name},
                       {"shape", S(d.out) + "x" + S(d.in)},

@@ -40,6 +40,7 @@ struct WsLayerEst {
   double stream_cycles = 0;     // one pass's weights through the busiest row channel
   double fwd_cycles = 0;        // forward compute of the busiest PE
   double bwd_cycles = 0;        // backward compute of the busiest PE
+  double turn_cycles = 0;       // per pass: the last values down the columns and back up, which the next pass waits for
 };
 
 struct WsPlan {

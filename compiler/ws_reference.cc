@@ -21,9 +21,9 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
     for (int o = 0; o < no; ++o) {
       float sum = 0;
       for (int a = 0; a < p.rows; ++a) {
-        float part = 0;
+        float part = 0;  // vmul, then vsum from zero
         for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
-          part = std::fma(W[static_cast<size_t>(o) * ni + k], in[static_cast<size_t>(k)], part);
+          part = part + W[static_cast<size_t>(o) * ni + k] * in[static_cast<size_t>(k)];
         }
         sum = a == 0 ? part : sum + part;
       }
@@ -80,15 +80,10 @@ WsGrads ws_reference_grads(const KernelGraph& g, const WsPlan& p, const std::vec
       for (int k = 0; k < ni; ++k) {
         float total = 0;
         for (int c = C - 1; c >= 0; --c) {
-          float part;
-          if (m == 1) {
-            part = dy[static_cast<size_t>(c)][static_cast<size_t>(o)] * acts[static_cast<size_t>(c)][static_cast<size_t>(l)][static_cast<size_t>(k)];
-          } else {
-            part = 0;
-            for (int i = 0; i < m; ++i) {
-              const int s = c * m + i;
-              part = part + dy[static_cast<size_t>(s)][static_cast<size_t>(o)] * acts[static_cast<size_t>(s)][static_cast<size_t>(l)][static_cast<size_t>(k)];
-            }
+          float part = 0;  // vaxpy over the column's samples from zero
+          for (int i = 0; i < m; ++i) {
+            const int s = c * m + i;
+            part = std::fma(dy[static_cast<size_t>(s)][static_cast<size_t>(o)], acts[static_cast<size_t>(s)][static_cast<size_t>(l)][static_cast<size_t>(k)], part);
           }
           total = c == C - 1 ? part : total + part;
         }

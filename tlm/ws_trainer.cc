@@ -75,13 +75,15 @@ void WsSystem::start_step() {
   m_x.assign(static_cast<size_t>(p.shard), {});
   m_label.assign(static_cast<size_t>(p.shard), 0);
   m_sample_from.assign(static_cast<size_t>(p.shard), UINT64_MAX);
-  // The order of the input stream: per row, column by column, feature by feature, sample by
-  // sample; then the labels on the root row. Payloads are filled in as samples arrive.
+  // The order of the input stream: per row, column by column, sample by sample, feature by
+  // feature; then the labels on the root row. Payloads are filled in as samples arrive.
   for (int a = 0; a < p.rows; ++a) {
     auto& q = m_pending[static_cast<size_t>(a)];
     for (int c = 0; c < p.cols; ++c) {
-      for (int k = p.off[0][static_cast<size_t>(a)]; k < p.off[0][static_cast<size_t>(a) + 1]; ++k) {
-        for (int s = 0; s < m; ++s) q.push_back({Wavelet{static_cast<uint32_t>(k), in, false}, kInput, c * m + s});
+      for (int s = 0; s < m; ++s) {
+        for (int k = p.off[0][static_cast<size_t>(a)]; k < p.off[0][static_cast<size_t>(a) + 1]; ++k) {
+          q.push_back({Wavelet{static_cast<uint32_t>(k), in, false}, kInput, c * m + s});
+        }
       }
     }
   }
