@@ -204,7 +204,9 @@ void Fabric::step_phase(int t, uint64_t now) {
   const uint64_t next = now + 1;
   auto visit = [&](Router* r) {
     r->step(now, tc);
-    if (r->has_work()) {
+    if (const uint64_t t = r->wake_at(next); t > next) {
+      tc.timed.push({t, r->id()});
+    } else if (r->has_work()) {
       r->m_active_for = next;
       tc.next.push_back(r);
     }
@@ -263,6 +265,7 @@ void Fabric::run(uint64_t cycles) {
 
 void Fabric::end_cycle(uint64_t now) {
   uint64_t moves = 0, pushed = 0, popped = 0;
+  bool timed = false;
   for (ThreadCtx& tc : m_ctx) {
     tc.active.swap(tc.next);
     tc.next.clear();
@@ -270,11 +273,21 @@ void Fabric::end_cycle(uint64_t now) {
     moves += tc.moves;
     pushed += tc.pushed;
     popped += tc.popped;
+    // Routers whose agent's busy stretch ends now rejoin (unless something woke them already).
+    while (!tc.timed.empty() && tc.timed.top().first <= now + 1) {
+      Router* r = m_routers[tc.timed.top().second].get();
+      tc.timed.pop();
+      if (r->m_active_for != now + 1) {
+        r->m_active_for = now + 1;
+        tc.active.push_back(r);
+      }
+    }
+    timed |= !tc.timed.empty();
   }
   m_cycle = now + 1;
   if (m_fault_flag.load(std::memory_order_relaxed)) throw PeFaultError(describe_faults());
   if (m_cfg.sim.watchdog_cycles == 0) return;
-  if (moves == 0 && pushed != popped) {
+  if (moves == 0 && pushed != popped && !timed) {
     if (++m_idle_cycles >= m_cfg.sim.watchdog_cycles) throw DeadlockError(describe_stuck());
   } else {
     m_idle_cycles = 0;

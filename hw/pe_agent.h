@@ -35,6 +35,10 @@ class PeAgent {
 
   // True while the agent still needs cycles (pending sends, undrained arrivals).
   virtual bool has_work() const = 0;
+  // A cycle T such that every evaluate() before T would change nothing but the agent's own busy
+  // count (it works on something whose end is already fixed), so its router may skip it until
+  // T; 0 when there is no such cycle.
+  virtual uint64_t busy_until() const { return 0; }
 
   // Wavelets consumed so far (drained from the agent's receive side).
   virtual uint64_t consumed() const = 0;

@@ -163,6 +163,13 @@ bool PeCore::waits_for_wavelet(const VecOp& op) const {
   return false;
 }
 
+// The busy cycle of evaluate()'s first line: a task waits for its next instruction with nothing
+// else in flight. Nothing arriving meanwhile changes that (arrivals only queue up).
+uint64_t PeCore::busy_until() const {
+  if (m_task >= 0 && !m_main_op.active && !m_ut_busy && !m_outq_nonempty && m_next_exec > m_last_eval + 1) return m_next_exec;
+  return 0;
+}
+
 bool PeCore::has_work() const {
   if (m_outq_nonempty) return true;
   for (uint32_t m = m_ut_busy; m; m &= m - 1) {
@@ -363,7 +370,10 @@ void PeCore::complete_main() {
 uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   // Cycles asleep inside an op waiting for a wavelet (see has_work) were stalls; a core asleep
   // with nothing to run is not evaluated and not counted, as before.
-  if (m_evaluated && now > m_last_eval + 1 && (m_main_op.active || m_ut_busy)) m_stats.stall += now - m_last_eval - 1;
+  if (m_evaluated && now > m_last_eval + 1) {
+    if (m_main_op.active || m_ut_busy) m_stats.stall += now - m_last_eval - 1;
+    else if (m_task >= 0) m_stats.busy += now - m_last_eval - 1;  // skipped busy cycles (busy_until)
+  }
   m_last_eval = now;
   m_evaluated = true;
   // The common busy cycle: a task waits for its next instruction (pipeline refill, or the end of

@@ -39,6 +39,7 @@ class PeCore : public PeAgent {
   uint32_t send_colors() const override { return m_send_colors; }
   uint32_t receive_colors() const override { return m_receive_colors; }
   bool has_work() const override;
+  uint64_t busy_until() const override;
   uint64_t consumed() const override { return m_consumed; }
 
   // Host access to SRAM (loading inputs, reading results) between cycles.

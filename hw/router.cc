@@ -96,6 +96,20 @@ void Router::reset_stats() {
   }
 }
 
+uint64_t Router::wake_at(uint64_t next) const {
+  if (!m_agent || (m_occupancy && !m_can_sleep)) return 0;
+  if (m_has_chan) {
+    for (int p : {kEast, kWest}) {
+      const EdgeChannel* ch = m_chan[p];
+      if (!ch || !ch->has_inject_work()) continue;
+      // A channel's offer waits only on this router's full buffer (freed by this router alone).
+      const Wavelet* o = ch->fabric_offer(next);
+      if (!o || !((m_full_in[p] >> o->color) & 1)) return 0;
+    }
+  }
+  return m_agent->busy_until();
+}
+
 // A router sleeps while every buffered head waits for a credit or for a full core queue (and
 // the core itself has nothing to do): only an arrival or a returned credit can change that, and
 // both wake it (the sender posts them with a wake-up). Credits still owed keep nobody awake.
@@ -306,11 +320,12 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
   // 4. The ramp link from the agent and the host channels on edge ports each carry one wavelet.
   if (m_agent) {
     Wavelet w;
+    const uint32_t full_before = m_want[kRamp] ? m_agent->full_colors() : 0;
     const uint32_t r = m_agent->evaluate(now, ramp_full, &w);
-    if (r) {
-      ++tc.moves;
-      changed = true;
-    }
+    if (r) ++tc.moves;
+    // The agent matters to this router's heads only through what it offers and the room in its
+    // queues (heads waiting for the ramp).
+    if ((r & PeAgent::kOffered) || (m_want[kRamp] && m_agent->full_colors() != full_before)) changed = true;
     if (r & PeAgent::kOffered) {
       push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.ramp_latency), now);
       ++tc.injected;

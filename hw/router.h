@@ -4,7 +4,10 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <queue>
+#include <utility>
 #include <vector>
 
 #include "hw/bit_counters.h"
@@ -47,6 +50,9 @@ struct ColorCounters {
 // Per-thread scratch of the cycle loop: active lists and counters, padded against false sharing.
 struct alignas(64) ThreadCtx {
   std::vector<Router*> active, next, wake;
+  // Routers asleep until a cycle (their agent's busy stretch), earliest first: (cycle, router id).
+  std::priority_queue<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint64_t, uint32_t>>,
+                      std::greater<std::pair<uint64_t, uint32_t>>> timed;
   uint64_t injected = 0;   // wavelets entering router buffers from an agent or a channel
   uint64_t delivered = 0;  // wavelets leaving the fabric to an agent or a channel
   uint64_t pushed = 0, popped = 0;  // router buffer pushes and pops (in flight = pushed - popped)
@@ -85,6 +91,10 @@ class Router {
   // same cycle, so any visiting order and thread split give the same result.
   void step(uint64_t now, ThreadCtx& tc);
   bool has_work() const;
+  // When the router's only work is its agent's fixed busy stretch: the cycle to visit it again
+  // (it sleeps until then unless an arrival, a credit or the host wakes it); 0 otherwise.
+  // `next` is the next cycle.
+  uint64_t wake_at(uint64_t next) const;
 
   // Activity bookkeeping, owned by the fabric's cycle loop (only the owner thread touches it).
   uint8_t m_owner = 0;                     // thread that steps this router
