@@ -82,15 +82,7 @@ void write_checkpoint(const std::string& src, const std::string& dst, const Kern
 // The state a checkpoint holds: weights (the graph's initializers), momentum (NAME.momentum),
 // step and seed (metadata). Throws ConfigError for anything missing or inconsistent.
 ModelState restore_checkpoint(const OnnxModel& m, const KernelGraph& g, const TrainConfig& c, uint64_t* seed) {
-  auto meta = [&](const char* k) -> long long {
-    auto it = m.metadata.find(k);
-    if (it == m.metadata.end()) throw ConfigError(c.resume + " is not a wafersim checkpoint (no " + k + " metadata)");
-    try {
-      return std::stoll(it->second);
-    } catch (const std::exception&) {
-      throw ConfigError(c.resume + ": metadata " + k + " = '" + it->second + "' is not a number");
-    }
-  };
+  auto meta = [&](const char* k) { return checkpoint_number(m, c, k); };
   ModelState state = ModelState::from_graph(g);
   state.step = meta("wafersim.step");
   *seed = static_cast<uint64_t>(meta("wafersim.seed"));

@@ -42,6 +42,16 @@ tlm::Dataset load_data(const TrainConfig& c, bool train) {
 
 void write_text(const std::filesystem::path& p, const std::string& s) { write_file_atomic(p.string(), s); }
 
+long long checkpoint_number(const OnnxModel& m, const TrainConfig& c, const char* key) {
+  auto it = m.metadata.find(key);
+  if (it == m.metadata.end()) throw ConfigError(c.resume + " is not a wafersim checkpoint (no " + key + " metadata)");
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    throw ConfigError(c.resume + ": metadata " + key + " = '" + it->second + "' is not a number");
+  }
+}
+
 void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text) {
   std::filesystem::create_directories(c.out);
   write_text(std::filesystem::path(c.out) / "compile_report.json", report.dump(2) + "\n");

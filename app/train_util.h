@@ -9,6 +9,7 @@
 
 #include "app/options.h"
 #include "compiler/kernel_graph.h"
+#include "compiler/onnx_model.h"
 #include "tlm/dataset.h"
 
 namespace wafersim {
@@ -18,6 +19,9 @@ std::string fixed(double v, int prec);  // fixed-point with prec decimals
 void print_graph(const compiler::KernelGraph& g, std::ostream& out);
 tlm::Dataset load_data(const TrainConfig& c, bool train);  // train or test set; empty if not configured
 void write_text(const std::filesystem::path& p, const std::string& s);  // atomically
+// A numeric metadata entry of the checkpoint being resumed (c.resume); ConfigError when it is
+// missing or not a number.
+long long checkpoint_number(const compiler::OnnxModel& m, const TrainConfig& c, const char* key);
 // The compile report (JSON and text) and the resolved configuration, into c.out.
 void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text);
 

@@ -68,7 +68,7 @@ struct WsBuild {
 WsBuild build(const TrainConfig& c, const KernelGraph& g) {
   WsBuild b;
   const WsPlan plan = place_ws(g, c.hw, c.ws);
-  b.compiled = generate_ws(g, plan, asm_target(c.hw));
+  b.compiled = generate_ws(plan, asm_target(c.hw));
   b.report = ws_compile_report(g, plan, c.hw, pace_of(c, g));
   b.text = ws_report_text(b.report);
   return b;
@@ -137,16 +137,6 @@ void write_ws_checkpoint(const std::string& src, const std::string& dst, const K
                            {"wafersim.momentum", fixed(c.memx.momentum, 9)}});
 }
 
-long long meta_number(const OnnxModel& m, const TrainConfig& c, const char* k) {
-  auto it = m.metadata.find(k);
-  if (it == m.metadata.end()) throw ConfigError(c.resume + " is not a wafersim checkpoint (no " + k + " metadata)");
-  try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    throw ConfigError(c.resume + ": metadata " + k + " = '" + it->second + "' is not a number");
-  }
-}
-
 // Puts the checkpoint's optimizer state into MemoryX (the weights are already there: they are
 // the checkpoint's initializers). Returns the step it was taken after.
 long long restore_ws(const OnnxModel& m, const KernelGraph& g, const TrainConfig& c, tlm::MemoryX& mx,
@@ -156,11 +146,11 @@ long long restore_ws(const OnnxModel& m, const KernelGraph& g, const TrainConfig
     throw ConfigError(c.resume + " was written in layer-pipelined mode (its momentum is the wafer's, not MemoryX's); "
                       "resume it with --mode layer-pipelined");
   }
-  const long long step = meta_number(m, c, "wafersim.step");
-  *seed = static_cast<uint64_t>(meta_number(m, c, "wafersim.seed"));
-  if (meta_number(m, c, "wafersim.batch") != c.ws.batch) {
-    throw ConfigError("the checkpoint was trained with batch " + std::to_string(meta_number(m, c, "wafersim.batch")) +
-                      "; resume with --train.batch " + std::to_string(meta_number(m, c, "wafersim.batch")));
+  const long long step = checkpoint_number(m, c, "wafersim.step");
+  *seed = static_cast<uint64_t>(checkpoint_number(m, c, "wafersim.seed"));
+  if (checkpoint_number(m, c, "wafersim.batch") != c.ws.batch) {
+    throw ConfigError("the checkpoint was trained with batch " + std::to_string(checkpoint_number(m, c, "wafersim.batch")) +
+                      "; resume with --train.batch " + std::to_string(checkpoint_number(m, c, "wafersim.batch")));
   }
   auto opt = m.metadata.find("wafersim.optimizer");
   if (opt == m.metadata.end() || opt->second != c.memx.optimizer) {
@@ -252,7 +242,7 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   const tlm::WsHostLinks links = host_links(c);
   long long first = 0;
   // The data order needs the seed before the trainer exists; a resumed run takes it from the checkpoint.
-  if (!c.resume.empty()) seed = static_cast<uint64_t>(meta_number(m, c, "wafersim.seed"));
+  if (!c.resume.empty()) seed = static_cast<uint64_t>(checkpoint_number(m, c, "wafersim.seed"));
   tlm::WsTrainer t("cluster", c.hw, g, b.compiled, train, c.norm, seed, 0, mx, c.swarmx, links);
   if (!c.resume.empty()) {
     first = restore_ws(m, g, c, mx, t, &seed);

@@ -36,7 +36,7 @@ bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activat
 // Registers: r0 0, r1 phase (0..L-1 forward layer l, L + i backward layer L-1-i), r2 sample,
 // r3 output, r4 dy pointer (backward), r10 slice length, r11 outputs, r9 the pending return read,
 // r5-r8 r13 r14 scratch.
-std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& col, int a, int c) {
+std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const int L = p.layers, m = p.m, C = p.cols;
   PeAsm as;
   as.inq(col.in);
@@ -189,7 +189,6 @@ std::string row_source(const KernelGraph& g, const WsPlan& p, const WsColors& co
     }
     as << "bm_" + P + ":" << "activate 3" << "exit";
   }
-  (void)g;
   return as.text();
 }
 
@@ -296,7 +295,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
 
 std::string ws_out_steps(int x, int y) { return "nstep." + S(x) + "." + S(y); }
 
-WsCompiled generate_ws(const KernelGraph& g, const WsPlan& p, const AsmTarget& t) {
+WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
   WsCompiled out;
   out.plan = p;
   out.inv_batch = 1.0f / static_cast<float>(p.batch);
@@ -310,7 +309,7 @@ WsCompiled generate_ws(const KernelGraph& g, const WsPlan& p, const AsmTarget& t
   const int C = p.cols, R = p.rows, m = p.m;
   for (int a = 0; a < R; ++a) {
     for (int c = 0; c < C; ++c) {
-      const int img = kernels::intern_image(prog, "ws_row", row_source(g, p, col, a, c), t);
+      const int img = kernels::intern_image(prog, "ws_row", row_source(p, col, a, c), t);
       const int y = p.row_y[static_cast<size_t>(a)];
       prog.place(c, y, img);
       const long long per_col = static_cast<long long>(p.len(0, a)) * m;

@@ -30,7 +30,7 @@ struct WsCompiled {
 };
 
 // Throws CompileError when the colors do not fit router.colors.
-WsCompiled generate_ws(const KernelGraph& g, const WsPlan& p, const AsmTarget& t);
+WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t);
 
 // Output name of a PE's step counter (fp32 count of finished minibatches).
 std::string ws_out_steps(int x, int y);

@@ -42,10 +42,9 @@ std::vector<float> ws_reference_forward(const WsPlan& p, const std::vector<std::
   return forward_all(p, w, b, x).back();
 }
 
-WsGrads ws_reference_grads(const KernelGraph& g, const WsPlan& p, const std::vector<std::vector<float>>& w,
+WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>>& w,
                            const std::vector<std::vector<float>>& b, const std::vector<const float*>& xs,
                            const std::vector<int>& labels) {
-  (void)g;
   const int L = p.layers, S = p.shard, m = p.m, C = p.cols;
   std::vector<std::vector<std::vector<float>>> acts(static_cast<size_t>(S));
   std::vector<std::vector<float>> dy(static_cast<size_t>(S));  // per sample, gradient at the current layer's output

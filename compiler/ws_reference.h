@@ -20,7 +20,7 @@ struct WsGrads {
 
 // xs: the shard's normalised samples (plan.shard of them), labels alike; w and b the current
 // weights (out x in) and biases per layer.
-WsGrads ws_reference_grads(const KernelGraph& g, const WsPlan& p, const std::vector<std::vector<float>>& w,
+WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>>& w,
                            const std::vector<std::vector<float>>& b, const std::vector<const float*>& xs,
                            const std::vector<int>& labels);
 

@@ -52,7 +52,7 @@ WsRig make_ws_rig(const MlpSpec& spec, int width, int height, int spacing, const
   CompileOptions co;
   r.graph = validate_model(import_onnx(path), co);
   const WsPlan plan = place_ws(r.graph, r.hw, o);
-  r.compiled = generate_ws(r.graph, plan, asm_target(r.hw));
+  r.compiled = generate_ws(plan, asm_target(r.hw));
   r.data = synthetic_dataset(64, static_cast<size_t>(spec.widths.front()), spec.widths.back(), 3);
   return r;
 }
@@ -97,7 +97,7 @@ void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsO
         labels.push_back(r.data.labels[idx]);
       }
       for (auto& x : xs) ptrs.push_back(x.data());
-      per.push_back(ws_reference_grads(r.graph, p, w, b, ptrs, labels));
+      per.push_back(ws_reference_grads(p, w, b, ptrs, labels));
     }
     auto tree = [&](auto get, size_t n) {
       std::vector<const float*> parts;
