@@ -345,10 +345,15 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   if (c.eval && test.count > 0) {
     const auto w = t.weights(), bs = t.biases();
     long long right = 0;
-    std::vector<float> x(test.features);
+    std::vector<float> xn(test.count * test.features);
+    std::vector<const float*> xs(test.count);
     for (size_t i = 0; i < test.count; ++i) {
-      for (size_t k = 0; k < x.size(); ++k) x[k] = c.norm.apply(test.sample(i)[k]);
-      const auto z = ws_reference_forward(b.compiled.plan, w, bs, x.data());
+      for (size_t k = 0; k < test.features; ++k) xn[i * test.features + k] = c.norm.apply(test.sample(i)[k]);
+      xs[i] = &xn[i * test.features];
+    }
+    const auto zs = ws_reference_forward_batch(b.compiled.plan, w, bs, xs);
+    for (size_t i = 0; i < test.count; ++i) {
+      const auto& z = zs[i];
       right += static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin()) == test.labels[i];
     }
     const double acc = 100.0 * static_cast<double>(right) / static_cast<double>(test.count);

@@ -33,9 +33,14 @@ bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activat
 //   forward:  acc[s] = sum_k wbuf[k] * X[s][k]  (vmul + vsum per sample), chained south;
 //   backward: dx[s][:] += dy[o][s] * wbuf and dwrow += dy[o][s] * X[s][:] (vaxpy per sample),
 //             dwrow reduced west along the row.
+// Double buffering: while output o computes, microthread 2 reads output o+1's weights into the
+// other wbuf, and its completion starts o+1's work (the first output of a pass reads its own);
+// in backward passes microthread 3 sends output o's dW row west from one dwrow while o+1
+// accumulates into the other (issuing a send waits for the previous one). Buffers, in one block
+// `wbdw` of 4 x the longest slice: wbuf 0, wbuf 1, dwrow 0, dwrow 1 (also the forward scratch t).
 // Registers: r0 0, r1 phase (0..L-1 forward layer l, L + i backward layer L-1-i), r2 sample,
 // r3 output, r4 dy pointer (backward), r10 slice length, r11 outputs, r9 the pending return read,
-// r5-r8 r13 r14 scratch.
+// r12 this output's wbuf, r15 the other, r5-r8 r13 r14 scratch.
 std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const int L = p.layers, m = p.m, C = p.cols;
   PeAsm as;
@@ -58,9 +63,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as.data(".space dy, fp32, " + S(maxdy));
   if (maxdx) as.data(".space dx, fp32, " + S(maxdx));
   if (ones) as.data(".space ones, fp32, " + S(maxdx));
-  as.data(".space wbuf, fp32, " + S(maxni));
-  as.data(".space dwrow, fp32, " + S(maxni));
-  as.data(".space t, fp32, " + S(maxni));
+  as.data(".space wbdw, fp32, " + S(4LL * maxni));
+  const long long B4 = 4LL * maxni;  // bytes of one buffer in wbdw
   as.data(".space dummy, fp32, 1");
   as.data(".space cfg, i32, 2");
   as.data(".space nupd, fp32, 1");
@@ -69,9 +73,10 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const int eout = col.east[c % 2], ein = c + 1 < C ? col.east[(c + 1) % 2] : -1;
   const uint32_t um = static_cast<uint32_t>(m);
   as << "init:";
-  const std::string dW = as.fin(col.w, 1), dWb = as.mem("wbuf", 1), dXs = as.mem("X0", 1), dT = as.mem("t", 1);
+  const std::string dW = as.fin(col.w, 1), dWb = as.mem("wbdw", 1), dXs = as.mem("X0", 1), dT = as.mem("wbdw", 1);
+  const std::string dWs = as.fin(col.w, 1), dWa = as.mem("wbdw", 1);  // the prefetch: source, destination
   const std::string dAcc = as.mem("acc", um), dChO = as.fout(chout, um), dChI = a > 0 ? as.fin(chin, um) : "";
-  const std::string dDxs = maxdx ? as.mem("dx", 1) : "", dDwr = as.mem("dwrow", 1), dEO = as.fout(eout, 1);
+  const std::string dDxs = maxdx ? as.mem("dx", 1) : "", dDwr = as.mem("wbdw", 1), dEO = as.fout(eout, 1);
   const std::string dEI = c + 1 < C ? as.fin(ein, 1) : "";
   const std::string dIn = as.fin(col.in, 1), dDisc = as.mem("dummy", 1, 0), dTake = as.mem("X0", 1);
   const std::string dRet = as.fin(col.ret, 1), dRetBuf = as.mem("dy", 1);
@@ -79,14 +84,15 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dGI = a > 0 ? as.fin(chin, 1) : "", dGO = as.fout(chout, 1), dGx = maxdx ? as.mem("dx", um) : "";
   const std::string dAll = maxdx ? as.mem("dx", 1) : "", dAllY = as.mem("X0", 1);
   const std::string dTmp = as.mem("dy", 1), dOnes = ones ? as.mem("ones", 1) : "";
-  as << "li r0, 0" << "li r1, 0" << "li r3, 0";
+  const std::string dFence = as.mem("dummy", 1);
+  as << "li r0, 0" << "li r1, 0" << "li r3, 0" << "li r13, wbdw+" + S(3 * B4) << "dbase " + dT + ", r13";
   if (ones) as << "li r13, " + S(maxdx) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
   as << "activate 1" << "exit";
 
   // Loop bounds and vector lengths of layer l's passes.
   auto set_layer = [&](int l) {
     as << "li r10, " + S(p.len(l, a)) << "li r11, " + S(p.width[static_cast<size_t>(l) + 1]) << "li r3, 0" << "li r4, dy";
-    for (const std::string& d : {dW, dWb, dXs, dT, dDwr, dEO}) as << "dlen " + d + ", r10";
+    for (const std::string& d : {dW, dWs, dWb, dWa, dXs, dT, dDwr, dEO}) as << "dlen " + d + ", r10";
     if (maxdx) as << "dlen " + dDxs + ", r10";
     if (c + 1 < C) as << "dlen " + dEI + ", r10";
   };
@@ -129,6 +135,15 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as << "activate 3" << "exit";
   }
 
+  // This output's weights: the first of a pass reads them into wbuf 0, later ones were
+  // prefetched into r12's buffer; then the next output's prefetch starts (none after the last).
+  auto weights = [&](const std::string& tag) {
+    as << "bne r3, r0, wh_" + tag << "li r12, wbdw" << "li r15, wbdw+" + S(B4) << "dbase " + dWb + ", r12"
+       << "vmov.fp32 " + dWb + ", " + dW << "wh_" + tag + ":" << "addi r13, r3, 1" << "beq r13, r11, wn_" + tag
+       << "dbase " + dWa + ", r15" << "vmov.fp32 " + dWa + ", " + dWs + ", async=2, done=activate:3" << "wn_" + tag + ":"
+       << "dbase " + dWb + ", r12";
+  };
+
   // One output's work.
   as << "work:" << "beq r1, r0, ph_0";
   for (int ph = 2 * L - 1; ph >= 1; --ph) {
@@ -138,30 +153,38 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   for (int l = 0; l < L; ++l) {
     const long long row4 = 4LL * p.len(l, a);
     const std::string L_ = S(l);
-    as << "ph_" + L_ + ":" << "vmov.fp32 " + dWb + ", " + dW << "li r13, X" + L_ << "dbase " + dXs + ", r13" << "li r2, 0"
-       << "li r5, acc";
+    as << "ph_" + L_ + ":";
+    weights("f" + L_);
+    as << "li r13, X" + L_ << "dbase " + dXs + ", r13" << "li r2, 0" << "li r5, acc";
     as << "fs_" + L_ + ":" << "vmul.fp32 " + dT + ", " + dWb + ", " + dXs << "vsum.fp32 r13, " + dT << "st32 [r5], r13"
        << "addi r5, r5, 4" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m) << "bne r2, r14, fs_" + L_;
     if (a == 0) as << "vmov.fp32 " + dChO + ", " + dAcc;
     else as << "vadd.fp32 " + dChO + ", " + dChI + ", " + dAcc;
+    as << "mov r13, r12" << "mov r12, r15" << "mov r15, r13";
     as << "addi r3, r3, 1" << "bne r3, r11, fm_" + L_ << "li r1, " + S(l + 1);
     set_layer(l + 1 < L ? l + 1 : L - 1);
-    as << "exit" << "fm_" + L_ + ":" << "activate 3" << "exit";
+    as << "exit" << "fm_" + L_ + ":" << "exit";  // the prefetch's completion starts the next output
   }
   for (int l = L - 1; l >= 0; --l) {
     const int ph = 2 * L - 1 - l;
     const int nI = p.len(l, a);
     const long long row4 = 4LL * nI;
     const std::string P = S(ph);
-    as << "ph_" + P + ":" << "vmov.fp32 " + dWb + ", " + dW << "li r13, X" + S(l) << "dbase " + dXs + ", r13" << "li r2, 0";
+    as << "ph_" + P + ":";
+    weights("b" + P);
+    as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
+    as << "li r13, X" + S(l) << "dbase " + dXs + ", r13" << "li r2, 0";
     if (l > 0) as << "li r13, dx" << "dbase " + dDxs + ", r13";
     as << "bs_" + P + ":" << "ld32 r13, [r4]" << "addi r4, r4, 4";
     if (l > 0) as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13" << "daddb " + dDxs + ", " + S(row4);
     as << "vaxpy.fp32 " + dDwr + ", " + dXs + ", r13" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m)
        << "bne r2, r14, bs_" + P;
-    if (c + 1 == C) as << "vmov.fp32 " + dEO + ", " + dDwr;
-    else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + dDwr;
-    as << "vfill.fp32 " + dDwr + ", r0" << "addi r3, r3, 1" << "bne r3, r11, bm_" + P;
+    // The dW row leaves west: asynchronously while outputs follow; the last one synchronously,
+    // after a one-element op on microthread 3 has waited out the previous send.
+    const std::string send = c + 1 == C ? "vmov.fp32 " + dEO + ", " + dDwr : "vadd.fp32 " + dEO + ", " + dEI + ", " + dDwr;
+    as << "mov r13, r12" << "mov r12, r15" << "mov r15, r13";
+    as << "addi r3, r3, 1" << "bne r3, r11, bm_" + P;
+    as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3" << send;
     if (l == 0) {
       as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
          << "activate 1" << "exit";
@@ -187,7 +210,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       set_layer(l - 1);
       as << "exit";
     }
-    as << "bm_" + P + ":" << "activate 3" << "exit";
+    as << "bm_" + P + ":" << send + ", async=3" << "exit";  // the prefetch's completion starts the next output
   }
   return as.text();
 }

@@ -98,13 +98,16 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   auto row_bytes = [&](long m) {
     long worst = 0;
     for (int a = 0; a < rows; ++a) {
-      long x = 0, dx = 0, dy = 0;
+      long x = 0, dx = 0, dy = 0, ni = 1;
       for (int l = 0; l < L; ++l) {
         x += p.len(l, a) * m;
         if (l > 0) dx = std::max(dx, p.len(l, a) * m);
         dy = std::max(dy, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
+        ni = std::max(ni, static_cast<long>(p.len(l, a)));
       }
-      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 3 * m + 8));
+      // X of every layer, dx and its activation scratch, the gathered dy, acc, two weight
+      // buffers and two dW rows (ws_codegen.cc), a few words.
+      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + m + 4 * ni + 8));
     }
     return worst;
   };
@@ -159,8 +162,12 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     const double per_row = static_cast<double>(maxlen) * d.out;
     e.stream_cycles = per_row / p.channel_rate;
     const double ni = maxlen;
-    e.fwd_cycles = d.out * (ni + m * (ni / fmac + ni / add + kPerSample) + kPerOutput + m / add) + rows * 2.0;
-    e.bwd_cycles = d.out * (ni + m * ((l > 0 ? 2 : 1) * 2.0 * ni / fmac + kPerSample) + 2.0 * ni / add + kPerOutput) + rows * 2.0;
+    // Per output: the vector ops per sample, the chain or the dW row's clearing, the dispatch.
+    // The weight row is read (and, backward, the dW row sent) by microthreads while the
+    // previous output computes, so only the pass's first read is on the critical path; the
+    // reads' pace is the stream bound (max in ws_compile_report).
+    e.fwd_cycles = ni + d.out * (m * (ni / fmac + ni / add + kPerSample) + kPerOutput + m / add) + rows * 2.0;
+    e.bwd_cycles = ni + d.out * (m * ((l > 0 ? 2 : 1) * 2.0 * ni / fmac + kPerSample) + ni / add + kPerOutput) + rows * 2.0;
     // Down the columns to the root and back up to the first row, a router hop and a buffer per
     // row on the way, plus a vector op per feature row.
     e.turn_cycles = 2.0 * (p.root_y - p.row_y.front()) * (hw.router.hop_latency + 2) + rows * (m / add + kPerOutput);

@@ -1,5 +1,6 @@
 #include "compiler/ws_reference.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "compiler/reference.h"
@@ -40,6 +41,54 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
 std::vector<float> ws_reference_forward(const WsPlan& p, const std::vector<std::vector<float>>& w,
                                         const std::vector<std::vector<float>>& b, const float* x) {
   return forward_all(p, w, b, x).back();
+}
+
+std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, const std::vector<std::vector<float>>& w,
+                                                           const std::vector<std::vector<float>>& b,
+                                                           const std::vector<const float*>& xs) {
+  constexpr size_t kBlock = 16;  // samples side by side
+  const size_t n = xs.size();
+  const int L = p.layers;
+  std::vector<std::vector<float>> out(n);
+  std::vector<float> in, next, part(kBlock), sum(kBlock);
+  for (size_t s0 = 0; s0 < n; s0 += kBlock) {
+    const size_t nb = std::min(kBlock, n - s0);
+    // Activations feature-major: in[k * kBlock + s].
+    in.assign(static_cast<size_t>(p.width[0]) * kBlock, 0.0f);
+    for (size_t s = 0; s < nb; ++s) {
+      for (int k = 0; k < p.width[0]; ++k) in[static_cast<size_t>(k) * kBlock + s] = xs[s0 + s][k];
+    }
+    for (int l = 0; l < L; ++l) {
+      const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+      const float* W = w[static_cast<size_t>(l)].data();
+      const auto& off = p.off[static_cast<size_t>(l)];
+      next.assign(static_cast<size_t>(no) * kBlock, 0.0f);
+      for (int o = 0; o < no; ++o) {
+        for (int a = 0; a < p.rows; ++a) {
+          std::fill(part.begin(), part.end(), 0.0f);
+          for (int k = off[static_cast<size_t>(a)]; k < off[static_cast<size_t>(a) + 1]; ++k) {
+            const float wk = W[static_cast<size_t>(o) * ni + k];
+            const float* x = &in[static_cast<size_t>(k) * kBlock];
+            for (size_t s = 0; s < kBlock; ++s) part[s] = part[s] + wk * x[s];
+          }
+          for (size_t s = 0; s < kBlock; ++s) sum[s] = a == 0 ? part[s] : sum[s] + part[s];
+        }
+        const float bo = b[static_cast<size_t>(l)][static_cast<size_t>(o)];
+        for (size_t s = 0; s < kBlock; ++s) {
+          const float pre = sum[s] + bo;
+          next[static_cast<size_t>(o) * kBlock + s] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre) : pre;
+        }
+      }
+      in.swap(next);
+    }
+    const int no = p.width[static_cast<size_t>(L)];
+    for (size_t s = 0; s < nb; ++s) {
+      auto& z = out[s0 + s];
+      z.resize(static_cast<size_t>(no));
+      for (int o = 0; o < no; ++o) z[static_cast<size_t>(o)] = in[static_cast<size_t>(o) * kBlock + s];
+    }
+  }
+  return out;
 }
 
 WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>>& w,
