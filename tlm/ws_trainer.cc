@@ -297,44 +297,6 @@ struct WsTrainer::Port : sc_core::sc_module {
   }
 };
 
-// Input worker w of a system: per minibatch it reads the samples s of the shard with
-// s % workers == w in the run's order, normalises them and WRITEs each to the port, one after
-// the other at its stream's rate (annotated delays: loosely timed). The port multiplexes the
-// workers into the input stream in sample order, so a slow worker starves it.
-struct WsTrainer::Worker : sc_core::sc_module {
-  tlm_utils::simple_initiator_socket<Worker> out;
-  WsTrainer* owner;
-  int system, index;
-
-  SC_HAS_PROCESS(Worker);
-  Worker(sc_core::sc_module_name n, WsTrainer* o, int sys, int w) : sc_module(n), out("out"), owner(o), system(sys), index(w) {
-    SC_THREAD(run);
-  }
-  void run() {
-    const WsPlan& p = owner->m_c.plan;
-    const WsHostLinks& l = owner->m_links;
-    const double gbps = index == 0 && l.slow_worker_gbps > 0 ? l.slow_worker_gbps : l.worker_gbps;
-    const int W = l.workers;
-    std::vector<float> buf(static_cast<size_t>(p.width[0]) + 1);
-    for (;;) {
-      sc_core::wait(owner->m_start);
-      sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-      for (int s = index; s < p.shard; s += W) {
-        const size_t idx = owner->m_order->sample_at(owner->m_step * p.batch + static_cast<long long>(system) * p.shard + s);
-        const float* x = owner->m_data.sample(idx);
-        for (int k = 0; k < p.width[0]; ++k) buf[static_cast<size_t>(k)] = owner->m_order->normalize().apply(x[k]);
-        const int32_t label = owner->m_data.labels[idx];
-        std::memcpy(&buf.back(), &label, 4);
-        d += sc_core::sc_time(static_cast<double>(buf.size()) * 32.0 / gbps, sc_core::SC_NS);
-        ::tlm::tlm_generic_payload t;
-        detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, static_cast<uint64_t>(s), buf.data(), buf.size() * 4);
-        out->b_transport(t, d);
-        if (t.is_response_error() && owner->m_error.empty()) owner->m_error = "input worker: the port refused a sample";
-      }
-    }
-  }
-};
-
 WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const compiler::KernelGraph& g,
                      const compiler::WsCompiled& c, const Dataset& data, const Normalize& norm, uint64_t seed,
                      long long first_step, MemoryX& memx, const SwarmXConfig& swarmx, const WsHostLinks& links)
@@ -372,8 +334,16 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
     m_swarmx->to_systems.bind(m_ports.back()->weights_in);
     m_ports.back()->grads_out.bind(m_swarmx->from_systems);
     for (int w = 0; w < std::max(1, links.workers); ++w) {
-      m_workers.push_back(std::make_unique<Worker>(("worker" + std::to_string(i) + "_" + std::to_string(w)).c_str(), this, i, w));
-      m_workers.back()->out.bind(m_ports.back()->inputs_in);
+      InputStreamConfig ic;
+      ic.system = i;
+      ic.index = w;
+      ic.workers = std::max(1, links.workers);
+      ic.shard = p.shard;
+      ic.batch = p.batch;
+      ic.gbps = w == 0 && links.slow_worker_gbps > 0 ? links.slow_worker_gbps : links.worker_gbps;
+      m_workers.push_back(std::make_unique<InputStream>(("worker" + std::to_string(i) + "_" + std::to_string(w)).c_str(), m_data,
+                                                        *m_order, ic, m_start, m_step));
+      m_workers.back()->socket.bind(m_ports.back()->inputs_in);
     }
   }
   m_limit = static_cast<uint64_t>(20 * p.cycles_per_batch()) + 1000000;
@@ -473,6 +443,9 @@ void WsTrainer::chief() {
         if (t.is_response_error()) throw std::runtime_error("SwarmX broadcast of pass " + std::to_string(ps) + " failed");
       }
       while (m_done < N) sc_core::wait(m_all_done);
+      for (const auto& w : m_workers) {
+        if (m_error.empty() && !w->error().empty()) m_error = w->error();
+      }
       if (!m_error.empty()) throw std::runtime_error(m_error);
       c0 = Clock::now();
       const float total = m_memx.gradient(m_loss_id)[0];

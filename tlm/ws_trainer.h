@@ -28,6 +28,7 @@
 #include "compiler/ws_codegen.h"
 #include "firmware/program.h"
 #include "hw/fabric.h"
+#include "tlm/input_stream.h"
 #include "tlm/input_worker.h"
 #include "tlm/memoryx.h"
 #include "tlm/swarmx.h"
@@ -175,7 +176,6 @@ class WsTrainer : public sc_core::sc_module {
 
  private:
   struct Port;    // a system's bridge: SwarmX's broadcast and the input workers' samples in, gradients out
-  struct Worker;  // an input worker of a system: streams its share of the shard into the port
   void chief();
   void runner(int i);
   uint64_t cycle_of(const sc_core::sc_time& t) const;
@@ -190,7 +190,7 @@ class WsTrainer : public sc_core::sc_module {
   std::vector<std::unique_ptr<WsSystem>> m_sys;
   std::unique_ptr<SwarmX> m_swarmx;
   std::vector<std::unique_ptr<Port>> m_ports;
-  std::vector<std::unique_ptr<Worker>> m_workers;
+  std::vector<std::unique_ptr<InputStream>> m_workers;  // W per system
   std::vector<int> m_wid, m_bid;
   int m_loss_id = -1;
   long long m_step = 0;
