@@ -351,7 +351,7 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
       for (size_t k = 0; k < test.features; ++k) xn[i * test.features + k] = c.norm.apply(test.sample(i)[k]);
       xs[i] = &xn[i * test.features];
     }
-    const auto zs = ws_reference_forward_batch(b.compiled.plan, w, bs, xs);
+    const auto zs = ws_reference_forward_batch(b.compiled.plan, w, bs, xs, c.hw.sim.threads);
     for (size_t i = 0; i < test.count; ++i) {
       const auto& z = zs[i];
       right += static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin()) == test.labels[i];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "compiler/reference.h"
 
@@ -45,49 +46,59 @@ std::vector<float> ws_reference_forward(const WsPlan& p, const std::vector<std::
 
 std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, const std::vector<std::vector<float>>& w,
                                                            const std::vector<std::vector<float>>& b,
-                                                           const std::vector<const float*>& xs) {
-  constexpr size_t kBlock = 16;  // samples side by side
+                                                           const std::vector<const float*>& xs, int threads) {
+  constexpr size_t kBlock = 64;  // samples side by side: independent chains for the vector unit
   const size_t n = xs.size();
   const int L = p.layers;
   std::vector<std::vector<float>> out(n);
-  std::vector<float> in, next, part(kBlock), sum(kBlock);
-  for (size_t s0 = 0; s0 < n; s0 += kBlock) {
-    const size_t nb = std::min(kBlock, n - s0);
-    // Activations feature-major: in[k * kBlock + s].
-    in.assign(static_cast<size_t>(p.width[0]) * kBlock, 0.0f);
-    for (size_t s = 0; s < nb; ++s) {
-      for (int k = 0; k < p.width[0]; ++k) in[static_cast<size_t>(k) * kBlock + s] = xs[s0 + s][k];
-    }
-    for (int l = 0; l < L; ++l) {
-      const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
-      const float* W = w[static_cast<size_t>(l)].data();
-      const auto& off = p.off[static_cast<size_t>(l)];
-      next.assign(static_cast<size_t>(no) * kBlock, 0.0f);
-      for (int o = 0; o < no; ++o) {
-        for (int a = 0; a < p.rows; ++a) {
-          std::fill(part.begin(), part.end(), 0.0f);
-          for (int k = off[static_cast<size_t>(a)]; k < off[static_cast<size_t>(a) + 1]; ++k) {
-            const float wk = W[static_cast<size_t>(o) * ni + k];
-            const float* x = &in[static_cast<size_t>(k) * kBlock];
-            for (size_t s = 0; s < kBlock; ++s) part[s] = part[s] + wk * x[s];
-          }
-          for (size_t s = 0; s < kBlock; ++s) sum[s] = a == 0 ? part[s] : sum[s] + part[s];
-        }
-        const float bo = b[static_cast<size_t>(l)][static_cast<size_t>(o)];
-        for (size_t s = 0; s < kBlock; ++s) {
-          const float pre = sum[s] + bo;
-          next[static_cast<size_t>(o) * kBlock + s] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre) : pre;
-        }
+  const size_t blocks = (n + kBlock - 1) / kBlock;
+  // Thread t takes blocks t, t + T, ...; every sample's arithmetic is the same whoever runs it.
+  auto work = [&](size_t first, size_t step) {
+    std::vector<float> in, next;
+    alignas(32) float part[kBlock], sum[kBlock];
+    for (size_t bi = first; bi < blocks; bi += step) {
+      const size_t s0 = bi * kBlock, nb = std::min(kBlock, n - s0);
+      // Activations feature-major: in[k * kBlock + s].
+      in.assign(static_cast<size_t>(p.width[0]) * kBlock, 0.0f);
+      for (size_t s = 0; s < nb; ++s) {
+        for (int k = 0; k < p.width[0]; ++k) in[static_cast<size_t>(k) * kBlock + s] = xs[s0 + s][k];
       }
-      in.swap(next);
+      for (int l = 0; l < L; ++l) {
+        const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+        const float* W = w[static_cast<size_t>(l)].data();
+        const auto& off = p.off[static_cast<size_t>(l)];
+        next.assign(static_cast<size_t>(no) * kBlock, 0.0f);
+        for (int o = 0; o < no; ++o) {
+          for (int a = 0; a < p.rows; ++a) {
+            for (size_t s = 0; s < kBlock; ++s) part[s] = 0.0f;
+            for (int k = off[static_cast<size_t>(a)]; k < off[static_cast<size_t>(a) + 1]; ++k) {
+              const float wk = W[static_cast<size_t>(o) * ni + k];
+              const float* x = &in[static_cast<size_t>(k) * kBlock];
+              for (size_t s = 0; s < kBlock; ++s) part[s] = part[s] + wk * x[s];
+            }
+            for (size_t s = 0; s < kBlock; ++s) sum[s] = a == 0 ? part[s] : sum[s] + part[s];
+          }
+          const float bo = b[static_cast<size_t>(l)][static_cast<size_t>(o)];
+          for (size_t s = 0; s < kBlock; ++s) {
+            const float pre = sum[s] + bo;
+            next[static_cast<size_t>(o) * kBlock + s] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre) : pre;
+          }
+        }
+        in.swap(next);
+      }
+      const int no = p.width[static_cast<size_t>(L)];
+      for (size_t s = 0; s < nb; ++s) {
+        auto& z = out[s0 + s];
+        z.resize(static_cast<size_t>(no));
+        for (int o = 0; o < no; ++o) z[static_cast<size_t>(o)] = in[static_cast<size_t>(o) * kBlock + s];
+      }
     }
-    const int no = p.width[static_cast<size_t>(L)];
-    for (size_t s = 0; s < nb; ++s) {
-      auto& z = out[s0 + s];
-      z.resize(static_cast<size_t>(no));
-      for (int o = 0; o < no; ++o) z[static_cast<size_t>(o)] = in[static_cast<size_t>(o) * kBlock + s];
-    }
-  }
+  };
+  const size_t T = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(1, threads)), blocks));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < T; ++t) pool.emplace_back(work, t, T);
+  work(0, T);
+  for (auto& th : pool) th.join();
   return out;
 }
 

@@ -28,11 +28,11 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
 std::vector<float> ws_reference_forward(const WsPlan& p, const std::vector<std::vector<float>>& w,
                                         const std::vector<std::vector<float>>& b, const float* x);
 
-// Logits of many samples (n values each, sample-major), each bit-identical to
-// ws_reference_forward of that sample; the samples are processed side by side, so the loops
-// vectorise across them (the evaluation of a large model on the test set).
+// Logits of many samples, each bit-identical to ws_reference_forward of that sample; the
+// samples are processed side by side, so the loops vectorise across them, on `threads` host
+// threads (the evaluation of a large model on the test set).
 std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, const std::vector<std::vector<float>>& w,
                                                            const std::vector<std::vector<float>>& b,
-                                                           const std::vector<const float*>& xs);
+                                                           const std::vector<const float*>& xs, int threads = 1);
 
 }  // namespace wafersim::compiler

@@ -82,13 +82,13 @@ void WsSystem::start_step() {
     for (int c = 0; c < p.cols; ++c) {
       for (int s = 0; s < m; ++s) {
         for (int k = p.off[0][static_cast<size_t>(a)]; k < p.off[0][static_cast<size_t>(a) + 1]; ++k) {
-          q.push_back({Wavelet{static_cast<uint32_t>(k), in, false}, kInput, c * m + s});
+          q.push_back({static_cast<uint32_t>(k), static_cast<uint16_t>(c * m + s), in, kInput});
         }
       }
     }
   }
   auto& r = m_pending.back();
-  for (int s = 0; s < p.shard; ++s) r.push_back({Wavelet{~0u, in, false}, kInput, s});
+  for (int s = 0; s < p.shard; ++s) r.push_back({~0u, static_cast<uint16_t>(s), in, kInput});
   m_rr = 0;
   m_wbudget = m_ibudget = m_gbudget = 0;
   m_queued = 0;
@@ -110,12 +110,12 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
     auto& q = m_pending[static_cast<size_t>(a)];
     for (int o = 0; o < no; ++o) {
       for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
-        q.push_back({Wavelet{bits(W[static_cast<size_t>(o) * ni + k]), wc, false}, kWeight, ps});
+        q.push_back({bits(W[static_cast<size_t>(o) * ni + k]), static_cast<uint16_t>(ps), wc, kWeight});
       }
     }
   }
   if (b) {
-    for (int o = 0; o < no; ++o) m_pending.back().push_back({Wavelet{bits(b[o]), in, false}, kWeight, ps});
+    for (int o = 0; o < no; ++o) m_pending.back().push_back({bits(b[o]), static_cast<uint16_t>(ps), in, kWeight});
   }
   m_pass_from[static_cast<size_t>(ps)] = from;
   m_queued = std::max(m_queued, ps + 1);
@@ -161,7 +161,7 @@ bool WsSystem::cycle() {
         late_kind = it.kind;
         break;
       }
-      Wavelet w = it.w;
+      Wavelet w{it.payload, it.color, false};
       if (it.kind == kInput) {
         w.payload = w.payload == ~0u ? static_cast<uint32_t>(m_label[static_cast<size_t>(it.pass)])
                                      : bits(m_x[static_cast<size_t>(it.pass)][w.payload]);

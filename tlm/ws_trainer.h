@@ -106,11 +106,14 @@ class WsSystem {
 
  private:
   enum Kind : uint8_t { kInput, kWeight };
+  // 8 bytes: a large model's passes queue tens of millions of these (data wavelets only).
   struct Item {
-    Wavelet w;     // a weight; for inputs, w.payload is the feature index (or ~0u: the label)
+    uint32_t payload;  // a weight; for inputs, the feature index (or ~0u: the label)
+    uint16_t pass;     // weight pass; for inputs, the sample (< 65536: one descriptor's length)
+    uint8_t color;
     Kind kind;
-    int pass;      // weight pass; for inputs, the sample
   };
+  static_assert(sizeof(Item) == 8, "Item stays packed");
   std::vector<std::vector<float>> m_x;  // this minibatch's samples, as they arrive
   std::vector<int> m_label;
   std::vector<uint64_t> m_sample_from;  // cycle each sample may enter (max: not yet arrived)

@@ -136,7 +136,8 @@ void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsO
 }
 
 // The test-set evaluation's batched forward gives every sample the single-sample forward's
-// logits bit for bit (a count that is not a multiple of its block of 16, rows of unequal slices).
+// logits bit for bit (a count that is not a multiple of its block of 64, two threads, rows of
+// unequal slices).
 TEST(WsReference, BatchedForwardEqualsOneSampleForward) {
   WsOptions o;
   o.batch = 4;
@@ -148,8 +149,8 @@ TEST(WsReference, BatchedForwardEqualsOneSampleForward) {
     b.push_back(layer.b);
   }
   std::vector<const float*> xs;
-  for (size_t i = 0; i < 37; ++i) xs.push_back(r.data.sample(i));
-  const auto zs = ws_reference_forward_batch(p, w, b, xs);
+  for (size_t i = 0; i < 150; ++i) xs.push_back(r.data.sample(i % r.data.count));  // 3 blocks of 64, 2 threads
+  const auto zs = ws_reference_forward_batch(p, w, b, xs, 2);
   ASSERT_EQ(zs.size(), xs.size());
   for (size_t i = 0; i < xs.size(); ++i) {
     const auto z = ws_reference_forward(p, w, b, xs[i]);
