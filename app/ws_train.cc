@@ -43,6 +43,7 @@ tlm::WsHostLinks host_links(const TrainConfig& c) {
 WsHostPace pace_of(const TrainConfig& c, const KernelGraph& g) {
   WsHostPace p;
   p.weights_per_cycle = host_links(c).weights_per_cycle;
+  p.read_per_cycle = c.memx.bandwidth_gbps * 1e9 / 32.0 / (c.hw.fabric.clock_mhz * 1e6);
   const int depth = tlm::SwarmX::tree_depth(c.ws.systems, c.swarmx.fanout);
   const double mhz = c.hw.fabric.clock_mhz;
   p.latency_cycles = (c.memx.latency_ns + depth * c.swarmx.node_latency_ns + c.bridge.latency_ns) * 1e-3 * mhz;

@@ -14,6 +14,7 @@ namespace {
 // more for dx, backward) and the loop's scalar instructions; docs/weight-streaming.md.
 constexpr double kPerSample = 8;     // scalar instructions of a sample's loop turn
 constexpr double kPerOutput = 14;    // dispatch, chain send, counters
+constexpr double kVaxpyBank = 1.6;   // cycles per element of a vaxpy over memory, bank conflicts included
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
 
@@ -165,12 +166,17 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     // Per output: the vector ops per sample, the chain or the dW row's clearing, the dispatch.
     // The weight row is read (and, backward, the dW row sent) by microthreads while the
     // previous output computes, so only the pass's first read is on the critical path; the
-    // reads' pace is the stream bound (max in ws_compile_report).
+    // reads' pace is the stream bound (max in ws_compile_report). A vaxpy over memory takes a
+    // cycle per element plus one when its two reads meet in a bank (kVaxpyBank on average).
+    // With several columns the dW row's send is a vadd, which needs the datapath the main
+    // thread's ops hold, so it does not overlap them.
+    const double send = p.cols > 1 ? ni / add : 0.0;
     e.fwd_cycles = ni + d.out * (m * (ni / fmac + ni / add + kPerSample) + kPerOutput + m / add) + rows * 2.0;
-    e.bwd_cycles = ni + d.out * (m * ((l > 0 ? 2 : 1) * 2.0 * ni / fmac + kPerSample) + ni / add + kPerOutput) + rows * 2.0;
+    e.bwd_cycles = ni + d.out * (m * ((l > 0 ? 2 : 1) * kVaxpyBank * ni / fmac + kPerSample) + ni / add + send + kPerOutput) +
+                   rows * 2.0;
     // Down the columns to the root and back up to the first row, a router hop and a buffer per
     // row on the way, plus a vector op per feature row.
-    e.turn_cycles = 2.0 * (p.root_y - p.row_y.front()) * (hw.router.hop_latency + 2) + rows * (m / add + kPerOutput);
+    e.turn_cycles = 2.0 * (p.root_y - p.row_y.front()) * (hw.router.hop_latency + 1) + rows * (m / add + kPerOutput);
     p.est.push_back(e);
   }
   return p;
@@ -183,24 +189,30 @@ namespace wafersim::compiler {
 nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const HwConfig& hw, const WsHostPace& pace) {
   const double f = hw.fabric.clock_mhz * 1e6;
   nlohmann::json layers = nlohmann::json::array();
-  double total = pace.latency_cycles + pace.reduce_cycles;  // with prefetch, one request latency per minibatch
+  // With prefetch, one request latency and the first layer's MemoryX READ per minibatch (later
+  // READs overlap the broadcasts before them); without, every pass waits for both.
+  const double read0 = static_cast<double>(p.est.front().weights + g.layers.front().out) / pace.read_per_cycle;
+  double total = pace.reduce_cycles + (pace.prefetch ? pace.latency_cycles + read0 : 0.0);
   for (int l = 0; l < p.layers; ++l) {
     const WsLayerEst& e = p.est[static_cast<size_t>(l)];
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     const double host = static_cast<double>(e.weights + d.out) / pace.weights_per_cycle;
-    const double stream = std::max(e.stream_cycles, host) + (pace.prefetch ? 0.0 : pace.latency_cycles);
-    const double fwd = std::max(stream, e.fwd_cycles) + e.turn_cycles, bwd = std::max(stream, e.bwd_cycles) + e.turn_cycles;
+    const double stream = std::max(e.stream_cycles, host);
+    const double wait_f = pace.prefetch ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights + d.out) / pace.read_per_cycle;
+    const double wait_b = pace.prefetch ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights) / pace.read_per_cycle;
+    const double fwd = std::max(stream + wait_f, e.fwd_cycles) + e.turn_cycles;
+    const double bwd = std::max(stream + wait_b, e.bwd_cycles) + e.turn_cycles;
     total += fwd + bwd;
     layers.push_back({{"name", d.name},
                       {"shape", S(d.out) + "x" + S(d.in)},
                       {"weights", e.weights},
-                      {"weight_stream_cycles", stream},
-                      {"weight_stream_us", stream / f * 1e6},
+                      {"weight_stream_cycles", stream + wait_f},
+                      {"weight_stream_us", (stream + wait_f) / f * 1e6},
                       {"stream_bound", e.stream_cycles >= host ? "wafer I/O channels" : "host link (MemoryX/SwarmX/bridge)"},
                       {"forward_compute_cycles", e.fwd_cycles},
                       {"backward_compute_cycles", e.bwd_cycles},
-                      {"forward_bound", stream >= e.fwd_cycles ? "weight stream" : "compute"},
-                      {"backward_bound", stream >= e.bwd_cycles ? "weight stream" : "compute"}});
+                      {"forward_bound", stream + wait_f >= e.fwd_cycles ? "weight stream" : "compute"},
+                      {"backward_bound", stream + wait_b >= e.bwd_cycles ? "weight stream" : "compute"}});
   }
   nlohmann::json r;
   r["mode"] = "weight-streaming";

@@ -70,6 +70,7 @@ struct WsPlan {
 struct WsHostPace {
   double weights_per_cycle = 1e9;
   double latency_cycles = 0;
+  double read_per_cycle = 1e9;  // MemoryX's READ rate in words per cycle (each pass reads its layer)
   double reduce_cycles = 0;  // the gradients' reduction through SwarmX into MemoryX after the last result
   bool prefetch = true;
 };

@@ -392,9 +392,10 @@ WsStepResult WsTrainer::step() {
   return m_result;
 }
 
-// The chief worker. Per minibatch: MemoryX READs, the inputs, every pass's broadcast (back to
-// back with prefetch; otherwise each once the previous pass has entered every wafer), then it
-// waits for the runners' gradients to be summed into MemoryX and runs the optimizer.
+// The chief worker. Per minibatch: the inputs, then per pass a MemoryX READ of its layer and
+// its broadcast (back to back with prefetch, each READ overlapping the previous broadcast;
+// otherwise each once the previous pass has entered every wafer), then it waits for the
+// runners' gradients to be summed into MemoryX and runs the optimizer.
 void WsTrainer::chief() {
   using Clock = std::chrono::steady_clock;
   const WsPlan& p = m_c.plan;
@@ -407,14 +408,14 @@ void WsTrainer::chief() {
     m_requested = false;
     try {
       const sc_core::sc_time t0 = sc_core::sc_time_stamp();
-      sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-      auto c0 = Clock::now();
-      std::vector<std::vector<float>> w, b;
-      for (int l = 0; l < L; ++l) {
-        w.push_back(read_tensor(m_wid[static_cast<size_t>(l)], d));
-        b.push_back(read_tensor(m_bid[static_cast<size_t>(l)], d));
-      }
-      m_model_secs += std::chrono::duration<double>(Clock::now() - c0).count();
+      // MemoryX and SwarmX's link each serve one transfer at a time: pass p+1's READ runs while
+      // pass p crosses SwarmX (absolute times at which each is free again; loosely timed, the
+      // chief issues each transaction with the delay that makes it start then).
+      sc_core::sc_time mem_free = t0, link_free = t0;
+      auto offset = [](const sc_core::sc_time& at) {
+        const sc_core::sc_time now = sc_core::sc_time_stamp();
+        return at > now ? at - now : sc_core::SC_ZERO_TIME;
+      };
       // The input workers stream each system's shard once m_start fires.
       for (auto& sys : m_sys) {
         sys->set_now(cycle_of(t0));
@@ -432,22 +433,30 @@ void WsTrainer::chief() {
             if (all) break;
             sc_core::wait(m_pass_in);
           }
-          d = sc_core::SC_ZERO_TIME;
-          read_tensor(m_wid[static_cast<size_t>(l)], d);  // the request's MemoryX latency and transfer
         }
-        std::vector<float> data = w[static_cast<size_t>(l)];
-        if (ps < L) data.insert(data.end(), b[static_cast<size_t>(l)].begin(), b[static_cast<size_t>(l)].end());
+        // This pass's weights (and, forward, biases) from MemoryX, then the broadcast.
+        auto c0 = Clock::now();
+        sc_core::sc_time d = offset(mem_free);
+        std::vector<float> data = read_tensor(m_wid[static_cast<size_t>(l)], d);
+        if (ps < L) {
+          const std::vector<float> bias = read_tensor(m_bid[static_cast<size_t>(l)], d);
+          data.insert(data.end(), bias.begin(), bias.end());
+        }
+        mem_free = sc_core::sc_time_stamp() + d;
+        m_model_secs += std::chrono::duration<double>(Clock::now() - c0).count();
+        d = offset(std::max(mem_free, link_free));
         ::tlm::tlm_generic_payload t;
         detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, static_cast<uint64_t>(ps), data.data(), data.size() * 4);
         to_swarmx->b_transport(t, d);
         if (t.is_response_error()) throw std::runtime_error("SwarmX broadcast of pass " + std::to_string(ps) + " failed");
+        link_free = sc_core::sc_time_stamp() + d;
       }
       while (m_done < N) sc_core::wait(m_all_done);
       for (const auto& w : m_workers) {
         if (m_error.empty() && !w->error().empty()) m_error = w->error();
       }
       if (!m_error.empty()) throw std::runtime_error(m_error);
-      c0 = Clock::now();
+      const auto c0 = Clock::now();
       const float total = m_memx.gradient(m_loss_id)[0];
       m_memx.step();
       m_model_secs += std::chrono::duration<double>(Clock::now() - c0).count();
