@@ -344,6 +344,8 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
         ("train.lr", po::value(&c.compile.hyper.lr)->default_value(c.compile.hyper.lr, "0.01"), "learning rate")
         ("train.momentum", po::value(&c.compile.hyper.momentum)->default_value(c.compile.hyper.momentum, "0.9"), "SGD momentum")
         ("train.log_every", po::value(&c.log_every)->default_value(c.log_every), "progress line every N steps (0: about 20 lines)")
+        ("train.progress_seconds", po::value(&c.progress_seconds)->default_value(c.progress_seconds),
+         "weight streaming: a line per layer pass once a minibatch has run this many host seconds (0: none)")
         ("train.checkpoint_every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
          "write OUT/checkpoint.onnx every N steps (0: only at the end)")
         ("train.eval", po::value(&c.eval)->default_value(c.eval), "evaluate test-set accuracy at the end");
@@ -398,6 +400,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
     if (c.steps < 0) throw ConfigError("train.steps must be >= 0");
     if (c.steps == 0) c.steps = 1800;
     if (c.checkpoint_every < 0 || c.log_every < 0) throw ConfigError("train.checkpoint_every and train.log_every must be >= 0");
+    if (!(c.progress_seconds >= 0)) throw ConfigError("train.progress_seconds must be >= 0");
     if (!(c.compile.hyper.lr > 0) || !std::isfinite(c.compile.hyper.lr)) throw ConfigError("train.lr must be a positive number");
     if (!(c.compile.hyper.momentum >= 0 && c.compile.hyper.momentum < 1)) throw ConfigError("train.momentum must be in [0, 1)");
     if (!(c.norm.std != 0) || !std::isfinite(c.norm.std)) throw ConfigError("data.std must be a non-zero number");

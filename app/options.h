@@ -72,6 +72,7 @@ struct TrainConfig {
   compiler::CompileOptions compile;
   long long steps = 0;           // minibatches (0: the default of the demo)
   long long log_every = 0;       // progress line every N steps (0: about 20 lines)
+  double progress_seconds = 10;  // weight streaming: a line per layer pass once a minibatch runs this long (0: none)
   long long checkpoint_every = 0;
   std::string data = "fashion-mnist";  // fashion-mnist, idx or npy
   std::string data_dir = "/usr/share/datasets/fashion-mnist";

@@ -250,6 +250,7 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
     t.set_steps_done(first);
     out << "resuming from " << c.resume << " after step " << first << " (seed " << seed << ")\n";
   }
+  if (c.progress_seconds > 0) t.set_progress([&out](const std::string& line) { out << line << std::flush; }, c.progress_seconds);
   const double f = c.hw.fabric.clock_mhz * 1e6;
   const int B = c.ws.batch;
   const long long last = first + c.steps;

@@ -321,6 +321,8 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
     m_wid.push_back(memx.find_tensor(wn) >= 0 ? memx.find_tensor(wn) : memx.add_tensor(wn, d.w));
     m_bid.push_back(memx.find_tensor(bn) >= 0 ? memx.find_tensor(bn) : memx.add_tensor(bn, d.b));
   }
+  for (const auto& d : g.layers) m_pass_names.push_back(d.name + " forward");
+  for (auto it = g.layers.rbegin(); it != g.layers.rend(); ++it) m_pass_names.push_back(it->name + " backward");
   // The reduced loss travels as a one-value gradient at an address of its own.
   m_loss_id = memx.find_tensor("wafersim.loss_sum") >= 0 ? memx.find_tensor("wafersim.loss_sum")
                                                          : memx.add_tensor("wafersim.loss_sum", {0.0f});
@@ -498,9 +500,23 @@ void WsTrainer::runner(int i) {
         qk.sync();
         w0 = Clock::now();
       };
+      const auto step0 = Clock::now();
+      int reported = 0;  // passes already reported (system 0)
       while (!s.done()) {
         s.cycle();
         qk.inc(m_period);
+        if (i == 0 && m_progress && (s.now() & 0xffff) == 0) {
+          const int in = s.passes_entered();
+          if (in > reported) {
+            const double host = std::chrono::duration<double>(Clock::now() - step0).count();
+            if (host >= m_progress_secs) {
+              m_progress("  minibatch " + std::to_string(m_step + 1) + ": " + m_pass_names[static_cast<size_t>(in - 1)] +
+                         " weights in by cycle " + std::to_string(s.now() - start) + " (pass " + std::to_string(in) + " of " +
+                         std::to_string(2 * L) + "), host " + std::to_string(static_cast<long long>(host)) + " s\n");
+            }
+            reported = in;
+          }
+        }
         if (!m_links.prefetch && s.passes_entered() > entered) {
           entered = s.passes_entered();
           sync();

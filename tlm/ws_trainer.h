@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -177,6 +178,13 @@ class WsTrainer : public sc_core::sc_module {
   int weight_tensor(int layer) const { return m_wid[static_cast<size_t>(layer)]; }
   int bias_tensor(int layer) const { return m_bid[static_cast<size_t>(layer)]; }
   const SwarmX& swarmx() const { return *m_swarmx; }
+  // Long minibatches: `report` gets a line when system 0's wafer has taken in all of a layer
+  // pass, once the minibatch has run `every_seconds` of host time (0: never). Printing only;
+  // results do not depend on it.
+  void set_progress(std::function<void(const std::string&)> report, double every_seconds) {
+    m_progress = std::move(report);
+    m_progress_secs = every_seconds;
+  }
 
  private:
   struct Port;    // a system's bridge: SwarmX's broadcast and the input workers' samples in, gradients out
@@ -201,6 +209,9 @@ class WsTrainer : public sc_core::sc_module {
   uint64_t m_cycles = 0;
   uint64_t m_limit = 0;
   double m_model_secs = 0, m_wafer_secs = 0;
+  std::vector<std::string> m_pass_names;  // "/fc1/Gemm forward", ..., "/fc1/Gemm backward"
+  std::function<void(const std::string&)> m_progress;
+  double m_progress_secs = 0;
   // Chief <-> runners.
   bool m_requested = false, m_finished = false;
   std::string m_error;
