@@ -299,13 +299,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
       text += "  " + k["name"].get<std::string>() + ": busy " + fixed(k["busy_pct"].get<double>(), 1) + " %, MAC utilisation " +
               fixed(k["compute_utilisation_pct"].get<double>(), 1) + " %\n";
     }
-    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    text += "  wall time            " + fixed(total, 1) + " s (compile, train, evaluate)\n";
-    rep["wall_seconds"] = total;
-    out << text;
-    write_text(fs::path(c.out) / "run_report.json", rep.dump(2) + "\n");
-    write_text(fs::path(c.out) / "run_report.txt", text);
-    out << "checkpoint, reports and losses in " << c.out << "/\n";
+    finish_run_report(c, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), rep, text, out);
     return kExitOk;
   } catch (const CompileError& e) {
     err << "wafersim train: error: " << e.what() << "\n";

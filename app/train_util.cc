@@ -59,4 +59,13 @@ void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, c
   write_text(std::filesystem::path(c.out) / "config.ini", c.resolved_ini);
 }
 
+void finish_run_report(const TrainConfig& c, double wall_seconds, nlohmann::json& rep, std::string text, std::ostream& out) {
+  text += "  wall time            " + fixed(wall_seconds, 1) + " s (compile, train, evaluate)\n";
+  rep["wall_seconds"] = wall_seconds;
+  out << text;
+  write_text(std::filesystem::path(c.out) / "run_report.json", rep.dump(2) + "\n");
+  write_text(std::filesystem::path(c.out) / "run_report.txt", text);
+  out << "checkpoint, reports and losses in " << c.out << "/\n";
+}
+
 }  // namespace wafersim

@@ -24,5 +24,8 @@ void write_text(const std::filesystem::path& p, const std::string& s);  // atomi
 long long checkpoint_number(const compiler::OnnxModel& m, const TrainConfig& c, const char* key);
 // The compile report (JSON and text) and the resolved configuration, into c.out.
 void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text);
+// The end of a training run: the wall time into the report, the report printed and written
+// (run_report.json and .txt, atomically) into c.out.
+void finish_run_report(const TrainConfig& c, double wall_seconds, nlohmann::json& rep, std::string text, std::ostream& out);
 
 }  // namespace wafersim

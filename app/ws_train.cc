@@ -364,13 +364,7 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
     text += "  test accuracy        " + fixed(acc, 2) + " % of " + std::to_string(test.count) +
             " (host forward pass with MemoryX's weights)\n";
   }
-  const double wall = secs_since(t0);
-  text += "  wall time            " + fixed(wall, 1) + " s (compile, train, evaluate)\n";
-  rep["wall_seconds"] = wall;
-  out << text;
-  write_text(fs::path(c.out) / "run_report.json", rep.dump(2) + "\n");
-  write_text(fs::path(c.out) / "run_report.txt", text);
-  out << "checkpoint, reports and losses in " << c.out << "/\n";
+  finish_run_report(c, secs_since(t0), rep, text, out);
 }
 
 }  // namespace wafersim

@@ -1,5 +1,7 @@
 #include "tlm/ws_trainer.h"
 
+#include "hw/number_format.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,17 +22,6 @@ using compiler::WsPlan;
 
 namespace {
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 }  // namespace
 
@@ -110,12 +101,12 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
     auto& q = m_pending[static_cast<size_t>(a)];
     for (int o = 0; o < no; ++o) {
       for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
-        q.push_back({bits(W[static_cast<size_t>(o) * ni + k]), static_cast<uint16_t>(ps), wc, kWeight});
+        q.push_back({f32_bits(W[static_cast<size_t>(o) * ni + k]), static_cast<uint16_t>(ps), wc, kWeight});
       }
     }
   }
   if (b) {
-    for (int o = 0; o < no; ++o) m_pending.back().push_back({bits(b[o]), static_cast<uint16_t>(ps), in, kWeight});
+    for (int o = 0; o < no; ++o) m_pending.back().push_back({f32_bits(b[o]), static_cast<uint16_t>(ps), in, kWeight});
   }
   m_pass_from[static_cast<size_t>(ps)] = from;
   m_queued = std::max(m_queued, ps + 1);
@@ -164,7 +155,7 @@ bool WsSystem::cycle() {
       Wavelet w{it.payload, it.color, false};
       if (it.kind == kInput) {
         w.payload = w.payload == ~0u ? static_cast<uint32_t>(m_label[static_cast<size_t>(it.pass)])
-                                     : bits(m_x[static_cast<size_t>(it.pass)][w.payload]);
+                                     : f32_bits(m_x[static_cast<size_t>(it.pass)][w.payload]);
       }
       if (!m_west[i]->try_inject(w)) {
         ++m_refused;
@@ -224,17 +215,17 @@ void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vec
       const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
       for (int o = 0; o < no; ++o) {
         for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
-          (*dw)[static_cast<size_t>(l)][static_cast<size_t>(o) * ni + k] = from_bits(got[i++]);
+          (*dw)[static_cast<size_t>(l)][static_cast<size_t>(o) * ni + k] = f32_from_bits(got[i++]);
         }
       }
     }
   }
   const auto& root = m_got.back();
   size_t i = 0;
-  *loss_sum = from_bits(root[i++]);
+  *loss_sum = f32_from_bits(root[i++]);
   for (int l = L - 1; l >= 0; --l) {
     auto& v = (*db)[static_cast<size_t>(l)];
-    for (int o = 0; o < p.width[static_cast<size_t>(l) + 1]; ++o) v.push_back(from_bits(root[i++]));
+    for (int o = 0; o < p.width[static_cast<size_t>(l) + 1]; ++o) v.push_back(f32_from_bits(root[i++]));
   }
 }
 
