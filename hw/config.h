@@ -59,6 +59,9 @@ struct CoreConfig {
   std::string inq_depths = "6,6,4,4,2,2,2,2";  // words per input queue (ramp -> core)
   std::string outq_depths = "2,2,6,6,2,2";     // words per output queue (core -> ramp)
   int cb16_bias = 31;
+  // Host-side only, no effect on results: a core whose main thread alone can move skips its
+  // evaluations and replays them later (PeCore::m_lazy). Off only to compare, in tests.
+  bool lazy = true;
   void validate() const;
   std::vector<int> inq() const;   // parsed inq_depths
   std::vector<int> outq() const;

@@ -37,6 +37,7 @@ class EdgeChannel {
   uint64_t received() const { return m_received; }    // wavelets that left the fabric here
   size_t inject_queue_size() const { return m_in.size(); }
   size_t receive_queue_size() const { return m_out.size(); }
+  bool has_receive_work() const { return !m_out.empty(); }  // receive_queue_size() > 0, cheaply
 
   // Fabric side; called by the owning edge router only.
   bool fabric_can_take(uint64_t now) const { return m_out.size() < m_depth && rate_ok(m_out_next, now); }

@@ -31,6 +31,7 @@ Fabric::Fabric(const HwConfig& cfg) : m_cfg(cfg) {
     }
   }
   m_ctx.resize(static_cast<size_t>(m_cfg.sim.threads));
+  for (size_t t = 0; t < m_ctx.size(); ++t) m_ctx[t].id = static_cast<uint8_t>(t);
   m_pool = std::make_unique<WorkerPool>(m_cfg.sim.threads);
   m_cycle_job = [this](int t) {
     step_phase(t, m_now);
@@ -203,10 +204,10 @@ void Fabric::step_phase(int t, uint64_t now) {
   auto& act = tc.active;
   const uint64_t next = now + 1;
   auto visit = [&](Router* r) {
-    r->step(now, tc);
-    if (const uint64_t t = r->wake_at(next); t > next) {
+    const uint64_t t = r->step(now, tc);
+    if (t > next) {
       tc.timed.push({t, r->id()});
-    } else if (r->has_work()) {
+    } else if (t && r->m_active_for != next) {  // a neighbour may have woken it already
       r->m_active_for = next;
       tc.next.push_back(r);
     }

@@ -39,6 +39,13 @@ class PeAgent {
   // count (it works on something whose end is already fixed), so its router may skip it until
   // T; 0 when there is no such cycle.
   virtual uint64_t busy_until() const { return 0; }
+  // When its router must visit it again, `next` being the next cycle: a later cycle T as in
+  // busy_until(), else `next` while it has work, else 0. One call instead of two per visit.
+  virtual uint64_t wake_cycle(uint64_t next) const {
+    const uint64_t t = busy_until();
+    if (t > next) return t;
+    return has_work() ? next : 0;
+  }
 
   // Wavelets consumed so far (drained from the agent's receive side).
   virtual uint64_t consumed() const = 0;

@@ -166,8 +166,15 @@ bool PeCore::waits_for_wavelet(const VecOp& op) const {
 // The busy cycle of evaluate()'s first line: a task waits for its next instruction with nothing
 // else in flight. Nothing arriving meanwhile changes that (arrivals only queue up).
 uint64_t PeCore::busy_until() const {
+  if (m_lazy) return m_lazy_until;
   if (m_task >= 0 && !m_main_op.active && !m_ut_busy && !m_outq_nonempty && m_next_exec > m_last_eval + 1) return m_next_exec;
   return 0;
+}
+
+uint64_t PeCore::wake_cycle(uint64_t next) const {
+  const uint64_t t = PeCore::busy_until();
+  if (t > next) return t;
+  return PeCore::has_work() ? next : 0;
 }
 
 bool PeCore::has_work() const {
@@ -365,17 +372,57 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
 void PeCore::complete_main() {
   if (m_main_op.in.op == Op::kVsum) m_gpr[m_main_op.in.reg[0]] = f32_bits(m_main_op.acc);
   m_next_exec = m_main_op.next_step;
+  m_main_end = 0;
+}
+
+// Called at the end of evaluate(now): can the core skip cycles (see m_lazy)?
+void PeCore::update_lazy(uint64_t now) {
+  m_lazy = kLazyNone;
+  if (!m_cfg.lazy || !m_ut_busy || m_outq_nonempty || m_halted) return;  // no microthread: busy_until and run_solo cover it
+  for (uint32_t m = m_ut_busy; m; m &= m - 1) {
+    if (!waits_for_wavelet(m_ut[__builtin_ctz(m)])) return;
+  }
+  if (m_main_op.active) {
+    if (!m_main_op.mem_only) return;
+    if (!m_main_end) m_main_end = std::max(now + 1, m_main_op.next_step) + solo_cycles(m_main_op);
+    m_lazy = kLazyMain;
+    m_lazy_until = m_main_end;
+  } else if (m_task >= 0 && m_next_exec > now + 1) {
+    m_lazy = kLazyRefill;
+    m_lazy_until = m_next_exec;
+  }
+}
+
+// The skipped cycles [from, to) of a lazy core: the main thread's steps, exactly as evaluate()
+// would have run them (with the ports and banks to itself, and every microthread waiting), each
+// of them a busy cycle.
+void PeCore::catch_up(uint64_t from, uint64_t to) {
+  m_stats.busy += to - from;
+  m_replayed += to - from;
+  if (m_lazy != kLazyMain) return;
+  for (uint64_t k = from; k < to && m_main_op.active;) {
+    if (k < m_main_op.next_step) {  // inside a multi-cycle step
+      k = m_main_op.next_step;
+      continue;
+    }
+    Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};
+    step_vector(k, m_main_op, res);
+    if (!m_main_op.active) complete_main();
+    ++k;
+  }
 }
 
 uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   // Cycles asleep inside an op waiting for a wavelet (see has_work) were stalls; a core asleep
   // with nothing to run is not evaluated and not counted, as before.
   if (m_evaluated && now > m_last_eval + 1) {
-    if (m_main_op.active || m_ut_busy) m_stats.stall += now - m_last_eval - 1;
+    if (m_lazy) catch_up(m_last_eval + 1, now);
+    else if (m_main_op.active || m_ut_busy) m_stats.stall += now - m_last_eval - 1;
     else if (m_task >= 0) m_stats.busy += now - m_last_eval - 1;  // skipped busy cycles (busy_until)
   }
   m_last_eval = now;
   m_evaluated = true;
+  m_lazy = kLazyNone;
   // The common busy cycle: a task waits for its next instruction (pipeline refill, or the end of
   // a vector op already run by run_solo) with nothing else in flight.
   if (m_task >= 0 && now < m_next_exec && !m_main_op.active && !m_ut_busy && !m_outq_nonempty) {
@@ -455,6 +502,7 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   else if (waiting) ++m_stats.stall;
   else ++m_stats.idle;
   if (result || progress) result |= kConsumed;  // anything moved: keeps the watchdog quiet
+  update_lazy(now);
   return result;
 }
 

@@ -40,6 +40,7 @@ class PeCore : public PeAgent {
   uint32_t receive_colors() const override { return m_receive_colors; }
   bool has_work() const override;
   uint64_t busy_until() const override;
+  uint64_t wake_cycle(uint64_t next) const override;
   uint64_t consumed() const override { return m_consumed; }
 
   // Host access to SRAM (loading inputs, reading results) between cycles.
@@ -55,6 +56,7 @@ class PeCore : public PeAgent {
   int input_queue_count(int q) const;
   int output_queue_count(int q) const;
   const std::string& name() const { return m_name; }
+  uint64_t replayed_cycles() const { return m_replayed; }  // cycles skipped, then replayed (m_lazy)
 
  private:
   struct Dsd {
@@ -106,6 +108,11 @@ class PeCore : public PeAgent {
   int step_vector(uint64_t now, VecOp& op, Resources& res);
   // Every remaining step of a solo op (all operands in SRAM, no microthread), at once.
   void run_solo(uint64_t now, VecOp& op);
+  // The cycles a solo op's remaining steps take (run_solo's timing, without the data).
+  uint64_t solo_cycles(const VecOp& op) const;
+  // Lazy main op: see m_lazy. Replays the skipped cycles [from, to) of the main thread.
+  void catch_up(uint64_t from, uint64_t to);
+  void update_lazy(uint64_t now);
   bool solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const;
   template <bool kMemOnly>
   void finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict);
@@ -143,6 +150,18 @@ class PeCore : public PeAgent {
   uint64_t m_last_eval = 0;           // the last cycle evaluate() ran (a sleeping core is not evaluated)
   bool m_evaluated = false;
   bool m_halted = false;
+  // After a cycle in which nothing but the main thread can move until a wavelet arrives (every
+  // busy microthread waits for one, no output queue holds anything), the core is not evaluated
+  // again until m_lazy_until, the cycle its main thread executes its next instruction, or until
+  // its router is visited for an arrival; then the skipped cycles are replayed (catch_up) before
+  // that cycle. The main thread's steps do not depend on the microthreads (it takes the ports and
+  // banks first each cycle), so the replay is exact. kLazyMain: an SRAM-only vector op runs on
+  // the main thread; kLazyRefill: a task waits for its next instruction.
+  enum : uint8_t { kLazyNone, kLazyMain, kLazyRefill };
+  uint8_t m_lazy = kLazyNone;
+  uint64_t m_lazy_until = 0;
+  uint64_t m_main_end = 0;            // cached end of the SRAM-only main op (0 = not computed)
+  uint64_t m_replayed = 0;
 
   // Registers.
   uint32_t m_gpr[kNumGprs] = {};

@@ -283,12 +283,7 @@ bool PeCore::solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const {
   return false;
 }
 
-void PeCore::run_solo(uint64_t now, VecOp& op) {
-  // A solo op's step takes port_cycles, plus one when its own reads collide in a bank, whatever
-  // else happens on the wafer; so all its steps run here at once: first their timing (step by
-  // step only where the conflict depends on the addresses), then the data, in element order as
-  // step after step would do it.
-  const uint64_t t = std::max(now, op.next_step);
+uint64_t PeCore::solo_cycles(const VecOp& op) const {
   const uint32_t per = op.one_per_step ? 1u : static_cast<uint32_t>(op.rate);
   const uint32_t left = op.total - op.done;
   uint64_t cycles = 0;
@@ -303,7 +298,17 @@ void PeCore::run_solo(uint64_t now, VecOp& op) {
     cycles += op.port_cycles + (solo_conflict(op, i, k) ? 1u : 0u);
     i += k;
   }
-  finish_step<true>(t, op, left, false);
+  return cycles;
+}
+
+void PeCore::run_solo(uint64_t now, VecOp& op) {
+  // A solo op's step takes port_cycles, plus one when its own reads collide in a bank, whatever
+  // else happens on the wafer; so all its steps run here at once: first their timing (step by
+  // step only where the conflict depends on the addresses), then the data, in element order as
+  // step after step would do it.
+  const uint64_t t = std::max(now, op.next_step);
+  const uint64_t cycles = solo_cycles(op);
+  finish_step<true>(t, op, op.total - op.done, false);
   op.next_step = t + cycles;
 }
 

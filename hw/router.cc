@@ -96,31 +96,30 @@ void Router::reset_stats() {
   }
 }
 
-uint64_t Router::wake_at(uint64_t next) const {
-  if (!m_agent || (m_occupancy && !m_can_sleep)) return 0;
-  if (m_has_chan) {
-    for (int p : {kEast, kWest}) {
-      const EdgeChannel* ch = m_chan[p];
-      if (!ch || !ch->has_inject_work()) continue;
-      // A channel's offer waits only on this router's full buffer (freed by this router alone).
-      const Wavelet* o = ch->fabric_offer(next);
-      if (!o || !((m_full_in[p] >> o->color) & 1)) return 0;
-    }
-  }
-  return m_agent->busy_until();
-}
-
 // A router sleeps while every buffered head waits for a credit or for a full core queue (and
 // the core itself has nothing to do): only an arrival or a returned credit can change that, and
 // both wake it (the sender posts them with a wake-up). Credits still owed keep nobody awake.
-bool Router::has_work() const {
-  if (m_occupancy && !m_can_sleep) return true;
-  if (m_agent && m_agent->has_work()) return true;
-  if (!m_has_chan) return false;
-  for (int p : {kEast, kWest}) {
-    if (m_chan[p] && m_chan[p]->has_inject_work()) return true;
+// When its agent's only work is a fixed busy stretch, it sleeps until the stretch ends, unless a
+// host channel has something for it that its own full buffer does not hold back.
+uint64_t Router::schedule(uint64_t next) const {
+  if (m_occupancy && !m_can_sleep) return next;
+  if (m_has_chan) {
+    bool chan_work = false, chan_free = false;
+    for (int p : {kEast, kWest}) {
+      const EdgeChannel* ch = m_chan[p];
+      if (!ch || !ch->has_inject_work()) continue;
+      chan_work = true;
+      // A channel's offer waits only on this router's full buffer (freed by this router alone).
+      const Wavelet* o = ch->fabric_offer(next);
+      if (!o || !((m_full_in[p] >> o->color) & 1)) chan_free = true;
+    }
+    if (chan_work) {
+      if (chan_free || !m_agent) return next;
+      const uint64_t t = m_agent->busy_until();
+      return t > next ? t : next;
+    }
   }
-  return false;
+  return m_agent ? m_agent->wake_cycle(next) : 0;
 }
 
 // Picks the next head for color c among its accepted, non-empty input buffers (round-robin from
@@ -192,12 +191,12 @@ __attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, Thr
   if (f.port < kNumLinkPorts) {
     if (Router* n = m_nbr[f.port]) {
       n->m_cred[now & 1][opposite(f.port)] |= 1u << f.color;
-      tc.wake.push_back(n);
+      wake_neighbour(n, now + 1, tc);
     }
   }
 }
 
-void Router::step(uint64_t now, ThreadCtx& tc) {
+uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   const RouterConfig& cfg = *m_cfg;
   const int prev = static_cast<int>((now + 1) & 1);  // parity of the previous cycle
   const uint32_t ramp_full = m_full_in[kRamp];  // start-of-cycle credit of the local injectors
@@ -209,8 +208,9 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
   if (arrived) {
     std::memset(m_arr_valid[prev], 0, sizeof arrived);
     const uint64_t ready_at = now - 1 + static_cast<uint64_t>(cfg.hop_latency);
-    for (int p = 0; p < kNumLinkPorts; ++p) {
-      if (!((arrived >> (8 * p)) & 0xff)) continue;
+    for (uint32_t m = arrived; m;) {  // one byte per port: visit the set ones
+      const int p = ctz(m) >> 3;
+      m &= ~(0xffu << (8 * p));
       const Arrival& a = m_arr[prev][p];
       push(p, a.color, a.payload, a.ctrl != 0, ready_at, now);
     }
@@ -269,7 +269,7 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
       if (--m_credit[p][c] == 0) m_blocked[p] |= bit;
       ++m_outstanding;
       ++tc.pushed;  // in flight from here (on the link, then in n's buffer)
-      tc.wake.push_back(n);
+      wake_neighbour(n, now + 1, tc);
     } else if (p == kRamp) {
       m_agent->deliver(w, now + static_cast<uint64_t>(cfg.ramp_latency));
       ++tc.delivered;
@@ -348,6 +348,7 @@ void Router::step(uint64_t now, ThreadCtx& tc) {
     }
   }
   m_can_sleep = !changed && !m_needs_head && !edge_wait;
+  return schedule(now + 1);
 }
 
 }  // namespace wafersim

@@ -49,6 +49,7 @@ struct ColorCounters {
 
 // Per-thread scratch of the cycle loop: active lists and counters, padded against false sharing.
 struct alignas(64) ThreadCtx {
+  uint8_t id = 0;  // the thread's index: routers it owns are woken without the merge pass
   std::vector<Router*> active, next, wake;
   // Routers asleep until a cycle (their agent's busy stretch), earliest first: (cycle, router id).
   std::priority_queue<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint64_t, uint32_t>>,
@@ -89,12 +90,13 @@ class Router {
   // choose heads, arbitrate every output, and post this cycle's sends and freed slots in the
   // neighbours' mailboxes of this cycle's parity. A router reads nothing that is written in the
   // same cycle, so any visiting order and thread split give the same result.
-  void step(uint64_t now, ThreadCtx& tc);
-  bool has_work() const;
-  // When the router's only work is its agent's fixed busy stretch: the cycle to visit it again
-  // (it sleeps until then unless an arrival, a credit or the host wakes it); 0 otherwise.
-  // `next` is the next cycle.
-  uint64_t wake_at(uint64_t next) const;
+  // Returns when to visit it again (see schedule()).
+  uint64_t step(uint64_t now, ThreadCtx& tc);
+  bool has_work() const { return schedule(1) != 0; }
+  // When to visit the router again, `next` being the next cycle: `next` while it has work, a
+  // later cycle when its only work is its agent's fixed busy stretch (it sleeps until then
+  // unless an arrival, a credit or the host wakes it), 0 when it has nothing to do.
+  uint64_t schedule(uint64_t next) const;
 
   // Activity bookkeeping, owned by the fabric's cycle loop (only the owner thread touches it).
   uint8_t m_owner = 0;                     // thread that steps this router
@@ -143,6 +145,16 @@ class Router {
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
   void pop(int fi, uint64_t now, ThreadCtx& tc);
+  // Makes neighbour n visit next cycle: directly when this thread owns it, else through the
+  // thread's wake list (merged after the barrier).
+  static void wake_neighbour(Router* n, uint64_t next, ThreadCtx& tc) {
+    if (n->m_owner != tc.id) {
+      tc.wake.push_back(n);
+    } else if (n->m_active_for != next) {
+      n->m_active_for = next;
+      tc.next.push_back(n);
+    }
+  }
   int fifo_index(int port, int color) const {
     const ColorState& cs = m_col[color];
     return cs.fifo_base + __builtin_popcount(cs.rx_any & (port_bit(port) - 1u));

@@ -142,6 +142,12 @@ bool WsSystem::cycle() {
   bool wstall = false, istall = false;
   for (size_t j = 0, i = m_rr; j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
     auto& q = m_pending[i];
+    if (q.empty()) {  // the common case, kept cheap: nothing queued for this channel now
+      // Passes still to come for this channel (the root's only in forward) and nothing left in
+      // its inject queue: the host is late with weights.
+      if (m_queued < (i + 1 == n ? passes / 2 : passes) && !m_west[i]->has_inject_work()) wstall = true;
+      continue;
+    }
     bool host_late = false;
     Kind late_kind = kWeight;
     while (!q.empty()) {
@@ -178,6 +184,7 @@ bool WsSystem::cycle() {
   m_fabric->step();
   bool gstall = false;
   for (size_t j = 0, i = m_rr; j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
+    if (!m_west[i]->has_receive_work()) continue;
     Wavelet w;
     while (m_gbudget >= 1 && m_west[i]->try_receive(&w)) {
       m_got[i].push_back(w.payload);
