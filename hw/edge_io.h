@@ -38,6 +38,7 @@ class EdgeChannel {
   size_t inject_queue_size() const { return m_in.size(); }
   size_t receive_queue_size() const { return m_out.size(); }
   bool has_receive_work() const { return !m_out.empty(); }  // receive_queue_size() > 0, cheaply
+  bool inject_full() const { return m_in.size() >= m_depth; }  // try_inject() would refuse
 
   // Fabric side; called by the owning edge router only.
   bool fabric_can_take(uint64_t now) const { return m_out.size() < m_depth && rate_ok(m_out_next, now); }

@@ -400,15 +400,29 @@ void PeCore::catch_up(uint64_t from, uint64_t to) {
   m_stats.busy += to - from;
   m_replayed += to - from;
   if (m_lazy != kLazyMain) return;
-  for (uint64_t k = from; k < to && m_main_op.active;) {
-    if (k < m_main_op.next_step) {  // inside a multi-cycle step
-      k = m_main_op.next_step;
+  VecOp& op = m_main_op;
+  const uint32_t per = op.one_per_step ? 1u : static_cast<uint32_t>(op.rate);
+  // Steps of a fixed length (no address-dependent bank conflict) are replayed in one batch.
+  const bool fixed = op.conflict_known || op.reads < 2 || op.reads > m_cfg.read_ports;
+  const uint64_t len = op.port_cycles + (op.conflict_known && op.conflict_full ? 1u : 0u);
+  for (uint64_t k = from; k < to && op.active;) {
+    if (k < op.next_step) {  // inside a multi-cycle step
+      k = op.next_step;
       continue;
     }
-    Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};
-    step_vector(k, m_main_op, res);
-    if (!m_main_op.active) complete_main();
-    ++k;
+    const uint64_t full_left = (op.total - op.done) / per;
+    if (fixed && full_left > 1) {
+      // Full steps starting at k, k + len, ... before `to`, as step_vector would run them.
+      const uint64_t n = std::min<uint64_t>(full_left, (to - k + len - 1) / len);
+      finish_step<true>(k, op, static_cast<uint32_t>(n * per), false);
+      op.next_step = k + n * len;
+      k = op.next_step;
+    } else {
+      Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};
+      step_vector(k, op, res);
+      ++k;
+    }
+    if (!op.active) complete_main();
   }
 }
 

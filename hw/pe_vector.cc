@@ -267,6 +267,8 @@ void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict
   if (op.done == op.total) op.active = false;  // completes when next_step arrives
 }
 
+template void PeCore::finish_step<true>(uint64_t, VecOp&, uint32_t, bool);  // catch_up's batches
+
 // The bank self-conflict of the step over elements [i, i + k) of a solo op (every operand in
 // SRAM, the ports and banks to itself): only its own reads can collide.
 bool PeCore::solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const {

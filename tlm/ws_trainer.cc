@@ -158,15 +158,16 @@ bool WsSystem::cycle() {
         late_kind = it.kind;
         break;
       }
+      if (m_west[i]->inject_full()) {  // the wafer backs up: try again next cycle
+        ++m_refused;
+        break;
+      }
       Wavelet w{it.payload, it.color, false};
       if (it.kind == kInput) {
         w.payload = w.payload == ~0u ? static_cast<uint32_t>(m_label[static_cast<size_t>(it.pass)])
                                      : f32_bits(m_x[static_cast<size_t>(it.pass)][w.payload]);
       }
-      if (!m_west[i]->try_inject(w)) {
-        ++m_refused;
-        break;
-      }
+      m_west[i]->try_inject(w);  // cannot be refused now
       if (it.kind == kWeight) {
         m_wbudget -= 1;
         --m_pass_left[static_cast<size_t>(it.pass)];
