@@ -206,7 +206,10 @@ void Fabric::step_phase(int t, uint64_t now) {
   auto visit = [&](Router* r) {
     const uint64_t t = r->step(now, tc);
     if (t > next) {
-      tc.timed.push({t, r->id()});
+      if (r->m_timed_at != t) {  // one entry per wake-up cycle, however often it is visited meanwhile
+        r->m_timed_at = t;
+        tc.timed.push({t, r->id()});
+      }
     } else if (t && r->m_active_for != next) {  // a neighbour may have woken it already
       r->m_active_for = next;
       tc.next.push_back(r);
@@ -277,6 +280,7 @@ void Fabric::end_cycle(uint64_t now) {
     // Routers whose agent's busy stretch ends now rejoin (unless something woke them already).
     while (!tc.timed.empty() && tc.timed.top().first <= now + 1) {
       Router* r = m_routers[tc.timed.top().second].get();
+      if (r->m_timed_at == tc.timed.top().first) r->m_timed_at = 0;
       tc.timed.pop();
       if (r->m_active_for != now + 1) {
         r->m_active_for = now + 1;

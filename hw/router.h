@@ -101,6 +101,7 @@ class Router {
   // Activity bookkeeping, owned by the fabric's cycle loop (only the owner thread touches it).
   uint8_t m_owner = 0;                     // thread that steps this router
   uint64_t m_active_for = ~uint64_t(0);    // cycle whose active list holds this router
+  uint64_t m_timed_at = 0;                 // cycle of its entry in the timed wake list (0: none)
 
   // Introspection for stats, the watchdog and tests.
   uint32_t occupancy() const { return m_occupancy; }
