@@ -202,23 +202,11 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   const uint32_t ramp_full = m_full_in[kRamp];  // start-of-cycle credit of the local injectors
   const uint32_t east_full = m_full_in[kEast], west_full = m_full_in[kWest];
 
-  // 1. What the neighbours sent and the credits they returned in the previous cycle.
-  uint32_t arrived;
-  std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
-  if (arrived) {
-    std::memset(m_arr_valid[prev], 0, sizeof arrived);
-    const uint64_t ready_at = now - 1 + static_cast<uint64_t>(cfg.hop_latency);
-    for (uint32_t m = arrived; m;) {  // one byte per port: visit the set ones
-      const int p = ctz(m) >> 3;
-      m &= ~(0xffu << (8 * p));
-      const Arrival& a = m_arr[prev][p];
-      push(p, a.color, a.payload, a.ctrl != 0, ready_at, now);
-    }
-  }
+  // 1. The credits the neighbours returned and what they sent in the previous cycle (the two
+  // touch different state, so their order does not matter).
   uint64_t cred_lo, cred_hi;
   std::memcpy(&cred_lo, &m_cred[prev][0], 8);
   std::memcpy(&cred_hi, &m_cred[prev][2], 8);
-  bool changed = arrived != 0 || (cred_lo | cred_hi) != 0;
   if (cred_lo | cred_hi) {
     for (int p = 0; p < kNumLinkPorts; ++p) {
       const uint32_t back = m_cred[prev][p];
@@ -229,6 +217,57 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
       m_outstanding -= static_cast<uint32_t>(__builtin_popcount(back));
     }
   }
+  uint32_t arrived;
+  std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
+  if (arrived) {
+    std::memset(m_arr_valid[prev], 0, sizeof arrived);
+    const uint64_t ready_at = now - 1 + static_cast<uint64_t>(cfg.hop_latency);
+    // The common case of a router between PEs: one wavelet comes into an empty router that only
+    // forwards, and goes straight on. The shortcut does what push, the arbiter and pop would do
+    // (the buffer's slot is not written: it is empty before and after).
+    if (!m_agent && !m_has_chan && !m_occupancy && !m_needs_head && ready_at <= now && (arrived & (arrived - 1)) == 0) {
+      const int p = ctz(arrived) >> 3;
+      const Arrival& a = m_arr[prev][p];
+      const int c = a.color;
+      const uint32_t bit = 1u << c;
+      ColorState& cs = m_col[c];
+      const uint8_t tx = cs.tx;
+      const int t = ctz(tx | 0x100u);
+      if (cs.rx == port_bit(p) && tx == port_bit(t) && t < kNumLinkPorts && m_nbr[t] && !(m_blocked[t] & bit) &&
+          m_route[c].npos == 1) {
+        if (s_peak_occupancy < 1) s_peak_occupancy = 1;
+        if (m_color_peak[c] < 1) m_color_peak[c] = 1;
+        cs.cur_in = static_cast<uint8_t>(p);
+        m_rr_out[t] = static_cast<uint8_t>(c + 1);
+        m_out[t] = Wavelet{a.payload, static_cast<uint8_t>(c), a.ctrl != 0};
+        ++s_forwarded[t];
+        ++tc.color[c].forwarded;
+        Router* n = m_nbr[t];
+        n->m_arr[now & 1][opposite(t)] = a;
+        n->m_arr_valid[now & 1][opposite(t)] = 1;
+        if (--m_credit[t][c] == 0) m_blocked[t] |= bit;
+        ++m_outstanding;
+        ++tc.pushed;
+        wake_neighbour(n, now + 1, tc);
+        Router* up = m_nbr[p];  // it came over link p, so that neighbour exists
+        up->m_cred[now & 1][opposite(p)] |= bit;
+        wake_neighbour(up, now + 1, tc);
+        ++tc.popped;
+        m_sent_stamp = now + 1;
+        m_sent_ports = port_bit(t);
+        ++tc.moves;
+        m_can_sleep = false;
+        return 0;  // empty, no core, no channel: the credit's return wakes it
+      }
+    }
+    for (uint32_t m = arrived; m;) {  // one byte per port: visit the set ones
+      const int p = ctz(m) >> 3;
+      m &= ~(0xffu << (8 * p));
+      const Arrival& a = m_arr[prev][p];
+      push(p, a.color, a.payload, a.ctrl != 0, ready_at, now);
+    }
+  }
+  bool changed = arrived != 0 || (cred_lo | cred_hi) != 0;
 
   // 2. Heads for colors that need one.
   for (uint32_t m = m_needs_head; m; m &= m - 1) select_head(ctz(m), now);

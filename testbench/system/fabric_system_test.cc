@@ -368,6 +368,50 @@ std::vector<std::string> split_lines(const std::string& text) {
 // Warm-up: after reset_stats() the port and color counters count only what follows, so a run of
 // 100 + 100 cycles with a reset in between counts exactly the difference of the 200- and 100-cycle
 // runs; totals keep counting from cycle 0 and the JSON says where the counters start.
+// A chain of routers that only forward: each wavelet is forwarded once per hop, in order; with
+// a receiver that keeps up nothing waits (peaks of one wavelet, no stalls, one arrival per
+// cycle); with a slow one the chain backs up to its buffers' depth and stalls, and still loses
+// nothing. (Routers between PEs take a shortcut for a wavelet that comes into an empty router
+// and goes straight on; these counts are what the general path gives.)
+TEST(Stats, ForwardingChainCountsEveryHopOnce) {
+  for (double drain : {1.0, 0.25}) {
+    const int len = 10, color = 3;
+    const uint64_t count = 50;
+    HwConfig hw = test::small_config(len, 1);
+    Fabric f(hw);
+    test::add_agent(f, 0, 0)->add_flow({color, 1.0, count});
+    f.set_route(0, 0, color, ColorRoute::simple(R, E));
+    for (int x = 1; x < len - 1; ++x) f.set_route(x, 0, color, ColorRoute::simple(W, E));
+    TrafficAgentOptions o = test::recording();
+    o.drain_prob = drain;
+    TrafficAgent* sink = test::add_agent(f, len - 1, 0, o);
+    sink->add_receive(color);
+    f.set_route(len - 1, 0, color, ColorRoute::simple(W, R));
+    ASSERT_TRUE(test::run_until_idle(f, 10000));
+    ASSERT_EQ(sink->log().size(), count);
+    for (uint64_t i = 0; i < count; ++i) EXPECT_EQ(payload_seq(sink->log()[i].w.payload), i);
+    for (int x = 1; x < len - 1; ++x) {
+      const Router* r = f.router(x, 0);
+      EXPECT_EQ(r->s_forwarded[kEast], count) << "x " << x;
+      EXPECT_EQ(r->occupancy(), 0u);
+      if (drain == 1.0) {
+        EXPECT_EQ(r->s_stall[kEast], 0u) << "x " << x;
+        EXPECT_EQ(r->peak_of_color(color), 1u) << "x " << x;
+        EXPECT_EQ(r->s_peak_occupancy, 1u) << "x " << x;
+      }
+    }
+    if (drain == 1.0) {
+      for (uint64_t i = 1; i < count; ++i) EXPECT_EQ(sink->log()[i].cycle, sink->log()[i - 1].cycle + 1) << i;
+    } else {
+      const Router* r = f.router(len - 2, 0);
+      EXPECT_GT(r->s_stall[kEast], 0u);
+      EXPECT_EQ(r->peak_of_color(color), static_cast<uint32_t>(hw.router.buffer_depth));
+    }
+    EXPECT_EQ(f.color_counters()[color].forwarded, count * len);  // len - 1 links and the ramp
+    EXPECT_EQ(f.totals().in_flight, 0u);
+  }
+}
+
 TEST(Stats, WarmupResetCountsOnlyWhatFollows) {
   auto run = [](uint64_t cycles, bool reset_at_100) {
     HwConfig cfg = test::small_config(16, 16);
