@@ -31,7 +31,6 @@ Fabric::Fabric(const HwConfig& cfg) : m_cfg(cfg) {
     }
   }
   m_ctx.resize(static_cast<size_t>(m_cfg.sim.threads));
-  for (size_t t = 0; t < m_ctx.size(); ++t) m_ctx[t].id = static_cast<uint8_t>(t);
   m_pool = std::make_unique<WorkerPool>(m_cfg.sim.threads);
   m_cycle_job = [this](int t) {
     step_phase(t, m_now);
@@ -210,7 +209,7 @@ void Fabric::step_phase(int t, uint64_t now) {
         r->m_timed_at = t;
         tc.timed.push({t, r->id()});
       }
-    } else if (t && r->m_active_for != next) {  // a neighbour may have woken it already
+    } else if (t && r->m_active_for != next) {
       r->m_active_for = next;
       tc.next.push_back(r);
     }

@@ -191,7 +191,7 @@ __attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, Thr
   if (f.port < kNumLinkPorts) {
     if (Router* n = m_nbr[f.port]) {
       n->m_cred[now & 1][opposite(f.port)] |= 1u << f.color;
-      wake_neighbour(n, now + 1, tc);
+      wake_neighbour(n, tc);
     }
   }
 }
@@ -248,10 +248,10 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
         if (--m_credit[t][c] == 0) m_blocked[t] |= bit;
         ++m_outstanding;
         ++tc.pushed;
-        wake_neighbour(n, now + 1, tc);
+        wake_neighbour(n, tc);
         Router* up = m_nbr[p];  // it came over link p, so that neighbour exists
         up->m_cred[now & 1][opposite(p)] |= bit;
-        wake_neighbour(up, now + 1, tc);
+        wake_neighbour(up, tc);
         ++tc.popped;
         m_sent_stamp = now + 1;
         m_sent_ports = port_bit(t);
@@ -308,7 +308,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
       if (--m_credit[p][c] == 0) m_blocked[p] |= bit;
       ++m_outstanding;
       ++tc.pushed;  // in flight from here (on the link, then in n's buffer)
-      wake_neighbour(n, now + 1, tc);
+      wake_neighbour(n, tc);
     } else if (p == kRamp) {
       m_agent->deliver(w, now + static_cast<uint64_t>(cfg.ramp_latency));
       ++tc.delivered;
