@@ -155,12 +155,17 @@ void PeCore::deliver(const Wavelet& w, uint64_t ready) {
   if (++q.count == q.depth) m_full |= 1u << w.color;
 }
 
-bool PeCore::waits_for_wavelet(const VecOp& op) const {
-  if (!op.active || op.next_step > m_last_eval + 1) return false;
+uint64_t PeCore::wavelet_wait(const VecOp& op) const {
+  const uint64_t next = m_last_eval + 1;
+  if (!op.active || op.next_step > next) return 0;
+  uint64_t until = 0;
   for (int s = 0; s < op.nsrc; ++s) {
-    if (op.src[s].kind != kMemDsd && m_inq[op.src[s].queue].count == 0) return true;
+    if (op.src[s].kind == kMemDsd) continue;
+    const Queue& q = m_inq[op.src[s].queue];
+    if (!q.count) return kNever;
+    if (q.ready[q.head] > next) until = std::max(until, q.ready[q.head]);
   }
-  return false;
+  return m_cfg.lazy ? until : 0;  // CoreConfig::lazy off: evaluated every cycle a wavelet is queued
 }
 
 // The busy cycle of evaluate()'s first line: a task waits for its next instruction with nothing
@@ -174,24 +179,37 @@ uint64_t PeCore::busy_until() const {
 uint64_t PeCore::wake_cycle(uint64_t next) const {
   const uint64_t t = PeCore::busy_until();
   if (t > next) return t;
-  return PeCore::has_work() ? next : 0;
+  const uint64_t w = next_work();
+  return w == kNever ? 0 : std::max(w, next);
 }
 
-bool PeCore::has_work() const {
-  if (m_outq_nonempty) return true;
+bool PeCore::has_work() const { return next_work() != kNever; }
+
+// The first cycle from m_last_eval + 1 on at which evaluate() could do more than count a stall
+// cycle: then, if something is due; later, if every thread waits for a wavelet already queued
+// whose ramp latency has not elapsed; kNever if only an arrival can change anything.
+uint64_t PeCore::next_work() const {
+  const uint64_t next = m_last_eval + 1;
+  if (m_outq_nonempty) return next;
+  uint64_t wake = kNever;
   for (uint32_t m = m_ut_busy; m; m &= m - 1) {
-    if (!waits_for_wavelet(m_ut[__builtin_ctz(m)])) return true;
+    const uint64_t w = wavelet_wait(m_ut[__builtin_ctz(m)]);
+    if (!w) return next;
+    wake = std::min(wake, w);
   }
-  if (m_halted) return false;
+  if (m_halted) return wake;
   // A main thread inside a vector op or a task starts no other task.
-  if (m_main_op.active) return !waits_for_wavelet(m_main_op);
-  if (m_task >= 0) return true;
-  if (m_activated & m_declared & ~m_blocked & ~m_data_task) return true;
+  if (m_main_op.active) {
+    const uint64_t w = wavelet_wait(m_main_op);
+    return w ? std::min(wake, w) : next;
+  }
+  if (m_task >= 0) return next;
+  if (m_activated & m_declared & ~m_blocked & ~m_data_task) return next;
   for (uint64_t m = m_data_task & ~m_blocked; m; m &= m - 1) {
     const int t = __builtin_ctzll(m);
-    if (m_inq[m_queue_of_color[m_color_of_task[t]]].count) return true;
+    if (m_inq[m_queue_of_color[m_color_of_task[t]]].count) return next;
   }
-  return false;
+  return wake;
 }
 
 // Lowest task ID first among activated, unblocked tasks (a data task is activated while a
@@ -259,6 +277,48 @@ bool PeCore::mem_range_ok(const Dsd& d, uint32_t from, uint32_t n, int bytes) co
   return lo >= 0 && hi <= m_sram_bytes && d.base % static_cast<uint32_t>(bytes) == 0;
 }
 
+namespace {
+
+// The register effect of an integer or fp32 ALU instruction; false when `in` is not one.
+inline bool alu(const Instr& in, uint32_t* r) {
+  const uint8_t* g = in.reg;
+  switch (in.op) {
+    case Op::kLi: case Op::kLif: r[g[0]] = static_cast<uint32_t>(in.imm); return true;
+    case Op::kMov: r[g[0]] = r[g[1]]; return true;
+    case Op::kAdd: r[g[0]] = r[g[1]] + r[g[2]]; return true;
+    case Op::kSub: r[g[0]] = r[g[1]] - r[g[2]]; return true;
+    case Op::kMul: r[g[0]] = r[g[1]] * r[g[2]]; return true;
+    case Op::kAnd: r[g[0]] = r[g[1]] & r[g[2]]; return true;
+    case Op::kOr: r[g[0]] = r[g[1]] | r[g[2]]; return true;
+    case Op::kXor: r[g[0]] = r[g[1]] ^ r[g[2]]; return true;
+    case Op::kShl: r[g[0]] = r[g[1]] << (r[g[2]] & 31); return true;
+    case Op::kShr: r[g[0]] = r[g[1]] >> (r[g[2]] & 31); return true;
+    case Op::kSra: r[g[0]] = static_cast<uint32_t>(static_cast<int32_t>(r[g[1]]) >> (r[g[2]] & 31)); return true;
+    case Op::kSlt: r[g[0]] = static_cast<int32_t>(r[g[1]]) < static_cast<int32_t>(r[g[2]]); return true;
+    case Op::kSltu: r[g[0]] = r[g[1]] < r[g[2]]; return true;
+    case Op::kAddi: r[g[0]] = r[g[1]] + static_cast<uint32_t>(in.imm); return true;
+    case Op::kFadd: r[g[0]] = f32_bits(f32_from_bits(r[g[1]]) + f32_from_bits(r[g[2]])); return true;
+    case Op::kFsub: r[g[0]] = f32_bits(f32_from_bits(r[g[1]]) - f32_from_bits(r[g[2]])); return true;
+    case Op::kFmul: r[g[0]] = f32_bits(f32_from_bits(r[g[1]]) * f32_from_bits(r[g[2]])); return true;
+    default: return false;
+  }
+}
+
+// A branch's outcome: 0 when `in` is not a branch, 1 not taken, 2 taken.
+inline int branch(const Instr& in, const uint32_t* r) {
+  const uint8_t* g = in.reg;
+  switch (in.op) {
+    case Op::kBeq: return r[g[0]] == r[g[1]] ? 2 : 1;
+    case Op::kBne: return r[g[0]] != r[g[1]] ? 2 : 1;
+    case Op::kBlt: return static_cast<int32_t>(r[g[0]]) < static_cast<int32_t>(r[g[1]]) ? 2 : 1;
+    case Op::kBge: return static_cast<int32_t>(r[g[0]]) >= static_cast<int32_t>(r[g[1]]) ? 2 : 1;
+    case Op::kJmp: return 2;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
 // Executes the main thread's next scalar instruction, or starts its vector op. Returns false
 // when it could not (a stall).
 bool PeCore::exec_scalar(uint64_t now, Resources& res) {
@@ -272,12 +332,6 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
   const uint8_t* g = in.reg;
   uint32_t next = m_pc + 1;
   uint64_t when = now + 1;
-  auto branch = [&](bool taken) {
-    if (taken) {
-      next = static_cast<uint32_t>(in.imm);
-      when = now + static_cast<uint64_t>(m_cfg.decode_latency);
-    }
-  };
   if (info.vector) {
     if (in.async) {
       if ((m_ut_busy >> in.ut) & 1) return false;  // microthread still busy: wait
@@ -297,25 +351,15 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
     m_next_exec = when;
     return true;
   }
-  switch (in.op) {
+  if (alu(in, r)) {
+    // done
+  } else if (const int b = branch(in, r)) {
+    if (b == 2) {
+      next = static_cast<uint32_t>(in.imm);
+      when = now + static_cast<uint64_t>(m_cfg.decode_latency);
+    }
+  } else switch (in.op) {
     case Op::kNop: break;
-    case Op::kLi: case Op::kLif: r[g[0]] = static_cast<uint32_t>(in.imm); break;
-    case Op::kMov: r[g[0]] = r[g[1]]; break;
-    case Op::kAdd: r[g[0]] = r[g[1]] + r[g[2]]; break;
-    case Op::kSub: r[g[0]] = r[g[1]] - r[g[2]]; break;
-    case Op::kMul: r[g[0]] = r[g[1]] * r[g[2]]; break;
-    case Op::kAnd: r[g[0]] = r[g[1]] & r[g[2]]; break;
-    case Op::kOr: r[g[0]] = r[g[1]] | r[g[2]]; break;
-    case Op::kXor: r[g[0]] = r[g[1]] ^ r[g[2]]; break;
-    case Op::kShl: r[g[0]] = r[g[1]] << (r[g[2]] & 31); break;
-    case Op::kShr: r[g[0]] = r[g[1]] >> (r[g[2]] & 31); break;
-    case Op::kSra: r[g[0]] = static_cast<uint32_t>(static_cast<int32_t>(r[g[1]]) >> (r[g[2]] & 31)); break;
-    case Op::kSlt: r[g[0]] = static_cast<int32_t>(r[g[1]]) < static_cast<int32_t>(r[g[2]]); break;
-    case Op::kSltu: r[g[0]] = r[g[1]] < r[g[2]]; break;
-    case Op::kAddi: r[g[0]] = r[g[1]] + static_cast<uint32_t>(in.imm); break;
-    case Op::kFadd: r[g[0]] = f32_bits(f32_from_bits(r[g[1]]) + f32_from_bits(r[g[2]])); break;
-    case Op::kFsub: r[g[0]] = f32_bits(f32_from_bits(r[g[1]]) - f32_from_bits(r[g[2]])); break;
-    case Op::kFmul: r[g[0]] = f32_bits(f32_from_bits(r[g[1]]) * f32_from_bits(r[g[2]])); break;
     case Op::kLd16: case Op::kLd32: {
       bool ok;
       const uint32_t v = mem_load(now, r[g[1]] + static_cast<uint32_t>(in.imm), in.op == Op::kLd16 ? 2 : 4, &ok);
@@ -328,11 +372,6 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
       if (!mem_store(now, r[g[0]] + static_cast<uint32_t>(in.imm), in.op == Op::kSt16 ? 2 : 4, r[g[1]])) return false;
       --res.writes;
       break;
-    case Op::kBeq: branch(r[g[0]] == r[g[1]]); break;
-    case Op::kBne: branch(r[g[0]] != r[g[1]]); break;
-    case Op::kBlt: branch(static_cast<int32_t>(r[g[0]]) < static_cast<int32_t>(r[g[1]])); break;
-    case Op::kBge: branch(static_cast<int32_t>(r[g[0]]) >= static_cast<int32_t>(r[g[1]])); break;
-    case Op::kJmp: branch(true); break;
     case Op::kActivate: m_activated |= uint64_t{1} << g[0]; break;
     case Op::kBlock: m_blocked |= uint64_t{1} << g[0]; break;
     case Op::kUnblock: m_blocked &= ~(uint64_t{1} << g[0]); break;
@@ -375,60 +414,122 @@ void PeCore::complete_main() {
   m_main_end = 0;
 }
 
+// The cycle at which the main thread, due to execute its next instruction at cycle t, reaches
+// one that a lazy core does not replay: a vector op, a store (the host polls counters in SRAM
+// between cycles), exit or halt (the host watches running tasks), or a load that would fault.
+// Everything before it only reads and writes registers, descriptors, task flags and loads from
+// SRAM, none of which a waiting microthread or an arrival touches. Works on a copy of the
+// registers; looks at most kMaxPureRun instructions ahead.
+uint64_t PeCore::pure_run_end(uint64_t t) const {
+  constexpr int kMaxPureRun = 64;
+  uint32_t r[kNumGprs];
+  std::memcpy(r, m_gpr, sizeof r);
+  uint32_t pc = m_pc;
+  for (int n = 0; n < kMaxPureRun && pc < m_code.size(); ++n) {
+    const Instr& in = m_code[pc];
+    uint32_t next = pc + 1;
+    uint64_t when = t + 1;
+    if (alu(in, r)) {
+      // registers only
+    } else if (const int b = branch(in, r)) {
+      if (b == 2) {
+        next = static_cast<uint32_t>(in.imm);
+        when = t + static_cast<uint64_t>(m_cfg.decode_latency);
+      }
+    } else {
+      switch (in.op) {
+        case Op::kNop: case Op::kActivate: case Op::kBlock: case Op::kUnblock:
+        case Op::kDmem: case Op::kDfin: case Op::kDfout: case Op::kDlen: case Op::kDbase: case Op::kDaddb:
+        case Op::kDstride:
+          break;
+        case Op::kLd16: case Op::kLd32: {
+          const uint32_t bytes = in.op == Op::kLd16 ? 2 : 4;
+          const uint32_t addr = r[in.reg[1]] + static_cast<uint32_t>(in.imm);
+          if (addr % bytes || uint64_t{addr} + bytes > m_sram_bytes) return t;
+          uint32_t v = 0;
+          std::memcpy(&v, &m_sram[addr], bytes);
+          r[in.reg[0]] = v;
+          break;
+        }
+        default:
+          return t;
+      }
+    }
+    pc = next;
+    t = when;
+  }
+  return t;
+}
+
 // Called at the end of evaluate(now): can the core skip cycles (see m_lazy)?
 void PeCore::update_lazy(uint64_t now) {
   m_lazy = kLazyNone;
-  if (!m_cfg.lazy || !m_ut_busy || m_outq_nonempty || m_halted) return;  // no microthread: busy_until and run_solo cover it
+  if (!m_cfg.lazy || m_outq_nonempty || m_halted || m_task < 0) return;
+  uint64_t ut_wake = kNever;  // the first queued wavelet a microthread waits for is readable
   for (uint32_t m = m_ut_busy; m; m &= m - 1) {
-    if (!waits_for_wavelet(m_ut[__builtin_ctz(m)])) return;
+    const uint64_t w = wavelet_wait(m_ut[__builtin_ctz(m)]);
+    if (!w) return;
+    ut_wake = std::min(ut_wake, w);
   }
+  uint64_t t;  // when the main thread executes its next instruction
   if (m_main_op.active) {
-    if (!m_main_op.mem_only) return;
+    // Without a microthread, run_solo runs an SRAM-only op at once at the next evaluate().
+    if (!m_main_op.mem_only || !m_ut_busy) return;
     if (!m_main_end) m_main_end = std::max(now + 1, m_main_op.next_step) + solo_cycles(m_main_op);
-    m_lazy = kLazyMain;
-    m_lazy_until = m_main_end;
-  } else if (m_task >= 0 && m_next_exec > now + 1) {
-    m_lazy = kLazyRefill;
-    m_lazy_until = m_next_exec;
+    t = m_main_end;
+  } else {
+    t = std::max(m_next_exec, now + 1);
   }
+  m_lazy_until = std::min(pure_run_end(t), ut_wake);
+  if (m_lazy_until > now + 1) m_lazy = kLazyOn;
 }
 
-// The skipped cycles [from, to) of a lazy core: the main thread's steps, exactly as evaluate()
-// would have run them (with the ports and banks to itself, and every microthread waiting), each
-// of them a busy cycle.
+// The skipped cycles [from, to) of a lazy core: the main thread's vector steps and scalar
+// instructions, exactly as evaluate() would have run them (with the ports and banks to itself,
+// and every microthread waiting), each of them a busy cycle.
 void PeCore::catch_up(uint64_t from, uint64_t to) {
   m_stats.busy += to - from;
   m_replayed += to - from;
-  if (m_lazy != kLazyMain) return;
+  to = std::min(to, m_lazy_until);  // evaluate() runs by m_lazy_until at the latest
   VecOp& op = m_main_op;
-  const uint32_t per = op.one_per_step ? 1u : static_cast<uint32_t>(op.rate);
-  // Steps of a fixed length (no address-dependent bank conflict) are replayed in one batch.
-  const bool fixed = op.conflict_known || op.reads < 2 || op.reads > m_cfg.read_ports;
-  const uint64_t len = op.port_cycles + (op.conflict_known && op.conflict_full ? 1u : 0u);
-  for (uint64_t k = from; k < to && op.active;) {
-    if (k < op.next_step) {  // inside a multi-cycle step
-      k = op.next_step;
-      continue;
+  uint64_t k = from;
+  if (op.active) {
+    const uint32_t per = op.one_per_step ? 1u : static_cast<uint32_t>(op.rate);
+    // Steps of a fixed length (no address-dependent bank conflict) are replayed in one batch.
+    const bool fixed = op.conflict_known || op.reads < 2 || op.reads > m_cfg.read_ports;
+    const uint64_t len = op.port_cycles + (op.conflict_known && op.conflict_full ? 1u : 0u);
+    while (k < to && op.active) {
+      if (k < op.next_step) {  // inside a multi-cycle step
+        k = op.next_step;
+        continue;
+      }
+      const uint64_t full_left = (op.total - op.done) / per;
+      if (fixed && full_left > 1) {
+        // Full steps starting at k, k + len, ... before `to`, as step_vector would run them.
+        const uint64_t n = std::min<uint64_t>(full_left, (to - k + len - 1) / len);
+        finish_step<true>(k, op, static_cast<uint32_t>(n * per), false);
+        op.next_step = k + n * len;
+        k = op.next_step;
+      } else {
+        Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};
+        step_vector(k, op, res);
+        ++k;
+      }
+      if (!op.active) complete_main();
     }
-    const uint64_t full_left = (op.total - op.done) / per;
-    if (fixed && full_left > 1) {
-      // Full steps starting at k, k + len, ... before `to`, as step_vector would run them.
-      const uint64_t n = std::min<uint64_t>(full_left, (to - k + len - 1) / len);
-      finish_step<true>(k, op, static_cast<uint32_t>(n * per), false);
-      op.next_step = k + n * len;
-      k = op.next_step;
-    } else {
-      Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};
-      step_vector(k, op, res);
-      ++k;
-    }
-    if (!op.active) complete_main();
+    if (op.active) return;
+  }
+  // The scalar instructions due before `to` (all of them ones pure_run_end let through).
+  for (k = std::max(k, m_next_exec); k < to && m_task >= 0; k = m_next_exec) {
+    Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};
+    exec_scalar(k, res);
   }
 }
 
 uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   // Cycles asleep inside an op waiting for a wavelet (see has_work) were stalls; a core asleep
   // with nothing to run is not evaluated and not counted, as before.
+  const uint8_t was_lazy = m_lazy;
   if (m_evaluated && now > m_last_eval + 1) {
     if (m_lazy) catch_up(m_last_eval + 1, now);
     else if (m_main_op.active || m_ut_busy) m_stats.stall += now - m_last_eval - 1;
@@ -441,6 +542,7 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   // a vector op already run by run_solo) with nothing else in flight.
   if (m_task >= 0 && now < m_next_exec && !m_main_op.active && !m_ut_busy && !m_outq_nonempty) {
     ++m_stats.busy;
+    if (was_lazy && m_lazy_until > now + 1) m_lazy = was_lazy;  // nothing ran: the window holds
     return kConsumed;
   }
   uint32_t result = 0;

@@ -113,6 +113,7 @@ class PeCore : public PeAgent {
   // Lazy main op: see m_lazy. Replays the skipped cycles [from, to) of the main thread.
   void catch_up(uint64_t from, uint64_t to);
   void update_lazy(uint64_t now);
+  uint64_t pure_run_end(uint64_t t) const;
   bool solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const;
   template <bool kMemOnly>
   void finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict);
@@ -120,9 +121,13 @@ class PeCore : public PeAgent {
   // finish_step's element loop for the common all-fp32, all-SRAM ops; false when it does not apply.
   bool elements_f32(VecOp& op, uint32_t k);
   void complete_main();
-  // The op can do nothing until a wavelet arrives: its step is due and a fabric source queue is
-  // empty. A core whose every thread is in that state sleeps (has_work() false) until one comes.
-  bool waits_for_wavelet(const VecOp& op) const;
+  // 0 when the op can step at m_last_eval + 1 (or is not waiting on its fabric sources); else
+  // the cycle from which every fabric source is readable: kNever when one is empty (only an
+  // arrival can change that), or the ready cycle of a queued wavelet whose ramp latency has not
+  // elapsed. A core whose every thread waits sleeps until then (next_work).
+  static constexpr uint64_t kNever = ~uint64_t(0);
+  uint64_t wavelet_wait(const VecOp& op) const;
+  uint64_t next_work() const;
   bool pick_task(uint64_t now);
   uint32_t mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok);
   bool mem_store(uint64_t now, uint32_t addr, int bytes, uint32_t v);
@@ -152,12 +157,13 @@ class PeCore : public PeAgent {
   bool m_halted = false;
   // After a cycle in which nothing but the main thread can move until a wavelet arrives (every
   // busy microthread waits for one, no output queue holds anything), the core is not evaluated
-  // again until m_lazy_until, the cycle its main thread executes its next instruction, or until
-  // its router is visited for an arrival; then the skipped cycles are replayed (catch_up) before
-  // that cycle. The main thread's steps do not depend on the microthreads (it takes the ports and
-  // banks first each cycle), so the replay is exact. kLazyMain: an SRAM-only vector op runs on
-  // the main thread; kLazyRefill: a task waits for its next instruction.
-  enum : uint8_t { kLazyNone, kLazyMain, kLazyRefill };
+  // again until m_lazy_until, or until its router is visited for an arrival; then the skipped
+  // cycles are replayed (catch_up) before that cycle. The window covers an SRAM-only vector op
+  // on the main thread, pipeline refills and the scalar instructions after them up to the first
+  // one that others can observe or that depends on them (pure_run_end). The main thread's steps
+  // do not depend on the microthreads (it takes the ports and banks first each cycle), so the
+  // replay is exact.
+  enum : uint8_t { kLazyNone, kLazyOn };
   uint8_t m_lazy = kLazyNone;
   uint64_t m_lazy_until = 0;
   uint64_t m_main_end = 0;            // cached end of the SRAM-only main op (0 = not computed)

@@ -119,7 +119,9 @@ uint64_t Router::schedule(uint64_t next) const {
       return t > next ? t : next;
     }
   }
-  return m_agent ? m_agent->wake_cycle(next) : 0;
+  if (!m_agent) return 0;
+  if (m_agent_due > next) return m_agent_due == kAgentIdle ? 0 : m_agent_due;  // as of its last evaluate
+  return m_agent->wake_cycle(next);
 }
 
 // Picks the next head for color c among its accepted, non-empty input buffers (round-robin from
@@ -311,6 +313,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
       wake_neighbour(n, tc);
     } else if (p == kRamp) {
       m_agent->deliver(w, now + static_cast<uint64_t>(cfg.ramp_latency));
+      m_agent_due = 0;  // an arrival: evaluate the agent this cycle
       ++tc.delivered;
     } else {
       m_chan[p]->fabric_deliver(w, now, now + static_cast<uint64_t>(cfg.hop_latency));
@@ -357,7 +360,11 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   changed |= sent_ports != 0;
 
   // 4. The ramp link from the agent and the host channels on edge ports each carry one wavelet.
-  if (m_agent) {
+  if (m_agent && now < m_agent_due) {
+    // Nothing is due at the agent before m_agent_due (see PeAgent::wake_cycle): its evaluate()
+    // would only count the cycle, and its next one accounts for the cycles skipped.
+    if (m_agent_busy) ++tc.moves;  // a busy cycle, as evaluate() would report
+  } else if (m_agent) {
     Wavelet w;
     const uint32_t full_before = m_want[kRamp] ? m_agent->full_colors() : 0;
     const uint32_t r = m_agent->evaluate(now, ramp_full, &w);
@@ -369,6 +376,14 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
       push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.ramp_latency), now);
       ++tc.injected;
       ++tc.pushed;
+    }
+    const uint64_t busy = m_agent->busy_until();
+    m_agent_busy = busy > now + 1;
+    if (m_agent_busy) {
+      m_agent_due = busy;
+    } else {
+      const uint64_t t = m_agent->wake_cycle(now + 1);
+      m_agent_due = t ? t : kAgentIdle;
     }
   }
   if (m_has_chan) {
