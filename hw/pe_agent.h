@@ -47,6 +47,11 @@ class PeAgent {
     return has_work() ? next : 0;
   }
 
+  // True when the router should ask wake_cycle() after every evaluate() and skip the agent's
+  // evaluations until then (worth it for agents that often have nothing due while their router
+  // is busy; a saturated traffic endpoint always has).
+  bool skips_evaluations() const { return m_skips; }
+
   // Wavelets consumed so far (drained from the agent's receive side).
   virtual uint64_t consumed() const = 0;
 
@@ -55,6 +60,7 @@ class PeAgent {
   const std::string& fault() const { return m_fault; }
 
  protected:
+  bool m_skips = false;
   void report_fault(std::string msg) {
     if (!m_fault.empty()) return;
     m_fault = std::move(msg);

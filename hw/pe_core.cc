@@ -13,6 +13,7 @@ using namespace core_detail;
 
 PeCore::PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std::string name)
     : m_cfg(cfg), m_pe(pe_id), m_name(std::move(name)), m_sram_bytes(static_cast<uint32_t>(cfg.sram_kb) * 1024) {
+  m_skips = true;
   std::fill(std::begin(m_task_of_color), std::end(m_task_of_color), -1);
   std::fill(std::begin(m_queue_of_color), std::end(m_queue_of_color), -1);
   std::fill(std::begin(m_outq_of_color), std::end(m_outq_of_color), -1);

@@ -120,7 +120,7 @@ uint64_t Router::schedule(uint64_t next) const {
     }
   }
   if (!m_agent) return 0;
-  if (m_agent_due > next) return m_agent_due == kAgentIdle ? 0 : m_agent_due;  // as of its last evaluate
+  if (m_agent_due >= next) return m_agent_due == kAgentIdle ? 0 : m_agent_due;  // as of its last evaluate
   return m_agent->wake_cycle(next);
 }
 
@@ -363,7 +363,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   if (m_agent && now < m_agent_due) {
     // Nothing is due at the agent before m_agent_due (see PeAgent::wake_cycle): its evaluate()
     // would only count the cycle, and its next one accounts for the cycles skipped.
-    if (m_agent_busy) ++tc.moves;  // a busy cycle, as evaluate() would report
+    if (m_agent_due != kAgentIdle) ++tc.moves;  // busy, or a wake-up is due: not a deadlock
   } else if (m_agent) {
     Wavelet w;
     const uint32_t full_before = m_want[kRamp] ? m_agent->full_colors() : 0;
@@ -377,11 +377,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
       ++tc.injected;
       ++tc.pushed;
     }
-    const uint64_t busy = m_agent->busy_until();
-    m_agent_busy = busy > now + 1;
-    if (m_agent_busy) {
-      m_agent_due = busy;
-    } else {
+    if (m_agent->skips_evaluations()) {
       const uint64_t t = m_agent->wake_cycle(now + 1);
       m_agent_due = t ? t : kAgentIdle;
     }

@@ -191,11 +191,10 @@ class Router {
   EdgeChannel* m_chan[kNumLinkPorts] = {};
   PeAgent* m_agent = nullptr;
   // The first cycle the agent must be evaluated again, as its wake_cycle() said after its last
-  // evaluate (kAgentIdle: only an arrival wakes it; an arrival resets it to 0); m_agent_busy when
-  // it is busy until then (busy_until()).
+  // evaluate (kAgentIdle: only an arrival wakes it; an arrival resets it to 0, to evaluate it in
+  // the cycle it comes).
   static constexpr uint64_t kAgentIdle = ~uint64_t(0);
   uint64_t m_agent_due = 0;
-  bool m_agent_busy = false;
   const RouterConfig* m_cfg;
   ColorState m_col[kMaxColors];
   FifoMeta* m_fifo = nullptr;  // in m_mem

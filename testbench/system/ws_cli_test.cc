@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include "compiler/onnx_model.h"
@@ -39,9 +40,11 @@ std::string quote(const std::string& a) {
 }
 
 CliRun cmd(bool is_train, std::vector<std::string> args) {
+  // ctest runs each test in its own process, two at a time: the process ID keeps their
+  // captured output apart (a counter alone restarts at 0 in every process).
   static int n = 0;
-  const std::string o = tmp_path("ws_cli_out_" + std::to_string(n)), e = tmp_path("ws_cli_err_" + std::to_string(n));
-  ++n;
+  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(n++);
+  const std::string o = tmp_path("ws_cli_out_" + tag), e = tmp_path("ws_cli_err_" + tag);
   std::string line = std::string("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 ") + WAFERSIM_BIN + (is_train ? " train" : " compile");
   for (const auto& a : args) line += " " + quote(a);
   line += " > " + quote(o) + " 2> " + quote(e);
