@@ -274,6 +274,8 @@ void Fabric::end_cycle(uint64_t now) {
     tc.next.clear();
     tc.wake.clear();
     moves += tc.moves;
+    m_channel_deliveries += tc.to_channels;
+    tc.to_channels = 0;
     pushed += tc.pushed;
     popped += tc.popped;
     // Routers whose agent's busy stretch ends now rejoin (unless something woke them already).

@@ -81,6 +81,9 @@ class Fabric {
   uint64_t cycle() const { return m_cycle; }  // cycles completed so far
   FabricTotals totals() const;
   uint64_t in_flight() const;  // totals().in_flight without the walk over every router
+  // Wavelets the fabric has handed to I/O channels so far (a host polling its channels can skip
+  // them while this does not change and none holds anything).
+  uint64_t channel_deliveries() const { return m_channel_deliveries; }
   std::vector<ColorCounters> color_counters() const;  // per color, summed over the fabric
   uint64_t active_routers() const;
   void reset_stats();  // warm-up: port/color counters and peaks restart, state and totals stay
@@ -110,7 +113,8 @@ class Fabric {
   std::vector<std::unique_ptr<EdgeChannel>> m_channels[kNumLinkPorts];  // by side
   bool m_finalized = false;
   uint64_t m_cycle = 0;
-  uint64_t m_idle_cycles = 0;  // consecutive cycles with wavelets buffered and nothing moving
+  uint64_t m_idle_cycles = 0;
+  uint64_t m_channel_deliveries = 0;  // consecutive cycles with wavelets buffered and nothing moving
   uint64_t m_stats_from = 0;   // cycle the port/color counters last restarted
   std::atomic<bool> m_fault_flag{false};  // some agent reported a fault this cycle
   std::vector<ThreadCtx> m_ctx;

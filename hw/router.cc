@@ -318,6 +318,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
     } else {
       m_chan[p]->fabric_deliver(w, now, now + static_cast<uint64_t>(cfg.hop_latency));
       ++tc.delivered;
+      ++tc.to_channels;
     }
     cs.pending &= static_cast<uint8_t>(~port_bit(p));
     if (cs.pending) {

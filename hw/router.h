@@ -55,6 +55,7 @@ struct alignas(64) ThreadCtx {
                       std::greater<std::pair<uint64_t, uint32_t>>> timed;
   uint64_t injected = 0;   // wavelets entering router buffers from an agent or a channel
   uint64_t delivered = 0;  // wavelets leaving the fabric to an agent or a channel
+  uint64_t to_channels = 0;  // of which to I/O channels
   uint64_t pushed = 0, popped = 0;  // router buffer pushes and pops (in flight = pushed - popped)
   uint64_t nonfinal = 0;   // multicast sends that left a copy behind
   uint64_t moves = 0;      // anything that moved this cycle (for the watchdog)

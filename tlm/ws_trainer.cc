@@ -184,7 +184,12 @@ bool WsSystem::cycle() {
   m_rr = m_rr + 1 == n ? 0 : m_rr + 1;
   m_fabric->step();
   bool gstall = false;
-  for (size_t j = 0, i = m_rr; j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
+  // The channels hold nothing to take: none did after the last pass, and nothing came since.
+  const uint64_t delivered = m_fabric->channel_deliveries();
+  const bool receive = m_recv_pending || delivered != m_recv_seen;
+  m_recv_seen = delivered;
+  m_recv_pending = false;
+  for (size_t j = 0, i = m_rr; receive && j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
     if (!m_west[i]->has_receive_work()) continue;
     Wavelet w;
     while (m_gbudget >= 1 && m_west[i]->try_receive(&w)) {
@@ -192,7 +197,10 @@ bool WsSystem::cycle() {
       m_gbudget -= 1;
       if (m_got[i].size() <= m_expect[i]) --m_missing;
     }
-    if (m_west[i]->receive_queue_size() > 0 && m_gbudget < 1) gstall = true;
+    if (m_west[i]->receive_queue_size() > 0) {
+      m_recv_pending = true;
+      if (m_gbudget < 1) gstall = true;
+    }
   }
   ++m_now;
   if (!was_done) {

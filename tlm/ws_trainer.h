@@ -134,6 +134,8 @@ class WsSystem {
   uint64_t m_now = 0;
   double m_wbudget = 0, m_ibudget = 0, m_gbudget = 0;
   size_t m_rr = 0;
+  uint64_t m_recv_seen = 0;     // Fabric::channel_deliveries() at the last receive pass
+  bool m_recv_pending = false;  // a channel held something after it
   int m_queued = 0;  // passes queued this minibatch
   size_t m_missing = 0;  // results of this minibatch still to come
   uint64_t m_refused = 0;
