@@ -19,6 +19,9 @@ class BitCounters32 {
     }
     if (++m_adds == kFlushEvery) flush();
   }
+  void add_n(uint32_t mask, uint64_t n) {  // add(mask), n times
+    for (; mask; mask &= mask - 1) m_flushed[__builtin_ctz(mask)] += n;
+  }
   uint64_t total(int bit) const {
     uint64_t v = m_flushed[bit];
     for (int k = 0; k < kPlanes; ++k) v += static_cast<uint64_t>((m_plane[k] >> bit) & 1u) << k;

@@ -369,7 +369,7 @@ uint64_t Fabric::active_routers() const {
 void Fabric::reset_stats() {
   m_stats_from = m_cycle;
   for (auto& rp : m_routers) {
-    if (rp) rp->reset_stats();
+    if (rp) rp->reset_stats(m_cycle);
   }
   for (ThreadCtx& tc : m_ctx) {
     for (ColorCounters& c : tc.color) c = ColorCounters{};
@@ -388,6 +388,10 @@ std::vector<ColorCounters> Fabric::color_counters() const {
   for (const auto& rp : m_routers) {
     if (!rp) continue;
     for (size_t c = 0; c < v.size(); ++c) v[c].peak = std::max(v[c].peak, rp->peak_of_color(static_cast<int>(c)));
+    // Stalls of the cycles it has slept through so far (counted at its next visit).
+    if (const uint64_t n = rp->slept(m_cycle)) {
+      for (uint32_t m = rp->sleeping_stall_colors(); m; m &= m - 1) v[static_cast<size_t>(__builtin_ctz(m))].stall += n;
+    }
   }
   return v;
 }

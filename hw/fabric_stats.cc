@@ -32,6 +32,13 @@ uint64_t sum_ports(const uint64_t (&a)[kNumPorts]) {
   return s;
 }
 
+// Stall cycles of every port, the cycles a router has slept through included.
+uint64_t stall_of(const Router& r, uint64_t cycles) {
+  uint64_t n = 0;
+  for (int p = 0; p < kNumPorts; ++p) n += r.stall_cycles(p, cycles);
+  return n;
+}
+
 }  // namespace
 
 json fabric_stats_json(const Fabric& f) {
@@ -52,7 +59,7 @@ json fabric_stats_json(const Fabric& f) {
   for (const Router* r : rs) {
     for (int p = 0; p < kNumPorts; ++p) {
       port_fwd[p] += r->s_forwarded[p];
-      port_stall[p] += r->s_stall[p];
+      port_stall[p] += r->stall_cycles(p, f.cycle());
     }
   }
   json ports = json::object();
@@ -70,16 +77,16 @@ json fabric_stats_json(const Fabric& f) {
   }
   j["colors"] = cj;
   // The PEs whose output links stalled most: where the fabric congests.
-  std::sort(rs.begin(), rs.end(), [](const Router* a, const Router* b) {
-    const uint64_t sa = sum_ports(a->s_stall), sb = sum_ports(b->s_stall);
+  std::sort(rs.begin(), rs.end(), [&f](const Router* a, const Router* b) {
+    const uint64_t sa = stall_of(*a, f.cycle()), sb = stall_of(*b, f.cycle());
     return sa != sb ? sa > sb : a->id() < b->id();
   });
   json top = json::array();
   for (size_t i = 0; i < rs.size() && i < 10; ++i) {
     const Router& r = *rs[i];
-    if (!sum_ports(r.s_stall)) break;
+    if (!stall_of(r, f.cycle())) break;
     top.push_back({{"pe", Fabric::pe_name(r.x(), r.y())},
-                   {"stall_cycles", sum_ports(r.s_stall)},
+                   {"stall_cycles", stall_of(r, f.cycle())},
                    {"forwarded", sum_ports(r.s_forwarded)},
                    {"peak_occupancy", r.s_peak_occupancy}});
   }
@@ -90,7 +97,7 @@ json fabric_stats_json(const Fabric& f) {
 void write_fabric_stats(const Fabric& f, const std::string& dir) {
   write_file_atomic(dir + "/stats.json", fabric_stats_json(f).dump(2) + "\n");
   write_file_atomic(dir + "/pe_forwarded.csv", pe_matrix_csv(f, [](const Router& r) { return sum_ports(r.s_forwarded); }));
-  write_file_atomic(dir + "/pe_stall.csv", pe_matrix_csv(f, [](const Router& r) { return sum_ports(r.s_stall); }));
+  write_file_atomic(dir + "/pe_stall.csv", pe_matrix_csv(f, [&f](const Router& r) { return stall_of(r, f.cycle()); }));
   write_file_atomic(dir + "/pe_peak_occupancy.csv",
                     pe_matrix_csv(f, [](const Router& r) { return uint64_t{r.s_peak_occupancy}; }));
   for (int p = 0; p < kNumPorts; ++p) {

@@ -83,7 +83,8 @@ bool Router::sent_this_cycle(int port, uint64_t now, Wavelet* w) const {
   return true;
 }
 
-void Router::reset_stats() {
+void Router::reset_stats(uint64_t cycles) {
+  if (cycles > m_last_step + 1) m_last_step = cycles - 1;  // slept cycles before it do not count
   for (auto& v : s_forwarded) v = 0;
   for (auto& v : s_stall) v = 0;
   s_peak_occupancy = m_occupancy;
@@ -200,6 +201,14 @@ __attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, Thr
 
 uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   const RouterConfig& cfg = *m_cfg;
+  // Cycles slept since the last visit stalled what that visit stalled (nothing changed meanwhile:
+  // an arrival or a credit would have woken it). A stalled port means a stalled color; a router
+  // with nothing stalled may take the straight-on path, which leaves the record alone.
+  if (m_stall_colors && now > m_last_step + 1) {
+    const uint64_t n = now - m_last_step - 1;
+    for (uint32_t m = m_stall_ports; m; m &= m - 1) s_stall[ctz(m)] += n;
+    tc.color_stall.add_n(m_stall_colors, n);
+  }
   const int prev = static_cast<int>((now + 1) & 1);  // parity of the previous cycle
   const uint32_t ramp_full = m_full_in[kRamp];  // start-of-cycle credit of the local injectors
   const uint32_t east_full = m_full_in[kEast], west_full = m_full_in[kWest];
@@ -276,7 +285,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
 
   // 3. Every output link carries at most one wavelet; its arbiter serves colors round-robin.
   uint32_t wanting = 0, sent = 0;
-  uint8_t sent_ports = 0;
+  uint8_t sent_ports = 0, stall_ports = 0;
   bool any_next_want = false, edge_wait = false;
   uint32_t next_want[kNumPorts] = {};
   for (int p = 0; p < kNumPorts; ++p) {
@@ -288,6 +297,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
     const uint32_t eligible = want & ~(n ? m_blocked[p] : edge_full(p, now));
     if (!eligible) {
       ++s_stall[p];
+      stall_ports |= port_bit(p);
       continue;
     }
     const int c = rr_pick(eligible, m_rr_out[p]);
@@ -357,7 +367,11 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
     m_sent_ports = sent_ports;
     tc.moves += static_cast<uint64_t>(__builtin_popcount(sent_ports));
   }
-  if (const uint32_t stalled = wanting & ~sent) tc.color_stall.add(stalled);
+  const uint32_t stalled = wanting & ~sent;
+  if (stalled) tc.color_stall.add(stalled);
+  m_stall_ports = stall_ports;
+  m_stall_colors = stalled;
+  m_last_step = now;
   changed |= sent_ports != 0;
 
   // 4. The ramp link from the agent and the host channels on edge ports each carry one wavelet.

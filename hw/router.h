@@ -109,11 +109,19 @@ class Router {
   uint8_t switch_position(int color) const { return m_col[color].pos; }
   bool sent_this_cycle(int port, uint64_t now, Wavelet* w) const;
   uint64_t s_forwarded[kNumPorts] = {};  // wavelets sent per output port
-  uint64_t s_stall[kNumPorts] = {};      // cycles an output had candidates but no credit
+  uint64_t s_stall[kNumPorts] = {};      // visited cycles an output had candidates but no credit
+  // The same, with the cycles slept since its last visit up to `cycles` (Fabric::cycle()): a
+  // router whose heads all wait on another PE sleeps, and each of those cycles stalls the same
+  // ports and colors as its last visit (added at its next visit).
+  uint64_t stall_cycles(int port, uint64_t cycles) const {
+    return s_stall[port] + ((m_stall_ports >> port) & 1 ? slept(cycles) : 0);  // ports imply colors
+  }
+  uint32_t sleeping_stall_colors() const { return m_stall_colors; }  // stalled in each slept cycle
+  uint64_t slept(uint64_t cycles) const { return cycles > m_last_step + 1 ? cycles - m_last_step - 1 : 0; }
   uint32_t s_peak_occupancy = 0;         // peak of all buffers together
   uint32_t peak_of_color(int color) const { return m_color_peak[color]; }  // one buffer's peak
-  // Warm-up: counters restart; peaks restart from the occupancy of the moment.
-  void reset_stats();
+  // Warm-up, after `cycles` cycles: counters restart; peaks restart from the occupancy of the moment.
+  void reset_stats(uint64_t cycles);
 
  private:
   static constexpr uint8_t kNone = 0xff;
@@ -184,6 +192,9 @@ class Router {
   uint32_t m_full_in[kNumPorts] = {};  // colors whose buffer from each input is full
   uint32_t m_blocked[kNumLinkPorts] = {};  // colors with no credit left on each output link
   uint32_t m_occupancy = 0;
+  uint64_t m_last_step = 0;      // the cycle of its last visit through the general path
+  uint8_t m_stall_ports = 0;     // ports that stalled in it (they stall in every slept cycle too)
+  uint32_t m_stall_colors = 0;   // colors that stalled in it
   uint32_t m_outstanding = 0;  // wavelets sent on links whose credit has not come back
   bool m_can_sleep = false;    // the last step changed nothing and every head waits on another PE
   uint8_t m_rr_out[kNumPorts] = {};

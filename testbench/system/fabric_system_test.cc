@@ -395,7 +395,7 @@ TEST(Stats, ForwardingChainCountsEveryHopOnce) {
       EXPECT_EQ(r->s_forwarded[kEast], count) << "x " << x;
       EXPECT_EQ(r->occupancy(), 0u);
       if (drain == 1.0) {
-        EXPECT_EQ(r->s_stall[kEast], 0u) << "x " << x;
+        EXPECT_EQ(r->stall_cycles(kEast, f.cycle()), 0u) << "x " << x;
         EXPECT_EQ(r->peak_of_color(color), 1u) << "x " << x;
         EXPECT_EQ(r->s_peak_occupancy, 1u) << "x " << x;
       }
@@ -404,11 +404,68 @@ TEST(Stats, ForwardingChainCountsEveryHopOnce) {
       for (uint64_t i = 1; i < count; ++i) EXPECT_EQ(sink->log()[i].cycle, sink->log()[i - 1].cycle + 1) << i;
     } else {
       const Router* r = f.router(len - 2, 0);
-      EXPECT_GT(r->s_stall[kEast], 0u);
+      EXPECT_GT(r->stall_cycles(kEast, f.cycle()), 0u);
       EXPECT_EQ(r->peak_of_color(color), static_cast<uint32_t>(hw.router.buffer_depth));
     }
     EXPECT_EQ(f.color_counters()[color].forwarded, count * len);  // len - 1 links and the ramp
     EXPECT_EQ(f.totals().in_flight, 0u);
+  }
+}
+
+// A router whose head waits on another PE sleeps until a credit comes; the cycles it sleeps are
+// still stall cycles of its port and color (what a visit every cycle would count), also when the
+// stats are read while it sleeps. A stuck receiver: the link into it stalls every cycle once its
+// buffers are full, whatever the router's sleep.
+TEST(Stats, StallCyclesCountSleptCycles) {
+  for (uint64_t cycles : {100u, 1000u}) {
+    HwConfig hw = test::small_config(4, 1);
+    hw.sim.watchdog_cycles = 0;  // the stuck receiver is the point
+    Fabric f(hw);
+    const int color = 1;
+    test::add_agent(f, 0, 0)->add_flow({color, 1.0, 0});
+    f.set_route(0, 0, color, ColorRoute::simple(R, E));
+    for (int x = 1; x < 3; ++x) f.set_route(x, 0, color, ColorRoute::simple(W, E));
+    TrafficAgentOptions o;
+    o.never_drain = 1u << color;
+    test::add_agent(f, 3, 0, o)->add_receive(color);
+    f.set_route(3, 0, color, ColorRoute::simple(W, R));
+    f.run(cycles);
+    // Every router's head stalls from the cycle its downstream filled up to the end: at most a
+    // few dozen cycles of filling, then every cycle.
+    for (int x = 0; x < 3; ++x) {
+      const uint64_t stall = f.router(x, 0)->stall_cycles(kEast, f.cycle());
+      EXPECT_GT(stall, cycles - 40) << "x " << x << ", " << cycles << " cycles";
+      EXPECT_LT(stall, cycles) << "x " << x;
+    }
+    const uint64_t ramp = f.router(3, 0)->stall_cycles(kRamp, f.cycle());
+    EXPECT_GT(ramp, cycles - 40);
+    const nlohmann::json j = fabric_stats_json(f);
+    uint64_t sum = 0;
+    for (int x = 0; x < 3; ++x) sum += f.router(x, 0)->stall_cycles(kEast, f.cycle());
+    EXPECT_EQ(j["ports"]["E"]["stall_cycles"].get<uint64_t>(), sum);
+    EXPECT_GT(f.color_counters()[color].stall, 4 * (cycles - 40));
+  }
+  // A slow receiver: the routers sleep and wake again and again. Once the chain has filled, every
+  // router has a head for its East port (the sink's router for its ramp) in every cycle, which
+  // either leaves or stalls: forwarded + stall cycles is every cycle but the first few.
+  HwConfig hw = test::small_config(4, 1);
+  Fabric f(hw);
+  const int color = 1;
+  test::add_agent(f, 0, 0)->add_flow({color, 1.0, 0});
+  f.set_route(0, 0, color, ColorRoute::simple(R, E));
+  for (int x = 1; x < 3; ++x) f.set_route(x, 0, color, ColorRoute::simple(W, E));
+  TrafficAgentOptions o;
+  o.drain_prob = 0.3;
+  test::add_agent(f, 3, 0, o)->add_receive(color);
+  f.set_route(3, 0, color, ColorRoute::simple(W, R));
+  const uint64_t cycles = 2000;
+  f.run(cycles);
+  for (int x = 0; x < 4; ++x) {
+    const Router* r = f.router(x, 0);
+    const int p = x < 3 ? kEast : kRamp;
+    const uint64_t n = r->s_forwarded[p] + r->stall_cycles(p, f.cycle());
+    EXPECT_LE(n, cycles) << "x " << x;
+    EXPECT_GE(n, cycles - 12) << "x " << x << ": forwarded " << r->s_forwarded[p];
   }
 }
 
