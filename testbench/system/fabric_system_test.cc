@@ -417,18 +417,22 @@ TEST(Stats, ForwardingChainCountsEveryHopOnce) {
 // stats are read while it sleeps. A stuck receiver: the link into it stalls every cycle once its
 // buffers are full, whatever the router's sleep.
 TEST(Stats, StallCyclesCountSleptCycles) {
+  // A sender at full rate at x = 0, forwarders at x = 1, 2 and a receiver at x = 3.
+  const int color = 1;
+  auto chain = [&](Fabric& f, const TrafficAgentOptions& receiver) {
+    test::add_agent(f, 0, 0)->add_flow({color, 1.0, 0});
+    f.set_route(0, 0, color, ColorRoute::simple(R, E));
+    for (int x = 1; x < 3; ++x) f.set_route(x, 0, color, ColorRoute::simple(W, E));
+    test::add_agent(f, 3, 0, receiver)->add_receive(color);
+    f.set_route(3, 0, color, ColorRoute::simple(W, R));
+  };
   for (uint64_t cycles : {100u, 1000u}) {
     HwConfig hw = test::small_config(4, 1);
     hw.sim.watchdog_cycles = 0;  // the stuck receiver is the point
     Fabric f(hw);
-    const int color = 1;
-    test::add_agent(f, 0, 0)->add_flow({color, 1.0, 0});
-    f.set_route(0, 0, color, ColorRoute::simple(R, E));
-    for (int x = 1; x < 3; ++x) f.set_route(x, 0, color, ColorRoute::simple(W, E));
     TrafficAgentOptions o;
     o.never_drain = 1u << color;
-    test::add_agent(f, 3, 0, o)->add_receive(color);
-    f.set_route(3, 0, color, ColorRoute::simple(W, R));
+    chain(f, o);
     f.run(cycles);
     // Every router's head stalls from the cycle its downstream filled up to the end: at most a
     // few dozen cycles of filling, then every cycle.
@@ -446,18 +450,13 @@ TEST(Stats, StallCyclesCountSleptCycles) {
     EXPECT_GT(f.color_counters()[color].stall, 4 * (cycles - 40));
   }
   // A slow receiver: the routers sleep and wake again and again. Once the chain has filled, every
-  // router has a head for its East port (the sink's router for its ramp) in every cycle, which
+  // router has a head for its East port (the receiver's router for its ramp) in every cycle, which
   // either leaves or stalls: forwarded + stall cycles is every cycle but the first few.
   HwConfig hw = test::small_config(4, 1);
   Fabric f(hw);
-  const int color = 1;
-  test::add_agent(f, 0, 0)->add_flow({color, 1.0, 0});
-  f.set_route(0, 0, color, ColorRoute::simple(R, E));
-  for (int x = 1; x < 3; ++x) f.set_route(x, 0, color, ColorRoute::simple(W, E));
   TrafficAgentOptions o;
   o.drain_prob = 0.3;
-  test::add_agent(f, 3, 0, o)->add_receive(color);
-  f.set_route(3, 0, color, ColorRoute::simple(W, R));
+  chain(f, o);
   const uint64_t cycles = 2000;
   f.run(cycles);
   for (int x = 0; x < 4; ++x) {
