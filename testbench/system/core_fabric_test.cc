@@ -20,6 +20,48 @@ void expect_same_stats(const CoreStats& x, const CoreStats& z, const std::string
   EXPECT_EQ(x.tasks_started, z.tasks_started) << what;
 }
 
+// A sender and a receiver core run lazily and cycle by cycle (CoreConfig::lazy).
+struct LazyRun {
+  uint64_t halt;
+  CoreStats tx, rx;
+  std::vector<uint32_t> data;  // what the receiver computed
+  uint32_t mark;               // 77 once its completion task ran
+  uint64_t replayed;           // cycles its cores skipped, then replayed
+};
+
+// The receiver's completion task (activated when its microthread is done): marks 77, halts.
+const std::string kMarkTask = "\nafter:\n li r1, mark\n li r2, 77\n st32 [r1], r2\n halt\n";
+
+LazyRun finish(CoreRig& rig, PeCore* tx, PeCore* rx, const std::string& data) {
+  LazyRun r;
+  r.halt = rig.run_until_halted();
+  r.tx = tx->stats();
+  r.rx = rx->stats();
+  r.data = rig.read<uint32_t>(rx, data, 64);
+  r.mark = rig.read_u32(rx, "mark");
+  r.replayed = rx->replayed_cycles() + tx->replayed_cycles();
+  return r;
+}
+
+// For every sender delay, run(lazy, delay) both ways must agree on the halt cycle, the data and
+// every stat; the cycle-by-cycle run replays nothing. Returns the cycles the lazy runs replayed.
+template <class Run>
+uint64_t expect_lazy_matches(Run run, std::initializer_list<int> delays) {
+  uint64_t replayed = 0;
+  for (int delay : delays) {
+    const LazyRun a = run(false, delay), b = run(true, delay);
+    const std::string what = "delay " + std::to_string(delay);
+    EXPECT_EQ(a.replayed, 0u) << what;
+    replayed += b.replayed;
+    EXPECT_EQ(b.halt, a.halt) << what;
+    EXPECT_EQ(b.data, a.data) << what;
+    EXPECT_EQ(b.mark, 77u) << what;
+    expect_same_stats(b.tx, a.tx, "sender, " + what);
+    expect_same_stats(b.rx, a.rx, "receiver, " + what);
+  }
+  return replayed;
+}
+
 std::string floats(int n, float scale, float offset) {
   std::string s;
   for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(scale * static_cast<float>(i) + offset);
@@ -340,13 +382,6 @@ TEST(CoreFabric, DeterministicAcrossThreadsAndVisitOrders) {
 // change the data, the cycle counts or the stats. Lazy and cycle-by-cycle runs must agree bit for
 // bit, for senders that start before, during and after the main thread's ops.
 TEST(CoreFabric, LazyCoreReplaysSkippedCyclesExactly) {
-  struct Result {
-    uint64_t halt;
-    CoreStats tx, rx;
-    std::vector<uint32_t> y;
-    uint32_t mark;
-    uint64_t replayed;
-  };
   auto run = [](bool lazy, int delay) {
     CoreRig rig(2);
     rig.hw().core.lazy = lazy;
@@ -381,32 +416,10 @@ TEST(CoreFabric, LazyCoreReplaysSkippedCyclesExactly) {
         addi r3, r3, 1
         blt r3, r4, again
         exit
-      after:
-        li r1, mark
-        li r2, 77
-        st32 [r1], r2
-        halt
-    )");
-    Result r;
-    r.halt = rig.run_until_halted();
-    r.tx = tx->stats();
-    r.rx = rx->stats();
-    r.y = rig.read<uint32_t>(rx, "y", 64);
-    r.mark = rig.read_u32(rx, "mark");
-    r.replayed = rx->replayed_cycles();
-    return r;
+    )" + kMarkTask);
+    return finish(rig, tx, rx, "y");
   };
-  uint64_t replayed = 0;
-  for (int delay : {0, 5, 20, 60, 150, 400}) {
-    const Result a = run(false, delay), b = run(true, delay);
-    EXPECT_EQ(a.replayed, 0u);
-    replayed += b.replayed;
-    EXPECT_EQ(b.halt, a.halt) << "delay " << delay;
-    EXPECT_EQ(b.y, a.y) << "delay " << delay;
-    EXPECT_EQ(b.mark, 77u);
-    expect_same_stats(b.tx, a.tx, "sender, delay " + std::to_string(delay));
-    expect_same_stats(b.rx, a.rx, "receiver, delay " + std::to_string(delay));
-  }
+  const uint64_t replayed = expect_lazy_matches(run, {0, 5, 20, 60, 150, 400});
   EXPECT_GT(replayed, 500u) << "the lazy runs skipped (almost) nothing: the test no longer covers the replay";
 }
 
@@ -416,13 +429,6 @@ TEST(CoreFabric, LazyCoreReplaysSkippedCyclesExactly) {
 // microthread). Lazy cores replay the pure scalar runs and sleep through the ramp latency of
 // a queued wavelet; cycles, data and every stat must be those of cycle-by-cycle evaluation.
 TEST(CoreFabric, LazyCoreReplaysScalarRunsExactly) {
-  struct Result {
-    uint64_t halt;
-    CoreStats tx, rx;
-    std::vector<uint32_t> out;
-    uint32_t mark;
-    uint64_t replayed;
-  };
   auto run = [](bool lazy, int delay) {
     CoreRig rig(3);
     rig.hw().core.lazy = lazy;
@@ -472,32 +478,10 @@ TEST(CoreFabric, LazyCoreReplaysScalarRunsExactly) {
         addi r3, r3, 1
         blt r3, r4, loop
         exit
-      after:
-        li r1, mark
-        li r2, 77
-        st32 [r1], r2
-        halt
-    )");
-    Result r;
-    r.halt = rig.run_until_halted();
-    r.tx = tx->stats();
-    r.rx = rx->stats();
-    r.out = rig.read<uint32_t>(rx, "out", 64);
-    r.mark = rig.read_u32(rx, "mark");
-    r.replayed = rx->replayed_cycles() + tx->replayed_cycles();
-    return r;
+    )" + kMarkTask);
+    return finish(rig, tx, rx, "out");
   };
-  uint64_t replayed = 0;
-  for (int delay : {0, 1, 3, 10, 40}) {
-    const Result a = run(false, delay), b = run(true, delay);
-    EXPECT_EQ(a.replayed, 0u);
-    replayed += b.replayed;
-    EXPECT_EQ(b.halt, a.halt) << "delay " << delay;
-    EXPECT_EQ(b.out, a.out) << "delay " << delay;
-    EXPECT_EQ(b.mark, 77u);
-    expect_same_stats(b.tx, a.tx, "sender, delay " + std::to_string(delay));
-    expect_same_stats(b.rx, a.rx, "receiver, delay " + std::to_string(delay));
-  }
+  const uint64_t replayed = expect_lazy_matches(run, {0, 1, 3, 10, 40});
   EXPECT_GT(replayed, 2000u) << "the lazy runs skipped (almost) nothing: the test no longer covers the replay";
 }
 
