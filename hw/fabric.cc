@@ -32,11 +32,7 @@ Fabric::Fabric(const HwConfig& cfg) : m_cfg(cfg) {
   }
   m_ctx.resize(static_cast<size_t>(m_cfg.sim.threads));
   m_pool = std::make_unique<WorkerPool>(m_cfg.sim.threads);
-  m_cycle_job = [this](int t) {
-    step_phase(t, m_now);
-    m_pool->barrier();
-    merge_phase(t, m_now);
-  };
+  m_cycle_job = [this](int t) { step_phase(t, m_now); };
 }
 
 Fabric::~Fabric() = default;
@@ -175,16 +171,36 @@ void Fabric::finalize() {
     r.allocate_buffers();
     // Row stripes: thread t steps the routers of rows [t*H/T, (t+1)*H/T).
     r.m_owner = static_cast<uint8_t>(static_cast<int64_t>(r.y()) * threads / height());
-    if (r.has_work()) wake(&r);
+  }
+  // Wake-set bits: each owner's routers in id order (owners are row stripes, so they come in
+  // order too), from a word of their own.
+  m_first_word.assign(1, 0);
+  m_by_bit.clear();
+  for (auto& rp : m_routers) {
+    if (!rp) continue;
+    while (m_first_word.size() <= rp->m_owner) {  // close the stripes before this router's
+      m_by_bit.resize((m_by_bit.size() + 63) / 64 * 64, nullptr);
+      m_first_word.push_back(m_by_bit.size() / 64);
+    }
+    rp->m_word = static_cast<uint32_t>(m_by_bit.size() / 64);
+    rp->m_bit = uint64_t{1} << (m_by_bit.size() % 64);
+    m_by_bit.push_back(rp.get());
+  }
+  while (m_first_word.size() <= static_cast<size_t>(threads)) {
+    m_by_bit.resize((m_by_bit.size() + 63) / 64 * 64, nullptr);
+    m_first_word.push_back(m_by_bit.size() / 64);
+  }
+  for (ThreadCtx& tc : m_ctx) {
+    for (auto& bits : tc.wake_bits) bits.assign(m_first_word.back(), 0);
   }
   m_finalized = true;
+  for (auto& rp : m_routers) {
+    if (rp && rp->has_work()) wake(rp.get());
+  }
 }
 
-void Fabric::wake(Router* r) {
-  if (r->m_active_for == m_cycle) return;
-  r->m_active_for = m_cycle;
-  m_ctx[r->m_owner].active.push_back(r);
-}
+// Between cycles (the host, the timed list): the router steps in cycle m_cycle.
+void Fabric::wake(Router* r) { m_ctx[0].wake_bits[m_cycle & 1][r->m_word] |= r->m_bit; }
 
 void Fabric::wake_edge(const EdgeChannel& ch, int color) {
   const int x = ch.side() == kEast ? width() - 1 : 0;
@@ -197,11 +213,28 @@ void Fabric::wake_edge(const EdgeChannel& ch, int color) {
   if (m_finalized) wake(r);
 }
 
+void Fabric::collect(int t, uint64_t now) {
+  auto& act = m_ctx[static_cast<size_t>(t)].active;
+  act.clear();
+  const size_t end = m_first_word[static_cast<size_t>(t) + 1];
+  for (size_t k = m_first_word[static_cast<size_t>(t)]; k < end; ++k) {
+    uint64_t b = 0;
+    for (ThreadCtx& w : m_ctx) {
+      uint64_t& v = w.wake_bits[now & 1][k];
+      b |= v;
+      v = 0;
+    }
+    for (; b; b &= b - 1) act.push_back(m_by_bit[k * 64 + static_cast<size_t>(__builtin_ctzll(b))]);
+  }
+}
+
 void Fabric::step_phase(int t, uint64_t now) {
   ThreadCtx& tc = m_ctx[static_cast<size_t>(t)];
   tc.moves = 0;
+  collect(t, now);
   auto& act = tc.active;
   const uint64_t next = now + 1;
+  tc.next_bits = tc.wake_bits[next & 1].data();
   auto visit = [&](Router* r) {
     const uint64_t t = r->step(now, tc);
     if (t > next) {
@@ -209,9 +242,8 @@ void Fabric::step_phase(int t, uint64_t now) {
         r->m_timed_at = t;
         tc.timed.push({t, r->id()});
       }
-    } else if (t && r->m_active_for != next) {
-      r->m_active_for = next;
-      tc.next.push_back(r);
+    } else if (t) {
+      tc.mark(r);
     }
   };
   switch (m_cfg.sim.visit_order) {
@@ -241,20 +273,6 @@ void Fabric::step_phase(int t, uint64_t now) {
   }
 }
 
-// Routers that received a wavelet this cycle must step next cycle even if they were idle.
-void Fabric::merge_phase(int t, uint64_t now) {
-  ThreadCtx& tc = m_ctx[static_cast<size_t>(t)];
-  const uint64_t next = now + 1;
-  for (const ThreadCtx& other : m_ctx) {
-    for (Router* r : other.wake) {
-      if (r->m_owner == t && r->m_active_for != next) {
-        r->m_active_for = next;
-        tc.next.push_back(r);
-      }
-    }
-  }
-}
-
 void Fabric::step() {
   if (!m_finalized) finalize();
   m_now = m_cycle;
@@ -270,9 +288,6 @@ void Fabric::end_cycle(uint64_t now) {
   uint64_t moves = 0, pushed = 0, popped = 0;
   bool timed = false;
   for (ThreadCtx& tc : m_ctx) {
-    tc.active.swap(tc.next);
-    tc.next.clear();
-    tc.wake.clear();
     moves += tc.moves;
     m_channel_deliveries += tc.to_channels;
     tc.to_channels = 0;
@@ -283,10 +298,7 @@ void Fabric::end_cycle(uint64_t now) {
       Router* r = m_routers[tc.timed.top().second].get();
       if (r->m_timed_at == tc.timed.top().first) r->m_timed_at = 0;
       tc.timed.pop();
-      if (r->m_active_for != now + 1) {
-        r->m_active_for = now + 1;
-        tc.active.push_back(r);
-      }
+      m_ctx[0].wake_bits[(now + 1) & 1][r->m_word] |= r->m_bit;
     }
     timed |= !tc.timed.empty();
   }
@@ -361,8 +373,13 @@ FabricTotals Fabric::totals() const {
 }
 
 uint64_t Fabric::active_routers() const {
+  if (!m_finalized) return 0;
   uint64_t n = 0;
-  for (const ThreadCtx& tc : m_ctx) n += tc.active.size();
+  for (size_t k = 0; k < m_first_word.back(); ++k) {
+    uint64_t b = 0;
+    for (const ThreadCtx& w : m_ctx) b |= w.wake_bits[m_cycle & 1][k];
+    n += static_cast<uint64_t>(__builtin_popcountll(b));
+  }
   return n;
 }
 

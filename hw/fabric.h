@@ -85,7 +85,7 @@ class Fabric {
   // them while this does not change and none holds anything).
   uint64_t channel_deliveries() const { return m_channel_deliveries; }
   std::vector<ColorCounters> color_counters() const;  // per color, summed over the fabric
-  uint64_t active_routers() const;
+  uint64_t active_routers() const;  // routers that step in the next cycle
   void reset_stats();  // warm-up: port/color counters and peaks restart, state and totals stay
   uint64_t stats_from_cycle() const { return m_stats_from; }
 
@@ -104,10 +104,12 @@ class Fabric {
   std::string describe_stuck() const;
   std::string describe_faults() const;  // "wafer.pe_X_Y: message" per faulted agent
   void step_phase(int t, uint64_t now);
-  void merge_phase(int t, uint64_t now);
+  void collect(int t, uint64_t now);  // thread t's routers marked for cycle `now`, into its active list
 
   const HwConfig m_cfg;
   std::vector<std::unique_ptr<Router>> m_routers;  // W*H slots, null where nothing is routed
+  std::vector<Router*> m_by_bit;     // routers by wake-set bit (word * 64 + bit; null: padding)
+  std::vector<size_t> m_first_word;  // per owner thread, its first wake-set word (and one past the last)
   std::vector<std::unique_ptr<PeAgent>> m_agents;
   std::vector<int> m_channel_rows;
   std::vector<std::unique_ptr<EdgeChannel>> m_channels[kNumLinkPorts];  // by side

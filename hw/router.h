@@ -49,7 +49,14 @@ struct ColorCounters {
 
 // Per-thread scratch of the cycle loop: active lists and counters, padded against false sharing.
 struct alignas(64) ThreadCtx {
-  std::vector<Router*> active, next, wake;
+  std::vector<Router*> active;  // routers to step this cycle, collected from the wake sets
+  // Routers to step in a cycle, as this thread marked them: one bit per router (Router::m_word,
+  // m_bit; each owner thread's routers fill whole words, in id order) per cycle parity. Each owner
+  // collects and clears its words of every thread's set at the start of the cycle; the sets of
+  // the other parity are meanwhile marked for the next cycle, so the two never meet.
+  std::vector<uint64_t> wake_bits[2];
+  uint64_t* next_bits = nullptr;  // wake_bits[(now + 1) & 1] while cycle `now` is stepped
+  void mark(const Router* r);     // step r in the next cycle
   // Routers asleep until a cycle (their agent's busy stretch), earliest first: (cycle, router id).
   std::priority_queue<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint64_t, uint32_t>>,
                       std::greater<std::pair<uint64_t, uint32_t>>> timed;
@@ -100,7 +107,8 @@ class Router {
 
   // Activity bookkeeping, owned by the fabric's cycle loop (only the owner thread touches it).
   uint8_t m_owner = 0;                     // thread that steps this router
-  uint64_t m_active_for = ~uint64_t(0);    // cycle whose active list holds this router
+  uint32_t m_word = 0;                     // its bit in the wake sets (ThreadCtx::wake_bits)
+  uint64_t m_bit = 0;
   uint64_t m_timed_at = 0;                 // cycle of its entry in the timed wake list (0: none)
 
   // Introspection for stats, the watchdog and tests.
@@ -154,11 +162,8 @@ class Router {
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
   void pop(int fi, uint64_t now, ThreadCtx& tc);
-  // Makes neighbour n visit next cycle, through the thread's wake list (merged after the
-  // barrier). Pushing n onto the next active list directly would save the merge but scramble
-  // the list's order over the cycles: under full load the routers are then no longer visited in
-  // memory order, which costs more than the merge (about 2x on the saturated benchmark).
-  static void wake_neighbour(Router* n, ThreadCtx& tc) { tc.wake.push_back(n); }
+  // Makes neighbour n visit next cycle (the wake sets keep the visits in id order).
+  static void wake_neighbour(Router* n, ThreadCtx& tc) { tc.mark(n); }
   int fifo_index(int port, int color) const {
     const ColorState& cs = m_col[color];
     return cs.fifo_base + __builtin_popcount(cs.rx_any & (port_bit(port) - 1u));
@@ -222,5 +227,7 @@ class Router {
   uint32_t m_routed = 0;       // colors with a route here
   ColorRoute m_route[kMaxColors];
 };
+
+inline void ThreadCtx::mark(const Router* r) { next_bits[r->m_word] |= r->m_bit; }
 
 }  // namespace wafersim
