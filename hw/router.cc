@@ -56,6 +56,16 @@ void Router::allocate_buffers() {
     n += __builtin_popcount(cs.rx_any);
     for (int p = 0; p < kNumLinkPorts; ++p) m_credit[p][c] = static_cast<uint8_t>(m_cfg->buffer_depth);
   }
+  // Colors that only go straight on here: one position, one input port, one output link.
+  for (int c = 0; c < kMaxColors; ++c) {
+    const ColorRoute& r = m_route[c];
+    const uint8_t tx = r.pos[0].tx;
+    const int t = __builtin_ctz(tx | 0x100u);
+    const bool through = ((m_routed >> c) & 1) && r.npos == 1 && __builtin_popcount(r.pos[0].rx) == 1 &&
+                         !(r.pos[0].rx & port_bit(kRamp)) && tx == port_bit(t) && t < kNumLinkPorts && m_nbr[t];
+    m_through[c] = static_cast<int8_t>(through ? t : -1);
+  }
+  m_straight = !m_agent && !m_has_chan && m_cfg->hop_latency == 1;
   // One block: buffer bookkeeping, then slots (both 8-byte aligned).
   m_depth = static_cast<uint8_t>(m_cfg->buffer_depth);
   const size_t depth = m_depth;
@@ -199,56 +209,48 @@ __attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, Thr
   }
 }
 
-uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
-  const RouterConfig& cfg = *m_cfg;
-  // Cycles slept since the last visit stalled what that visit stalled (nothing changed meanwhile:
-  // an arrival or a credit would have woken it). A stalled port means a stalled color; a router
-  // with nothing stalled may take the straight-on path, which leaves the record alone.
-  if (m_stall_colors && now > m_last_step + 1) {
-    const uint64_t n = now - m_last_step - 1;
-    for (uint32_t m = m_stall_ports; m; m &= m - 1) s_stall[ctz(m)] += n;
-    tc.color_stall.add_n(m_stall_colors, n);
-  }
-  const int prev = static_cast<int>((now + 1) & 1);  // parity of the previous cycle
-  const uint32_t ramp_full = m_full_in[kRamp];  // start-of-cycle credit of the local injectors
-  const uint32_t east_full = m_full_in[kEast], west_full = m_full_in[kWest];
-
-  // 1. The credits the neighbours returned and what they sent in the previous cycle (the two
-  // touch different state, so their order does not matter).
+// Takes in the credits the neighbours returned in the previous cycle (parity prev).
+__attribute__((always_inline)) inline bool Router::take_credits(int prev) {
   uint64_t cred_lo, cred_hi;
   std::memcpy(&cred_lo, &m_cred[prev][0], 8);
   std::memcpy(&cred_hi, &m_cred[prev][2], 8);
-  if (cred_lo | cred_hi) {
-    for (int p = 0; p < kNumLinkPorts; ++p) {
-      const uint32_t back = m_cred[prev][p];
-      if (!back) continue;
-      m_cred[prev][p] = 0;
-      m_blocked[p] &= ~back;
-      for (uint32_t b = back; b; b &= b - 1) ++m_credit[p][ctz(b)];
-      m_outstanding -= static_cast<uint32_t>(__builtin_popcount(back));
-    }
+  if (!(cred_lo | cred_hi)) return false;
+  for (int p = 0; p < kNumLinkPorts; ++p) {
+    const uint32_t back = m_cred[prev][p];
+    if (!back) continue;
+    m_cred[prev][p] = 0;
+    m_blocked[p] &= ~back;
+    for (uint32_t b = back; b; b &= b - 1) ++m_credit[p][ctz(b)];
+    m_outstanding -= static_cast<uint32_t>(__builtin_popcount(back));
   }
-  uint32_t arrived;
-  std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
-  if (arrived) {
-    std::memset(m_arr_valid[prev], 0, sizeof arrived);
-    const uint64_t ready_at = now - 1 + static_cast<uint64_t>(cfg.hop_latency);
-    // The common case of a router between PEs: one wavelet comes into an empty router that only
-    // forwards, and goes straight on. The shortcut does what push, the arbiter and pop would do
-    // (the buffer's slot is not written: it is empty before and after).
-    if (!m_agent && !m_has_chan && !m_occupancy && !m_needs_head && ready_at <= now && (arrived & (arrived - 1)) == 0) {
+  return true;
+}
+
+uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
+  const int prev = static_cast<int>((now + 1) & 1);  // parity of the previous cycle
+  // The common case of a router between PEs (no core, no channel, one-cycle hops), empty and
+  // with no stall on record: take the credits, and a lone wavelet of a color that only goes
+  // straight on leaves at once. This does what push, the arbiter and pop would do (the buffer's
+  // slot is not written: it is empty before and after; the in-flight count does not change).
+  if (m_straight && !(m_occupancy | m_needs_head | m_stall_colors)) {
+    const bool credits = take_credits(prev);
+    uint32_t arrived;
+    std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
+    if (!arrived) {
+      m_can_sleep = !credits;
+      return 0;  // empty, no core, no channel: nothing to do until an arrival or a credit
+    }
+    if ((arrived & (arrived - 1)) == 0) {
       const int p = ctz(arrived) >> 3;
       const Arrival& a = m_arr[prev][p];
       const int c = a.color;
+      const int t = m_through[c];
       const uint32_t bit = 1u << c;
-      ColorState& cs = m_col[c];
-      const uint8_t tx = cs.tx;
-      const int t = ctz(tx | 0x100u);
-      if (cs.rx == port_bit(p) && tx == port_bit(t) && t < kNumLinkPorts && m_nbr[t] && !(m_blocked[t] & bit) &&
-          m_route[c].npos == 1) {
-        if (s_peak_occupancy < 1) s_peak_occupancy = 1;
-        if (m_color_peak[c] < 1) m_color_peak[c] = 1;
-        cs.cur_in = static_cast<uint8_t>(p);
+      if (t >= 0 && !(m_blocked[t] & bit)) {
+        std::memset(m_arr_valid[prev], 0, sizeof arrived);
+        if (!s_peak_occupancy) s_peak_occupancy = 1;
+        if (!m_color_peak[c]) m_color_peak[c] = 1;
+        m_col[c].cur_in = static_cast<uint8_t>(p);
         m_rr_out[t] = static_cast<uint8_t>(c + 1);
         m_out[t] = Wavelet{a.payload, static_cast<uint8_t>(c), a.ctrl != 0};
         ++s_forwarded[t];
@@ -258,19 +260,42 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
         n->m_arr_valid[now & 1][opposite(t)] = 1;
         if (--m_credit[t][c] == 0) m_blocked[t] |= bit;
         ++m_outstanding;
-        ++tc.pushed;
         wake_neighbour(n, tc);
         Router* up = m_nbr[p];  // it came over link p, so that neighbour exists
         up->m_cred[now & 1][opposite(p)] |= bit;
         wake_neighbour(up, tc);
-        ++tc.popped;
         m_sent_stamp = now + 1;
         m_sent_ports = port_bit(t);
         ++tc.moves;
         m_can_sleep = false;
-        return 0;  // empty, no core, no channel: the credit's return wakes it
+        return 0;  // the credit's return wakes it
       }
     }
+    return step_general(now, tc, prev, true);
+  }
+  return step_general(now, tc, prev, take_credits(prev));
+}
+
+// Everything else: any mix of arrivals, heads, multicast, switch positions, a core and channels.
+uint64_t Router::step_general(uint64_t now, ThreadCtx& tc, int prev, bool credits) {
+  const RouterConfig& cfg = *m_cfg;
+  // Cycles slept since the last visit stalled what that visit stalled (nothing changed meanwhile:
+  // an arrival or a credit would have woken it). A stalled port means a stalled color; a router
+  // with nothing stalled may take the straight-on path, which leaves the record alone.
+  if (m_stall_colors && now > m_last_step + 1) {
+    const uint64_t n = now - m_last_step - 1;
+    for (uint32_t m = m_stall_ports; m; m &= m - 1) s_stall[ctz(m)] += n;
+    tc.color_stall.add_n(m_stall_colors, n);
+  }
+  const uint32_t ramp_full = m_full_in[kRamp];  // start-of-cycle credit of the local injectors
+  const uint32_t east_full = m_full_in[kEast], west_full = m_full_in[kWest];
+
+  // 1. What the neighbours sent in the previous cycle (the credits they returned are in).
+  uint32_t arrived;
+  std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
+  if (arrived) {
+    std::memset(m_arr_valid[prev], 0, sizeof arrived);
+    const uint64_t ready_at = now - 1 + static_cast<uint64_t>(cfg.hop_latency);
     for (uint32_t m = arrived; m;) {  // one byte per port: visit the set ones
       const int p = ctz(m) >> 3;
       m &= ~(0xffu << (8 * p));
@@ -278,7 +303,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
       push(p, a.color, a.payload, a.ctrl != 0, ready_at, now);
     }
   }
-  bool changed = arrived != 0 || (cred_lo | cred_hi) != 0;
+  bool changed = arrived != 0 || credits;
 
   // 2. Heads for colors that need one.
   for (uint32_t m = m_needs_head; m; m &= m - 1) select_head(ctz(m), now);

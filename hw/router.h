@@ -159,6 +159,8 @@ class Router {
     uint32_t meta;
   };
 
+  bool take_credits(int prev);  // the credits returned in the previous cycle; false if none
+  uint64_t step_general(uint64_t now, ThreadCtx& tc, int prev, bool credits);
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
   void pop(int fi, uint64_t now, ThreadCtx& tc);
@@ -220,6 +222,8 @@ class Router {
   std::unique_ptr<uint64_t[]> m_mem;
   uint8_t m_credit[kNumLinkPorts][kMaxColors] = {};  // free downstream slots per link and color
   uint8_t m_color_peak[kMaxColors] = {};
+  int8_t m_through[kMaxColors] = {};  // the one output link of a color that only goes straight on, else -1
+  bool m_straight = false;            // no core, no channel, one-cycle hops (see step())
 
   // --- set-up and cold state ---
   uint32_t m_id;
