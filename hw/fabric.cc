@@ -213,9 +213,10 @@ void Fabric::wake_edge(const EdgeChannel& ch, int color) {
   if (m_finalized) wake(r);
 }
 
-void Fabric::collect(int t, uint64_t now) {
-  auto& act = m_ctx[static_cast<size_t>(t)].active;
-  act.clear();
+// Thread t's routers marked for cycle `now`, word by word in id order: f(routers, n) per word.
+template <typename F>
+void Fabric::collect(int t, uint64_t now, F&& f) {
+  Router* word[64];
   const size_t end = m_first_word[static_cast<size_t>(t) + 1];
   for (size_t k = m_first_word[static_cast<size_t>(t)]; k < end; ++k) {
     uint64_t b = 0;
@@ -224,15 +225,17 @@ void Fabric::collect(int t, uint64_t now) {
       b |= v;
       v = 0;
     }
-    for (; b; b &= b - 1) act.push_back(m_by_bit[k * 64 + static_cast<size_t>(__builtin_ctzll(b))]);
+    if (!b) continue;
+    Router* const* by_bit = &m_by_bit[k * 64];
+    int n = 0;
+    for (; b; b &= b - 1) word[n++] = by_bit[__builtin_ctzll(b)];
+    f(word, n);
   }
 }
 
 void Fabric::step_phase(int t, uint64_t now) {
   ThreadCtx& tc = m_ctx[static_cast<size_t>(t)];
   tc.moves = 0;
-  collect(t, now);
-  auto& act = tc.active;
   const uint64_t next = now + 1;
   tc.next_bits = tc.wake_bits[next & 1].data();
   auto visit = [&](Router* r) {
@@ -246,21 +249,28 @@ void Fabric::step_phase(int t, uint64_t now) {
       tc.mark(r);
     }
   };
-  switch (m_cfg.sim.visit_order) {
-    case VisitOrder::kForward: {
-      const size_t n = act.size();
-      for (size_t i = 0; i < n; ++i) {
+  if (m_cfg.sim.visit_order == VisitOrder::kForward) {
+    collect(t, now, [&](Router* const* word, int n) {
+      for (int i = 0; i < n; ++i) {
         if (i + 4 < n) {  // routers live on the heap; fetch ahead to hide the misses
-          const char* ahead = reinterpret_cast<const char*>(act[i + 4]);
+          const char* ahead = reinterpret_cast<const char*>(word[i + 4]);
           __builtin_prefetch(ahead);
           __builtin_prefetch(ahead + 64);
           __builtin_prefetch(ahead + 128);
           __builtin_prefetch(ahead + 192);
         }
-        visit(act[i]);
+        visit(word[i]);
       }
+    });
+    return;
+  }
+  // The other orders (for the determinism tests) visit a list.
+  auto& act = tc.active;
+  act.clear();
+  collect(t, now, [&](Router* const* word, int n) { act.insert(act.end(), word, word + n); });
+  switch (m_cfg.sim.visit_order) {
+    case VisitOrder::kForward:
       break;
-    }
     case VisitOrder::kReverse:
       for (auto it = act.rbegin(); it != act.rend(); ++it) visit(*it);
       break;

@@ -104,7 +104,8 @@ class Fabric {
   std::string describe_stuck() const;
   std::string describe_faults() const;  // "wafer.pe_X_Y: message" per faulted agent
   void step_phase(int t, uint64_t now);
-  void collect(int t, uint64_t now);  // thread t's routers marked for cycle `now`, into its active list
+  template <typename F>
+  void collect(int t, uint64_t now, F&& f);
 
   const HwConfig m_cfg;
   std::vector<std::unique_ptr<Router>> m_routers;  // W*H slots, null where nothing is routed
