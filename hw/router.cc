@@ -232,8 +232,8 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   // with no stall on record: take the credits, and a lone wavelet of a color that only goes
   // straight on leaves at once. This does what push, the arbiter and pop would do (the buffer's
   // slot is not written: it is empty before and after; the in-flight count does not change).
+  const bool credits = take_credits(prev);
   if (m_straight && !(m_occupancy | m_needs_head | m_stall_colors)) {
-    const bool credits = take_credits(prev);
     uint32_t arrived;
     std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
     if (!arrived) {
@@ -271,13 +271,9 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
         return 0;  // the credit's return wakes it
       }
     }
-    return step_general(now, tc, prev, true);
   }
-  return step_general(now, tc, prev, take_credits(prev));
-}
 
-// Everything else: any mix of arrivals, heads, multicast, switch positions, a core and channels.
-uint64_t Router::step_general(uint64_t now, ThreadCtx& tc, int prev, bool credits) {
+  // Everything else: any mix of arrivals, heads, multicast, switch positions, a core and channels.
   const RouterConfig& cfg = *m_cfg;
   // Cycles slept since the last visit stalled what that visit stalled (nothing changed meanwhile:
   // an arrival or a credit would have woken it). A stalled port means a stalled color; a router

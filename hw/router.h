@@ -160,7 +160,6 @@ class Router {
   };
 
   bool take_credits(int prev);  // the credits returned in the previous cycle; false if none
-  uint64_t step_general(uint64_t now, ThreadCtx& tc, int prev, bool credits);
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
   void pop(int fi, uint64_t now, ThreadCtx& tc);
