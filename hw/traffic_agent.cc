@@ -75,6 +75,7 @@ uint32_t TrafficAgent::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) 
   if (!m_unit_rates) {
     for (Flow& f : m_flows) f.credit = std::min(kOne, f.credit + f.rate);
   }
+  if (!(m_send_colors & ~ramp_full)) return result;  // every flow's ramp buffer is full
   if (m_opts.stall_prob > 0 && hash_uniform(m_opts.seed, m_pe, now, 2) < m_opts.stall_prob) return result;
   const size_t n = m_flows.size();
   for (size_t k = 0; k < n; ++k) {
