@@ -28,6 +28,10 @@ struct RouterConfig {
   int buffer_depth = 4;     // wavelets per (input port, color) buffer; not published (grade U)
   int hop_latency = 1;      // cycles from leaving a router to being forwardable at the next
   int ramp_latency = 2;     // cycles between the core and its router, each direction
+  // Host-side only, no effect on results: a router with no core and no channel forwards a lone
+  // wavelet that goes straight on without the general path's bookkeeping (Router::step). Off
+  // only to compare, in tests.
+  bool straight_path = true;
   void validate() const;
 };
 

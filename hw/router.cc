@@ -65,7 +65,7 @@ void Router::allocate_buffers() {
                          !(r.pos[0].rx & port_bit(kRamp)) && tx == port_bit(t) && t < kNumLinkPorts && m_nbr[t];
     m_through[c] = static_cast<int8_t>(through ? t : -1);
   }
-  m_straight = !m_agent && !m_has_chan && m_cfg->hop_latency == 1;
+  m_straight = !m_agent && !m_has_chan && m_cfg->hop_latency == 1 && m_cfg->straight_path;
   // One block: buffer bookkeeping, then slots (both 8-byte aligned).
   m_depth = static_cast<uint8_t>(m_cfg->buffer_depth);
   const size_t depth = m_depth;

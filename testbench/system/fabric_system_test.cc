@@ -1,5 +1,6 @@
 // Whole-fabric behaviour: scoreboards under random backpressure, isolation of colors,
 // conservation, determinism across threads and visit orders, deadlock detection, and the CLI.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -229,19 +230,21 @@ TEST(Conservation, MixedPatternWithMulticastEveryCycle) {
 
 struct Snapshot {
   std::string stats;
+  std::string routers;  // every router's port counters and peaks
   FabricTotals totals;
   std::vector<std::vector<TrafficAgent::Arrival>> logs;
   std::vector<uint64_t> sent;
 };
 
-Snapshot run_snapshot(int threads, VisitOrder order) {
+Snapshot run_snapshot(int threads, VisitOrder order, const std::string& pattern = "random", bool straight = true) {
   HwConfig hw = test::small_config(24, 24);
   hw.sim.seed = 42;
   hw.sim.threads = threads;
   hw.sim.visit_order = order;
+  hw.router.straight_path = straight;
   Fabric f(hw);
   TrafficConfig tc;
-  tc.pattern = "random";
+  tc.pattern = pattern;
   tc.rate = 0.7;
   tc.drain_prob = 0.5;
   tc.stall_prob = 0.3;
@@ -250,6 +253,15 @@ Snapshot run_snapshot(int threads, VisitOrder order) {
   f.run(1500);
   Snapshot s;
   s.stats = fabric_stats_json(f).dump();
+  std::ostringstream os;
+  for (const Router* r : f.routers()) {
+    os << r->x() << "," << r->y() << ":";
+    for (int p = 0; p < kNumPorts; ++p) os << " " << r->s_forwarded[p] << "/" << r->stall_cycles(p, f.cycle());
+    os << " peak " << r->s_peak_occupancy;
+    for (int c = 0; c < hw.router.colors; ++c) os << " " << r->peak_of_color(c);
+    os << "\n";
+  }
+  s.routers = os.str();
   s.totals = f.totals();
   for (const auto& pa : test::traffic_agents(f)) {
     s.logs.push_back(pa.agent->log());
@@ -258,14 +270,10 @@ Snapshot run_snapshot(int threads, VisitOrder order) {
   return s;
 }
 
-class Determinism : public testing::TestWithParam<std::tuple<int, VisitOrder>> {};
-
-TEST_P(Determinism, SameResultsAsOneThreadForward) {
-  const auto [threads, order] = GetParam();
-  const Snapshot ref = run_snapshot(1, VisitOrder::kForward);
-  const Snapshot got = run_snapshot(threads, order);
-  ASSERT_GT(ref.totals.delivered, 1000u);
+void expect_same(const Snapshot& got, const Snapshot& ref, uint64_t min_delivered = 1000) {
+  ASSERT_GT(ref.totals.delivered, min_delivered);
   EXPECT_EQ(got.stats, ref.stats);
+  EXPECT_EQ(got.routers, ref.routers);
   EXPECT_EQ(got.totals.cycles, ref.totals.cycles);
   EXPECT_EQ(got.totals.injected, ref.totals.injected);
   EXPECT_EQ(got.totals.delivered, ref.totals.delivered);
@@ -283,6 +291,13 @@ TEST_P(Determinism, SameResultsAsOneThreadForward) {
   }
 }
 
+class Determinism : public testing::TestWithParam<std::tuple<int, VisitOrder>> {};
+
+TEST_P(Determinism, SameResultsAsOneThreadForward) {
+  const auto [threads, order] = GetParam();
+  expect_same(run_snapshot(threads, order), run_snapshot(1, VisitOrder::kForward));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     ThreadsAndOrders, Determinism,
     testing::Values(std::make_tuple(1, VisitOrder::kForward), std::make_tuple(1, VisitOrder::kReverse),
@@ -293,6 +308,23 @@ INSTANTIATE_TEST_SUITE_P(
     [](const testing::TestParamInfo<Determinism::ParamType>& info) {
       return "threads" + std::to_string(std::get<0>(info.param)) + "_" + visit_order_name(std::get<1>(info.param));
     });
+
+// The straight-on path of routers without a core (Router::step) changes nothing against the
+// general path alone, under random backpressure: traffic, every counter and every peak.
+class StraightPath : public testing::TestWithParam<std::string> {};
+
+TEST_P(StraightPath, SameResultsAsTheGeneralPathAlone) {
+  expect_same(run_snapshot(1, VisitOrder::kForward, GetParam(), true),
+              run_snapshot(1, VisitOrder::kForward, GetParam(), false), 300);  // the hotspot's channel: 386
+}
+
+INSTANTIATE_TEST_SUITE_P(Patterns, StraightPath,
+                         testing::Values("random", "mixed", "reduce", "column-broadcast", "hotspot"),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 // ---------------------------------------------------------------------------------------------
 // Deadlock: color 5 runs around a ring (1,1) -E-> (2,1) -S-> (2,2) -W-> (1,2) -N-> (1,1) with no
