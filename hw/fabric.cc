@@ -269,7 +269,7 @@ void Fabric::step_phase(int t, uint64_t now) {
   act.clear();
   collect(t, now, [&](Router* const* word, int n) { act.insert(act.end(), word, word + n); });
   switch (m_cfg.sim.visit_order) {
-    case VisitOrder::kForward:
+    case VisitOrder::kForward:  // visited above
       break;
     case VisitOrder::kReverse:
       for (auto it = act.rbegin(); it != act.rend(); ++it) visit(*it);

@@ -12,6 +12,10 @@ InputWorker::InputWorker(const Dataset& data, const InputRoute& route, const Nor
   int channels = route.label_channel + 1;
   for (const auto& s : route.slices) channels = std::max(channels, s.channel + 1);
   m_pending.resize(static_cast<size_t>(channels));
+  m_used.push_back(static_cast<size_t>(route.label_channel));
+  for (const auto& s : route.slices) m_used.push_back(static_cast<size_t>(s.channel));
+  std::sort(m_used.begin(), m_used.end());
+  m_used.erase(std::unique(m_used.begin(), m_used.end()), m_used.end());
 }
 
 size_t InputWorker::sample_at(long long pos) {
@@ -49,7 +53,7 @@ void InputWorker::enqueue(long long first, long long count) {
 
 uint64_t InputWorker::pump(Fabric& fabric) {
   uint64_t n = 0;
-  for (size_t c = 0; c < m_pending.size(); ++c) {
+  for (const size_t c : m_used) {  // the others never hold anything
     auto& q = m_pending[c];
     if (q.empty()) continue;
     EdgeChannel* ch = fabric.channel(kWest, static_cast<int>(c));
@@ -63,8 +67,8 @@ uint64_t InputWorker::pump(Fabric& fabric) {
 }
 
 bool InputWorker::idle() const {
-  for (const auto& q : m_pending) {
-    if (!q.empty()) return false;
+  for (const size_t c : m_used) {
+    if (!m_pending[c].empty()) return false;
   }
   return true;
 }

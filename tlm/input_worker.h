@@ -56,6 +56,7 @@ class InputWorker {
   long long m_epoch = -1;
   std::vector<uint32_t> m_order;
   std::vector<std::deque<Wavelet>> m_pending;  // per West channel
+  std::vector<size_t> m_used;                  // the channels the route uses, in order
   uint64_t m_refused = 0;
 };
 
