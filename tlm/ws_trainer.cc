@@ -83,6 +83,8 @@ void WsSystem::start_step() {
   m_rr = 0;
   m_wbudget = m_ibudget = m_gbudget = 0;
   m_queued = 0;
+  m_full_at.assign(m_west.size(), UINT64_MAX);
+  m_full_kind.assign(m_west.size(), kWeight);
 }
 
 void WsSystem::sample_arrived(int s, const float* x, int label, uint64_t from) {
@@ -148,6 +150,10 @@ bool WsSystem::cycle() {
       if (m_queued < (i + 1 == n ? passes / 2 : passes) && !m_west[i]->has_inject_work()) wstall = true;
       continue;
     }
+    if (m_full_at[i] == m_west[i]->injected()) {  // still full, the same item first (see m_full_at)
+      if ((m_full_kind[i] == kWeight ? m_wbudget : m_ibudget) >= 1) ++m_refused;
+      continue;
+    }
     bool host_late = false;
     Kind late_kind = kWeight;
     while (!q.empty()) {
@@ -160,6 +166,8 @@ bool WsSystem::cycle() {
       }
       if (m_west[i]->inject_full()) {  // the wafer backs up: try again next cycle
         ++m_refused;
+        m_full_at[i] = m_west[i]->injected();
+        m_full_kind[i] = it.kind;
         break;
       }
       Wavelet w{it.payload, it.color, false};

@@ -139,6 +139,12 @@ class WsSystem {
   int m_queued = 0;  // passes queued this minibatch
   size_t m_missing = 0;  // results of this minibatch still to come
   uint64_t m_refused = 0;
+  // Per channel, its injected() when cycle() last found its inject queue full with the first
+  // item due (UINT64_MAX: not so), and that item's kind: until the fabric takes a wavelet from
+  // it, the queue stays full and the same item waits, so each cycle only counts a refusal if
+  // that kind's budget allows.
+  std::vector<uint64_t> m_full_at;
+  std::vector<Kind> m_full_kind;
   WsTime m_time;
   std::vector<WsTime> m_pass_time;
 };
