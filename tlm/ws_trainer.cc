@@ -38,6 +38,8 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
     m_west.back()->set_auto_drain(false);
   }
   m_pending.resize(static_cast<size_t>(nch));
+  m_full_at.assign(static_cast<size_t>(nch), UINT64_MAX);
+  m_full_kind.assign(static_cast<size_t>(nch), kWeight);
   m_got.resize(static_cast<size_t>(nch));
   m_expect.assign(static_cast<size_t>(nch), 0);
   for (int l = 0; l < p.layers; ++l) {
