@@ -176,20 +176,20 @@ void Fabric::finalize() {
   // order too), from a word of their own.
   m_first_word.assign(1, 0);
   m_by_bit.clear();
-  for (auto& rp : m_routers) {
-    if (!rp) continue;
-    while (m_first_word.size() <= rp->m_owner) {  // close the stripes before this router's
+  auto close_stripes = [&](size_t until) {  // pad each stripe before owner `until` to a whole word
+    while (m_first_word.size() <= until) {
       m_by_bit.resize((m_by_bit.size() + 63) / 64 * 64, nullptr);
       m_first_word.push_back(m_by_bit.size() / 64);
     }
+  };
+  for (auto& rp : m_routers) {
+    if (!rp) continue;
+    close_stripes(rp->m_owner);
     rp->m_word = static_cast<uint32_t>(m_by_bit.size() / 64);
     rp->m_bit = uint64_t{1} << (m_by_bit.size() % 64);
     m_by_bit.push_back(rp.get());
   }
-  while (m_first_word.size() <= static_cast<size_t>(threads)) {
-    m_by_bit.resize((m_by_bit.size() + 63) / 64 * 64, nullptr);
-    m_first_word.push_back(m_by_bit.size() / 64);
-  }
+  close_stripes(static_cast<size_t>(threads));
   for (ThreadCtx& tc : m_ctx) {
     for (auto& bits : tc.wake_bits) bits.assign(m_first_word.back(), 0);
   }
@@ -200,7 +200,11 @@ void Fabric::finalize() {
 }
 
 // Between cycles (the host, the timed list): the router steps in cycle m_cycle.
-void Fabric::wake(Router* r) { m_ctx[0].wake_bits[m_cycle & 1][r->m_word] |= r->m_bit; }
+void Fabric::wake(Router* r) { mark_between(m_cycle, r); }
+
+void Fabric::mark_between(uint64_t cycle, const Router* r) {
+  m_ctx[0].wake_bits[cycle & 1][r->m_word] |= r->m_bit;
+}
 
 void Fabric::wake_edge(const EdgeChannel& ch, int color) {
   const int x = ch.side() == kEast ? width() - 1 : 0;
@@ -308,7 +312,7 @@ void Fabric::end_cycle(uint64_t now) {
       Router* r = m_routers[tc.timed.top().second].get();
       if (r->m_timed_at == tc.timed.top().first) r->m_timed_at = 0;
       tc.timed.pop();
-      m_ctx[0].wake_bits[(now + 1) & 1][r->m_word] |= r->m_bit;
+      mark_between(now + 1, r);
     }
     timed |= !tc.timed.empty();
   }

@@ -104,6 +104,7 @@ class Fabric {
   std::string describe_stuck() const;
   std::string describe_faults() const;  // "wafer.pe_X_Y: message" per faulted agent
   void step_phase(int t, uint64_t now);
+  void mark_between(uint64_t cycle, const Router* r);  // outside the visits: r steps in `cycle`
   template <typename F>
   void collect(int t, uint64_t now, F&& f);
 
