@@ -21,9 +21,15 @@ double EdgeChannel::next_slot(double next, uint64_t now) const {
   return std::max(next + m_period, static_cast<double>(now) + m_period - 1.0);
 }
 
+// The edge router learns of a queue that was empty; one that was not, it already watches (it
+// schedules its next visit by the head's rate slot or its own full buffer, and only it pops).
 bool EdgeChannel::try_inject(const Wavelet& w) {
   if (m_in.size() >= m_depth) return false;
-  m_fabric->wake_edge(*this, w.color);  // throws if the edge router does not route this color in
+  const uint32_t bit = 1u << w.color;
+  if (m_in.empty() || !(m_checked_colors & bit)) {
+    // Throws if the edge router does not route this color in; true once the fabric is final.
+    if (m_fabric->wake_edge(*this, w.color)) m_checked_colors |= bit;
+  }
   m_in.push_back(w);
   return true;
 }

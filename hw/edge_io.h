@@ -1,6 +1,7 @@
 // Edge I/O channels: where the host injects wavelets into the fabric and drains them from it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -48,6 +49,11 @@ class EdgeChannel {
   void fabric_took_offer(uint64_t now);
   void fabric_deliver(const Wavelet& w, uint64_t now, uint64_t ready);
   bool has_inject_work() const { return !m_in.empty(); }
+  // The first cycle from `next` on at which the rate lets the channel offer its next wavelet.
+  uint64_t offer_cycle(uint64_t next) const {
+    if (rate_ok(m_in_next, next)) return next;
+    return static_cast<uint64_t>(std::ceil(m_in_next));
+  }
 
  private:
   static bool rate_ok(double next, uint64_t now) { return static_cast<double>(now) >= next; }
@@ -61,6 +67,7 @@ class EdgeChannel {
   std::deque<Wavelet> m_in;
   std::deque<std::pair<uint64_t, Wavelet>> m_out;  // (ready cycle, wavelet)
   bool m_auto_drain = false, m_record = false;
+  uint32_t m_checked_colors = 0;  // colors try_inject() found routed in (the fabric was final)
   uint64_t m_injected = 0, m_received = 0;
   std::vector<std::pair<uint64_t, Wavelet>> m_log;
 };

@@ -206,7 +206,7 @@ void Fabric::mark_between(uint64_t cycle, const Router* r) {
   m_ctx[0].wake_bits[cycle & 1][r->m_word] |= r->m_bit;
 }
 
-void Fabric::wake_edge(const EdgeChannel& ch, int color) {
+bool Fabric::wake_edge(const EdgeChannel& ch, int color) {
   const int x = ch.side() == kEast ? width() - 1 : 0;
   Router* r = router(x, ch.row());
   if (!r || !r->accepts(ch.side(), color)) {
@@ -215,6 +215,7 @@ void Fabric::wake_edge(const EdgeChannel& ch, int color) {
                       " is not routed into the fabric at " + pe_name(x, ch.row()));
   }
   if (m_finalized) wake(r);
+  return m_finalized;
 }
 
 // Thread t's routers marked for cycle `now`, word by word in id order: f(routers, n) per word.

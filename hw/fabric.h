@@ -91,7 +91,9 @@ class Fabric {
 
   // Host side: make a router visit the next cycle (after injecting from outside the loop).
   void wake(Router* r);
-  void wake_edge(const EdgeChannel& ch, int color);  // throws ConfigError for an unrouted color
+  // Wakes the channel's edge router; throws ConfigError for an unrouted color. False before
+  // finalize (routes may still change).
+  bool wake_edge(const EdgeChannel& ch, int color);
 
   // All routers that exist, in id order (for stats and traces).
   std::vector<const Router*> routers() const;

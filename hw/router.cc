@@ -1,5 +1,6 @@
 #include "hw/router.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "hw/edge_io.h"
@@ -110,29 +111,32 @@ void Router::reset_stats(uint64_t cycles) {
 // A router sleeps while every buffered head waits for a credit or for a full core queue (and
 // the core itself has nothing to do): only an arrival or a returned credit can change that, and
 // both wake it (the sender posts them with a wake-up). Credits still owed keep nobody awake.
-// When its agent's only work is a fixed busy stretch, it sleeps until the stretch ends, unless a
-// host channel has something for it that its own full buffer does not hold back.
+// A core that sleeps until a cycle (its wake_cycle) wakes its router then. A host channel with
+// something queued wakes it at the channel's next rate slot; an offer due whose buffer here is
+// full waits for this router's own sends, which only an arrival, a credit or the core can allow.
 uint64_t Router::schedule(uint64_t next) const {
   if (m_occupancy && !m_can_sleep) return next;
+  uint64_t at = 0;  // the earliest cycle something is due (0: nothing)
   if (m_has_chan) {
-    bool chan_work = false, chan_free = false;
     for (int p : {kEast, kWest}) {
       const EdgeChannel* ch = m_chan[p];
       if (!ch || !ch->has_inject_work()) continue;
-      chan_work = true;
-      // A channel's offer waits only on this router's full buffer (freed by this router alone).
-      const Wavelet* o = ch->fabric_offer(next);
-      if (!o || !((m_full_in[p] >> o->color) & 1)) chan_free = true;
-    }
-    if (chan_work) {
-      if (chan_free || !m_agent) return next;
-      const uint64_t t = m_agent->busy_until();
-      return t > next ? t : next;
+      const uint64_t slot = ch->offer_cycle(next);  // the host's pushes do not move it
+      if (slot > next) {
+        if (!at || slot < at) at = slot;
+      } else if (!((m_full_in[p] >> ch->fabric_offer(next)->color) & 1) || !m_agent) {
+        return next;
+      }
     }
   }
-  if (!m_agent) return 0;
-  if (m_agent_due >= next) return m_agent_due == kAgentIdle ? 0 : m_agent_due;  // as of its last evaluate
-  return m_agent->wake_cycle(next);
+  if (!m_agent) return at;
+  uint64_t t;
+  if (m_agent_due >= next) {
+    t = m_agent_due == kAgentIdle ? 0 : m_agent_due;  // as of its last evaluate
+  } else {
+    t = m_agent->wake_cycle(next);
+  }
+  return t && (!at || t < at) ? t : at;
 }
 
 // Picks the next head for color c among its accepted, non-empty input buffers (round-robin from

@@ -242,6 +242,31 @@ TEST_P(ChannelRate, HostToFabricInject) {
   EXPECT_NEAR(static_cast<double>(dst->consumed() - consumed), expected, 1.0);
 }
 
+// A slow channel with a full inject queue: its edge router looks at it only at its rate slots
+// (the host's pushes and the cycles between do not wake it), and still takes one per slot.
+TEST(ChannelRateSleep, EdgeRouterSleepsBetweenRateSlots) {
+  const ChannelCase slow{0.68, 850};  // one wavelet per 40 cycles
+  Fabric f(channel_config(slow));
+  const int row = f.channel_rows()[0];
+  f.set_route(0, row, 1, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
+  auto a = std::make_unique<TrafficAgent>(pe_id(f, 0, row), TrafficAgentOptions{});
+  a->add_receive(1);
+  f.attach_agent(0, row, std::move(a));
+  f.finalize();
+  EdgeChannel* ch = f.channel(kWest, 0);
+  uint32_t seq = 0;
+  uint64_t idle = 0;
+  const uint64_t window = 2000;
+  for (uint64_t i = 0; i < window; ++i) {
+    while (ch->try_inject(Wavelet{seq, 1, false})) ++seq;
+    f.step();
+    if (f.active_routers() == 0) ++idle;
+  }
+  EXPECT_NEAR(static_cast<double>(ch->injected()), channel_rate(slow) * window, 1.0);
+  EXPECT_EQ(f.agent_as<TrafficAgent>(0, row)->consumed(), ch->injected());
+  EXPECT_GT(idle, window * 3 / 4) << "the edge router was visited in cycles its channel could not offer";
+}
+
 INSTANTIATE_TEST_SUITE_P(Bandwidths, ChannelRate,
                          testing::Values(ChannelCase{27.2, 850}, ChannelCase{54.4, 850}, ChannelCase{13.6, 850},
                                          ChannelCase{6.8, 850}, ChannelCase{7.0, 850}, ChannelCase{10.0, 850},

@@ -76,6 +76,8 @@ class GateSink : public PeAgent {
   uint32_t send_colors() const override { return 0; }
   uint32_t receive_colors() const override { return 1u << m_color; }
   bool has_work() const override { return false; }
+  // Its queue opens by itself at m_open_at: its router must look again then.
+  uint64_t busy_until() const override { return m_fabric.cycle() < m_open_at ? m_open_at : 0; }
   uint64_t consumed() const override { return got.size(); }
   std::vector<uint32_t> got;  // payloads in arrival order
 
