@@ -90,7 +90,7 @@ int Router::buffered(int port, int color) const {
 
 bool Router::sent_this_cycle(int port, uint64_t now, Wavelet* w) const {
   if (m_sent_stamp != now + 1 || !(m_sent_ports & port_bit(port))) return false;
-  *w = m_out[port];
+  *w = Wavelet{m_out[port].payload, m_out[port].color, m_out[port].ctrl != 0};
   return true;
 }
 
@@ -256,7 +256,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
         if (!m_color_peak[c]) m_color_peak[c] = 1;
         m_col[c].cur_in = static_cast<uint8_t>(p);
         m_rr_out[t] = static_cast<uint8_t>(c + 1);
-        m_out[t] = Wavelet{a.payload, static_cast<uint8_t>(c), a.ctrl != 0};
+        m_out[t] = a;
         ++s_forwarded[t];
         ++tc.color[c].forwarded;
         Router* n = m_nbr[t];
@@ -332,7 +332,8 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
     const int fi = fifo_index(cs.cur_in, c);
     const Slot& head = m_slots[m_fifo[fi].base + m_fifo[fi].head];
     const Wavelet w{head.payload, static_cast<uint8_t>(c), (head.meta & 1u) != 0};
-    m_out[p] = w;
+    const Arrival out{head.payload, static_cast<uint8_t>(c), static_cast<uint8_t>(head.meta & 1u)};
+    m_out[p] = out;
     sent_ports |= port_bit(p);
     m_want[p] &= ~bit;
     sent |= bit;
@@ -340,7 +341,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
     ++tc.color[c].forwarded;
     if (n) {
       const int q = opposite(p);
-      n->m_arr[now & 1][q] = Arrival{w.payload, w.color, static_cast<uint8_t>(w.ctrl)};
+      n->m_arr[now & 1][q] = out;
       n->m_arr_valid[now & 1][q] = 1;
       if (--m_credit[p][c] == 0) m_blocked[p] |= bit;
       ++m_outstanding;

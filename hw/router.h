@@ -190,7 +190,8 @@ class Router {
   // What left on each port in the last cycle stepped (for traces).
   uint64_t m_sent_stamp = ~uint64_t(0);  // cycle + 1; never matches before the first send
   uint8_t m_sent_ports = 0;
-  Wavelet m_out[kNumPorts];
+  Arrival m_out[kNumPorts] = {};
+
 
   // --- own state ---
   uint32_t m_needs_head = 0;  // colors without a head in service that may have one waiting
