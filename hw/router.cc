@@ -230,6 +230,52 @@ __attribute__((always_inline)) inline bool Router::take_credits(int prev) {
   return true;
 }
 
+// 4. The ramp link from the agent and the host channels on edge ports each carry one wavelet.
+// `*_full` are the start-of-cycle full buffers of those ports. True if that changed anything
+// the router's heads depend on (a wavelet pushed, or room for a head waiting at the ramp).
+__attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t now, ThreadCtx& tc, uint32_t ramp_full,
+                                                                      uint32_t east_full, uint32_t west_full) {
+  bool changed = false;
+  if (m_agent && now < m_agent_due) {
+    // Nothing is due at the agent before m_agent_due (see PeAgent::wake_cycle): its evaluate()
+    // would only count the cycle, and its next one accounts for the cycles skipped.
+    if (m_agent_due != kAgentIdle) ++tc.moves;  // busy, or a wake-up is due: not a deadlock
+  } else if (m_agent) {
+    Wavelet w;
+    const uint32_t full_before = m_want[kRamp] ? m_agent->full_colors() : 0;
+    const uint32_t r = m_agent->evaluate(now, ramp_full, &w);
+    if (r) ++tc.moves;
+    // The agent matters to this router's heads only through what it offers and the room in its
+    // queues (heads waiting for the ramp).
+    if ((r & PeAgent::kOffered) || (m_want[kRamp] && m_agent->full_colors() != full_before)) changed = true;
+    if (r & PeAgent::kOffered) {
+      push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(m_cfg->ramp_latency), now);
+      ++tc.injected;
+      ++tc.pushed;
+    }
+    if (m_agent->skips_evaluations()) {
+      const uint64_t t = m_agent->wake_cycle(now + 1);
+      m_agent_due = t ? t : kAgentIdle;
+    }
+  }
+  if (m_has_chan) {
+    for (int p : {kEast, kWest}) {
+      EdgeChannel* ch = m_chan[p];
+      if (!ch) continue;
+      const Wavelet* offer = ch->fabric_offer(now);
+      if (!offer || (((p == kEast ? east_full : west_full) >> offer->color) & 1)) continue;
+      const Wavelet w = *offer;
+      ch->fabric_took_offer(now);
+      push(p, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(m_cfg->hop_latency), now);
+      ++tc.injected;
+      ++tc.pushed;
+      ++tc.moves;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   const int prev = static_cast<int>((now + 1) & 1);  // parity of the previous cycle
   // The common case of a router between PEs (no core, no channel, one-cycle hops), empty and
@@ -279,6 +325,17 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
 
   // Everything else: any mix of arrivals, heads, multicast, switch positions, a core and channels.
   const RouterConfig& cfg = *m_cfg;
+  uint32_t arrived;
+  std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
+  if (m_can_sleep && !(arrived | static_cast<uint32_t>(credits)) &&
+      !(m_want[kRamp] && (m_want[kRamp] & ~edge_full(kRamp, now)))) {
+    // Visited for its core or a channel alone: its last visit changed nothing and nothing came
+    // in since, so its arbiters would find what they found then (every head blocked; the agent's
+    // queues may open by themselves at a cycle it named, hence the check). The cycle counts as
+    // a slept one (its stalls are added at the next full visit).
+    m_can_sleep = !agent_and_channels(now, tc, m_full_in[kRamp], m_full_in[kEast], m_full_in[kWest]) && !m_needs_head;
+    return schedule(now + 1);
+  }
   // Cycles slept since the last visit stalled what that visit stalled (nothing changed meanwhile:
   // an arrival or a credit would have woken it). A stalled port means a stalled color; a router
   // with nothing stalled may take the straight-on path, which leaves the record alone.
@@ -291,8 +348,6 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   const uint32_t east_full = m_full_in[kEast], west_full = m_full_in[kWest];
 
   // 1. What the neighbours sent in the previous cycle (the credits they returned are in).
-  uint32_t arrived;
-  std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
   if (arrived) {
     std::memset(m_arr_valid[prev], 0, sizeof arrived);
     const uint64_t ready_at = now - 1 + static_cast<uint64_t>(cfg.hop_latency);
@@ -400,44 +455,8 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   m_last_step = now;
   changed |= sent_ports != 0;
 
-  // 4. The ramp link from the agent and the host channels on edge ports each carry one wavelet.
-  if (m_agent && now < m_agent_due) {
-    // Nothing is due at the agent before m_agent_due (see PeAgent::wake_cycle): its evaluate()
-    // would only count the cycle, and its next one accounts for the cycles skipped.
-    if (m_agent_due != kAgentIdle) ++tc.moves;  // busy, or a wake-up is due: not a deadlock
-  } else if (m_agent) {
-    Wavelet w;
-    const uint32_t full_before = m_want[kRamp] ? m_agent->full_colors() : 0;
-    const uint32_t r = m_agent->evaluate(now, ramp_full, &w);
-    if (r) ++tc.moves;
-    // The agent matters to this router's heads only through what it offers and the room in its
-    // queues (heads waiting for the ramp).
-    if ((r & PeAgent::kOffered) || (m_want[kRamp] && m_agent->full_colors() != full_before)) changed = true;
-    if (r & PeAgent::kOffered) {
-      push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.ramp_latency), now);
-      ++tc.injected;
-      ++tc.pushed;
-    }
-    if (m_agent->skips_evaluations()) {
-      const uint64_t t = m_agent->wake_cycle(now + 1);
-      m_agent_due = t ? t : kAgentIdle;
-    }
-  }
-  if (m_has_chan) {
-    for (int p : {kEast, kWest}) {
-      EdgeChannel* ch = m_chan[p];
-      if (!ch) continue;
-      const Wavelet* offer = ch->fabric_offer(now);
-      if (!offer || (((p == kEast ? east_full : west_full) >> offer->color) & 1)) continue;
-      const Wavelet w = *offer;
-      ch->fabric_took_offer(now);
-      push(p, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(cfg.hop_latency), now);
-      ++tc.injected;
-      ++tc.pushed;
-      ++tc.moves;
-      changed = true;
-    }
-  }
+  // 4. The agent and the channels.
+  if (agent_and_channels(now, tc, ramp_full, east_full, west_full)) changed = true;
   m_can_sleep = !changed && !m_needs_head && !edge_wait;
   return schedule(now + 1);
 }

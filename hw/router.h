@@ -163,6 +163,7 @@ class Router {
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
   void pop(int fi, uint64_t now, ThreadCtx& tc);
+  bool agent_and_channels(uint64_t now, ThreadCtx& tc, uint32_t ramp_full, uint32_t east_full, uint32_t west_full);
   // Makes neighbour n visit next cycle (the wake sets keep the visits in id order).
   static void wake_neighbour(Router* n, ThreadCtx& tc) { tc.mark(n); }
   int fifo_index(int port, int color) const {
