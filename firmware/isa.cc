@@ -7,10 +7,9 @@
 #include "hw/wavelet.h"
 
 namespace wafersim {
-namespace {
 
 // Indexed by Op; the order must match the enum.
-const OpInfo kOps[] = {
+const OpInfo kOpInfo[] = {
     {"nop", "", false, false},
     {"li", "r,i", false, false},
     {"lif", "r,F", false, false},
@@ -70,7 +69,9 @@ const OpInfo kOps[] = {
     {"vsum", "r,d", true, false},
     {"vlog", "d,d", true, false},
 };
-static_assert(sizeof(kOps) / sizeof(kOps[0]) == static_cast<size_t>(Op::kCount), "op table out of step");
+static_assert(sizeof(kOpInfo) / sizeof(kOpInfo[0]) == static_cast<size_t>(Op::kCount), "op table out of step");
+
+namespace {
 
 uint64_t field(uint64_t v, int lo, int bits) { return (v & ((uint64_t{1} << bits) - 1)) << lo; }
 uint64_t get(uint64_t w, int lo, int bits) { return (w >> lo) & ((uint64_t{1} << bits) - 1); }
@@ -86,15 +87,11 @@ bool has_imm(Op op) {
 
 }  // namespace
 
-const OpInfo& op_info(Op op) {
-  const auto i = static_cast<size_t>(op);
-  if (i >= static_cast<size_t>(Op::kCount)) throw std::invalid_argument("unknown opcode " + std::to_string(i));
-  return kOps[i];
-}
+void unknown_opcode(size_t i) { throw std::invalid_argument("unknown opcode " + std::to_string(i)); }
 
 bool find_op(const std::string& mnemonic, Op* op) {
   for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
-    if (mnemonic == kOps[i].mnemonic) {
+    if (mnemonic == kOpInfo[i].mnemonic) {
       *op = static_cast<Op>(i);
       return true;
     }

@@ -2,6 +2,7 @@
 // 64-bit encoding. One table (isa.cc) serves the assembler, the disassembler and the core.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -48,7 +49,13 @@ struct OpInfo {
   bool vector;     // takes format suffixes and may be async
   bool two_fmts;   // vcvt, vfmac: .SRC.DST (destination format may differ)
 };
-const OpInfo& op_info(Op op);
+extern const OpInfo kOpInfo[];  // indexed by Op
+[[noreturn]] void unknown_opcode(size_t i);
+inline const OpInfo& op_info(Op op) {
+  const auto i = static_cast<size_t>(op);
+  if (i >= static_cast<size_t>(Op::kCount)) unknown_opcode(i);
+  return kOpInfo[i];
+}
 bool find_op(const std::string& mnemonic, Op* op);
 
 // A decoded instruction. Operands are stored in signature order: register-like operands
