@@ -193,7 +193,6 @@ class Router {
   uint8_t m_sent_ports = 0;
   Arrival m_out[kNumPorts] = {};
 
-
   // --- own state ---
   uint32_t m_needs_head = 0;  // colors without a head in service that may have one waiting
   uint32_t m_want[kNumPorts] = {};     // colors whose head waits for each output
