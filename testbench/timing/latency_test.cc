@@ -214,18 +214,24 @@ TEST_P(ChannelRate, FabricToHostOnHandBuiltPath) {
   EXPECT_NEAR(static_cast<double>(ch->received() - before), expected, 1.0);
 }
 
+// A receiver at (x, row) that takes color 1 from the West and drains at once.
+const TrafficAgent* receiver_from_west(Fabric& f, int x, int row) {
+  f.set_route(x, row, 1, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
+  auto a = std::make_unique<TrafficAgent>(pe_id(f, x, row), TrafficAgentOptions{});
+  a->add_receive(1);
+  const TrafficAgent* p = a.get();
+  f.attach_agent(x, row, std::move(a));
+  return p;
+}
+
 // The host keeps the West channel's inject queue full; a receiver at (3, row) drains at once.
 TEST_P(ChannelRate, HostToFabricInject) {
   Fabric f(channel_config(GetParam()));
   const int row = f.channel_rows()[0];
   for (int x = 0; x < 3; ++x) f.set_route(x, row, 1, ColorRoute::simple(port_bit(kWest), port_bit(kEast)));
-  f.set_route(3, row, 1, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
-  auto a = std::make_unique<TrafficAgent>(pe_id(f, 3, row), TrafficAgentOptions{});
-  a->add_receive(1);
-  f.attach_agent(3, row, std::move(a));
+  const TrafficAgent* dst = receiver_from_west(f, 3, row);
   f.finalize();
   EdgeChannel* ch = f.channel(kWest, 0);
-  const auto* dst = f.agent_as<TrafficAgent>(3, row);
   uint32_t seq = 0;
   auto run = [&](uint64_t cycles) {
     for (uint64_t i = 0; i < cycles; ++i) {
@@ -248,10 +254,7 @@ TEST(ChannelRateSleep, EdgeRouterSleepsBetweenRateSlots) {
   const ChannelCase slow{0.68, 850};  // one wavelet per 40 cycles
   Fabric f(channel_config(slow));
   const int row = f.channel_rows()[0];
-  f.set_route(0, row, 1, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
-  auto a = std::make_unique<TrafficAgent>(pe_id(f, 0, row), TrafficAgentOptions{});
-  a->add_receive(1);
-  f.attach_agent(0, row, std::move(a));
+  const TrafficAgent* dst = receiver_from_west(f, 0, row);
   f.finalize();
   EdgeChannel* ch = f.channel(kWest, 0);
   uint32_t seq = 0;
@@ -263,7 +266,7 @@ TEST(ChannelRateSleep, EdgeRouterSleepsBetweenRateSlots) {
     if (f.active_routers() == 0) ++idle;
   }
   EXPECT_NEAR(static_cast<double>(ch->injected()), channel_rate(slow) * window, 1.0);
-  EXPECT_EQ(f.agent_as<TrafficAgent>(0, row)->consumed(), ch->injected());
+  EXPECT_EQ(dst->consumed(), ch->injected());
   EXPECT_GT(idle, window * 3 / 4) << "the edge router was visited in cycles its channel could not offer";
 }
 
