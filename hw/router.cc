@@ -1,6 +1,5 @@
 #include "hw/router.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "hw/edge_io.h"
@@ -336,9 +335,10 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
     m_can_sleep = !agent_and_channels(now, tc, m_full_in[kRamp], m_full_in[kEast], m_full_in[kWest]) && !m_needs_head;
     return schedule(now + 1);
   }
-  // Cycles slept since the last visit stalled what that visit stalled (nothing changed meanwhile:
-  // an arrival or a credit would have woken it). A stalled port means a stalled color; a router
-  // with nothing stalled may take the straight-on path, which leaves the record alone.
+  // Cycles slept (or visited for the core alone, above) since the last full visit stalled what
+  // that visit stalled (nothing changed meanwhile: an arrival or a credit would have woken it). A
+  // stalled port means a stalled color; a router with nothing stalled may take the straight-on
+  // path, which leaves the record alone.
   if (m_stall_colors && now > m_last_step + 1) {
     const uint64_t n = now - m_last_step - 1;
     for (uint32_t m = m_stall_ports; m; m &= m - 1) s_stall[ctz(m)] += n;
