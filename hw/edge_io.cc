@@ -45,6 +45,7 @@ void EdgeChannel::fabric_took_offer(uint64_t now) {
   m_in.pop_front();
   m_in_next = next_slot(m_in_next, now);
   ++m_injected;
+  if (m_took) m_took->fetch_or(m_took_bit, std::memory_order_relaxed);  // routers of any thread
 }
 
 void EdgeChannel::fabric_deliver(const Wavelet& w, uint64_t now, uint64_t ready) {

@@ -1,6 +1,7 @@
 // Edge I/O channels: where the host injects wavelets into the fabric and drains them from it.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -29,6 +30,12 @@ class EdgeChannel {
   bool try_receive(Wavelet* w);
   void set_auto_drain(bool on) { m_auto_drain = on; }  // the host takes every arrival at once
   void set_record(bool on) { m_record = on; }          // keep what arrives, for tests
+  // The fabric ORs `bit` into *word whenever it takes a wavelet from the inject queue (a host
+  // that watches many channels learns which ones moved without asking each).
+  void notify_takes(std::atomic<uint64_t>* word, uint64_t bit) {
+    m_took = word;
+    m_took_bit = bit;
+  }
   const std::vector<std::pair<uint64_t, Wavelet>>& log() const { return m_log; }
 
   int side() const { return m_side; }
@@ -68,6 +75,8 @@ class EdgeChannel {
   std::deque<std::pair<uint64_t, Wavelet>> m_out;  // (ready cycle, wavelet)
   bool m_auto_drain = false, m_record = false;
   uint32_t m_checked_colors = 0;  // colors try_inject() found routed in (the fabric was final)
+  std::atomic<uint64_t>* m_took = nullptr;  // see notify_takes
+  uint64_t m_took_bit = 0;
   uint64_t m_injected = 0, m_received = 0;
   std::vector<std::pair<uint64_t, Wavelet>> m_log;
 };

@@ -38,6 +38,10 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
     m_west.back()->set_auto_drain(false);
   }
   m_pending.resize(static_cast<size_t>(nch));
+  m_masks = links.channel_masks && nch <= 64;
+  if (m_masks) {
+    for (int i = 0; i < nch; ++i) m_west[static_cast<size_t>(i)]->notify_takes(&m_took, uint64_t{1} << i);
+  }
   m_full_at.assign(static_cast<size_t>(nch), UINT64_MAX);
   m_full_kind.assign(static_cast<size_t>(nch), kWeight);
   m_got.resize(static_cast<size_t>(nch));
@@ -87,6 +91,12 @@ void WsSystem::start_step() {
   m_queued = 0;
   m_full_at.assign(m_west.size(), UINT64_MAX);
   m_full_kind.assign(m_west.size(), kWeight);
+  m_full_w = m_full_i = 0;
+  m_took.store(0, std::memory_order_relaxed);
+  m_nonempty = 0;
+  for (size_t i = 0; m_masks && i < m_pending.size(); ++i) {
+    if (!m_pending[i].empty()) m_nonempty |= uint64_t{1} << i;
+  }
 }
 
 void WsSystem::sample_arrived(int s, const float* x, int label, uint64_t from) {
@@ -112,6 +122,9 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
   if (b) {
     for (int o = 0; o < no; ++o) m_pending.back().push_back({f32_bits(b[o]), static_cast<uint16_t>(ps), in, kWeight});
   }
+  for (size_t i = 0; m_masks && i < m_pending.size(); ++i) {
+    if (!m_pending[i].empty()) m_nonempty |= uint64_t{1} << i;
+  }
   m_pass_from[static_cast<size_t>(ps)] = from;
   m_queued = std::max(m_queued, ps + 1);
 }
@@ -136,6 +149,50 @@ uint64_t WsSystem::settle() {
   return k + kSettle;
 }
 
+// Channel i has items pending and no valid full stamp: offer them while the budget and the
+// channel take them.
+void WsSystem::offer(size_t i, bool* wstall, bool* istall) {
+  const size_t n = m_west.size();
+  const int passes = static_cast<int>(m_pass_left.size());
+  auto& q = m_pending[i];
+  bool host_late = false;
+  Kind late_kind = kWeight;
+  while (!q.empty()) {
+    const Item& it = q.front();
+    if (it.kind == kWeight ? (m_now < m_pass_from[static_cast<size_t>(it.pass)] || m_wbudget < 1)
+                           : (m_now < m_sample_from[static_cast<size_t>(it.pass)] || m_ibudget < 1)) {
+      host_late = true;
+      late_kind = it.kind;
+      break;
+    }
+    if (m_west[i]->inject_full()) {  // the wafer backs up: try again next cycle
+      ++m_refused;
+      m_full_at[i] = m_west[i]->injected();
+      m_full_kind[i] = it.kind;
+      if (m_masks) (it.kind == kWeight ? m_full_w : m_full_i) |= uint64_t{1} << i;
+      break;
+    }
+    Wavelet w{it.payload, it.color, false};
+    if (it.kind == kInput) {
+      w.payload = w.payload == ~0u ? static_cast<uint32_t>(m_label[static_cast<size_t>(it.pass)])
+                                   : f32_bits(m_x[static_cast<size_t>(it.pass)][w.payload]);
+    }
+    m_west[i]->try_inject(w);  // cannot be refused now
+    if (it.kind == kWeight) {
+      m_wbudget -= 1;
+      --m_pass_left[static_cast<size_t>(it.pass)];
+    } else {
+      m_ibudget -= 1;
+    }
+    q.pop_front();
+  }
+  if (q.empty() && m_masks) m_nonempty &= ~(uint64_t{1} << i);
+  // Nothing queued but passes still to come for this channel (the root's only in forward).
+  const bool root = i + 1 == n;
+  if (q.empty() && m_queued < (root ? passes / 2 : passes)) host_late = true;
+  if (host_late && m_west[i]->inject_queue_size() == 0) *(late_kind == kWeight ? wstall : istall) = true;
+}
+
 bool WsSystem::cycle() {
   const bool was_done = done();
   const size_t n = m_west.size();
@@ -144,52 +201,57 @@ bool WsSystem::cycle() {
   m_ibudget = std::min(m_ibudget + m_links.inputs_per_cycle, m_links.inputs_per_cycle + 1.0);
   m_gbudget = std::min(m_gbudget + m_links.grads_per_cycle, m_links.grads_per_cycle + 1.0);
   bool wstall = false, istall = false;
-  for (size_t j = 0, i = m_rr; j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
-    auto& q = m_pending[i];
-    if (q.empty()) {  // the common case, kept cheap: nothing queued for this channel now
-      // Passes still to come for this channel (the root's only in forward) and nothing left in
-      // its inject queue: the host is late with weights.
-      if (m_queued < (i + 1 == n ? passes / 2 : passes) && !m_west[i]->has_inject_work()) wstall = true;
-      continue;
+  if (m_masks) {
+    // Stamps the fabric has made stale; empty channels matter only while passes are to come.
+    const uint64_t took = m_took.exchange(0, std::memory_order_relaxed);
+    m_full_w &= ~took;
+    m_full_i &= ~took;
+    if (m_queued < passes) {
+      uint64_t empty = (n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1) & ~m_nonempty;
+      if (m_queued >= passes / 2) empty &= ~(uint64_t{1} << (n - 1));  // the root's passes are in
+      for (; empty; empty &= empty - 1) {
+        if (!m_west[static_cast<size_t>(__builtin_ctzll(empty))]->has_inject_work()) {
+          wstall = true;  // the host is late with weights
+          break;
+        }
+      }
     }
-    if (m_full_at[i] == m_west[i]->injected()) {  // still full, the same item first (see m_full_at)
-      if ((m_full_kind[i] == kWeight ? m_wbudget : m_ibudget) >= 1) ++m_refused;
-      continue;
+    // Round-robin from m_rr: the channels that can move in order, and between them the refusals
+    // of the full ones, counted while their kind's budget allows (only moves spend it).
+    const uint64_t active = m_nonempty & ~(m_full_w | m_full_i);
+    auto bits = [](size_t a, size_t b) {
+      return (b >= 64 ? ~uint64_t{0} : (uint64_t{1} << b) - 1) & ~((uint64_t{1} << a) - 1);
+    };
+    auto refusals = [&](size_t a, size_t b) {
+      if (a >= b) return;
+      const uint64_t r = bits(a, b);
+      if (m_wbudget >= 1) m_refused += static_cast<uint64_t>(__builtin_popcountll(m_full_w & r));
+      if (m_ibudget >= 1) m_refused += static_cast<uint64_t>(__builtin_popcountll(m_full_i & r));
+    };
+    for (const auto& [a, b] : {std::pair<size_t, size_t>{m_rr, n}, std::pair<size_t, size_t>{0, m_rr}}) {
+      size_t cur = a;
+      for (uint64_t m = active & bits(a, b); m; m &= m - 1) {
+        const auto i = static_cast<size_t>(__builtin_ctzll(m));
+        refusals(cur, i);
+        offer(i, &wstall, &istall);
+        cur = i + 1;
+      }
+      refusals(cur, b);
     }
-    bool host_late = false;
-    Kind late_kind = kWeight;
-    while (!q.empty()) {
-      const Item& it = q.front();
-      if (it.kind == kWeight ? (m_now < m_pass_from[static_cast<size_t>(it.pass)] || m_wbudget < 1)
-                             : (m_now < m_sample_from[static_cast<size_t>(it.pass)] || m_ibudget < 1)) {
-        host_late = true;
-        late_kind = it.kind;
-        break;
+  } else {
+    for (size_t j = 0, i = m_rr; j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
+      if (m_pending[i].empty()) {  // the common case, kept cheap: nothing queued for this channel now
+        // Passes still to come for this channel (the root's only in forward) and nothing left in
+        // its inject queue: the host is late with weights.
+        if (m_queued < (i + 1 == n ? passes / 2 : passes) && !m_west[i]->has_inject_work()) wstall = true;
+        continue;
       }
-      if (m_west[i]->inject_full()) {  // the wafer backs up: try again next cycle
-        ++m_refused;
-        m_full_at[i] = m_west[i]->injected();
-        m_full_kind[i] = it.kind;
-        break;
+      if (m_full_at[i] == m_west[i]->injected()) {  // still full, the same item first (see m_full_at)
+        if ((m_full_kind[i] == kWeight ? m_wbudget : m_ibudget) >= 1) ++m_refused;
+        continue;
       }
-      Wavelet w{it.payload, it.color, false};
-      if (it.kind == kInput) {
-        w.payload = w.payload == ~0u ? static_cast<uint32_t>(m_label[static_cast<size_t>(it.pass)])
-                                     : f32_bits(m_x[static_cast<size_t>(it.pass)][w.payload]);
-      }
-      m_west[i]->try_inject(w);  // cannot be refused now
-      if (it.kind == kWeight) {
-        m_wbudget -= 1;
-        --m_pass_left[static_cast<size_t>(it.pass)];
-      } else {
-        m_ibudget -= 1;
-      }
-      q.pop_front();
+      offer(i, &wstall, &istall);
     }
-    // Nothing queued but passes still to come for this channel (the root's only in forward).
-    const bool root = i + 1 == n;
-    if (q.empty() && m_queued < (root ? passes / 2 : passes)) host_late = true;
-    if (host_late && m_west[i]->inject_queue_size() == 0) (late_kind == kWeight ? wstall : istall) = true;
   }
   m_rr = m_rr + 1 == n ? 0 : m_rr + 1;
   m_fabric->step();

@@ -15,6 +15,8 @@
 // The global quantum is set once, by the trainer (ws.quantum_cycles clock periods).
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -49,6 +51,9 @@ struct WsHostLinks {
   double bridge_latency_ns = 0;    // host link, added to every pass's arrival
   bool prefetch = true;            // request the next pass while this one streams
   uint64_t quantum_cycles = 1000;  // the global quantum, in clock periods
+  // How WsSystem::cycle() walks its West channels: by bitmasks of the channels that can move
+  // (up to 64 channels), or one by one. The same results; set in the struct only, for tests.
+  bool channel_masks = true;
 };
 
 // Cycles of one minibatch by what the wafer was doing (they add up to its cycles), for the
@@ -145,6 +150,14 @@ class WsSystem {
   // that kind's budget allows.
   std::vector<uint64_t> m_full_at;
   std::vector<Kind> m_full_kind;
+  // With at most 64 channels, the same as bitmasks: channels with items pending, channels
+  // stamped full by the kind of their first item, and the channels the fabric took a wavelet
+  // from since the last cycle (their stamps are stale). cycle() then visits only the channels
+  // that can move and counts the refusals of the rest by ranges.
+  bool m_masks = false;
+  uint64_t m_nonempty = 0, m_full_w = 0, m_full_i = 0;
+  std::atomic<uint64_t> m_took{0};
+  void offer(size_t i, bool* wstall, bool* istall);  // cycle()'s work for a channel that can move
   WsTime m_time;
   std::vector<WsTime> m_pass_time;
 };

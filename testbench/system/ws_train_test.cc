@@ -211,6 +211,67 @@ TEST(WsTraining, FourLayersManyRows) {
   check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o, 2, "ws_four_layers");
 }
 
+// WsSystem::cycle() walks its West channels by bitmasks (what can move, refusals by ranges);
+// the plain loop over every channel must give the same, cycle by cycle: refusals, the time
+// split, and the results. Passes arrive one by one (the host late with weights: empty channels
+// count), and the weight link is slower than the channels take (budget runs out mid-walk) or
+// faster (channels fill up and refuse).
+TEST(WsSystemLoop, BitmasksMatchThePlainLoop) {
+  WsOptions o;
+  o.batch = 4;
+  const WsRig r = make_ws_rig(MlpSpec{{16, 8, 6, 4}, "Relu", 7, 13}, 12, 16, 2, o, "ws_masks");
+  const WsPlan& p = r.compiled.plan;
+  const int L = p.layers;
+  ASSERT_GE(p.rows, 3);
+  for (const double wrate : {0.6, 3.0}) {
+    tlm::WsHostLinks on;
+    on.weights_per_cycle = wrate;
+    on.inputs_per_cycle = 0.8;
+    tlm::WsHostLinks off = on;
+    off.channel_masks = false;
+    tlm::WsSystem a(r.hw, r.compiled, 0, on), b(r.hw, r.compiled, 0, off);
+    std::vector<std::vector<float>> xs;
+    for (int s = 0; s < p.shard; ++s) xs.emplace_back(r.data.sample(static_cast<size_t>(s)), r.data.sample(static_cast<size_t>(s)) + r.data.features);
+    for (tlm::WsSystem* sys : {&a, &b}) {
+      sys->start_step();
+      for (int s = 0; s < p.shard; ++s) sys->sample_arrived(s, xs[static_cast<size_t>(s)].data(), r.data.labels[static_cast<size_t>(s)], 40 * static_cast<uint64_t>(s));
+    }
+    int queued = 0;
+    uint64_t c = 0;
+    uint64_t refused_seen = 0;
+    for (; !(a.done() && b.done()) && c < 2000000; ++c) {
+      if (queued < 2 * L && c == 400 * static_cast<uint64_t>(queued)) {  // pass by pass, late
+        const int l = queued < L ? queued : 2 * L - 1 - queued;
+        const auto& layer = r.graph.layers[static_cast<size_t>(l)];
+        for (tlm::WsSystem* sys : {&a, &b}) sys->queue_pass(queued, layer.w.data(), queued < L ? layer.b.data() : nullptr, c);
+        ++queued;
+      }
+      a.cycle();
+      b.cycle();
+      ASSERT_EQ(a.refused(), b.refused()) << "cycle " << c << ", weights at " << wrate << " per cycle";
+      const tlm::WsTime &ta = a.step_time(), &tb = b.step_time();
+      ASSERT_TRUE(ta.compute == tb.compute && ta.weight_stream == tb.weight_stream && ta.grad_reduce == tb.grad_reduce &&
+                  ta.input_stall == tb.input_stall)
+          << "cycle " << c << ", weights at " << wrate << " per cycle";
+      refused_seen = a.refused();
+    }
+    ASSERT_TRUE(a.done() && b.done()) << "no end after " << c << " cycles";
+    std::cout << "weights at " << wrate << " per cycle: " << c << " cycles, " << refused_seen << " refusals, "
+              << a.step_time().weight_stream << " cycles waiting for weights\n";
+    EXPECT_GT(refused_seen, 0u) << "no channel was ever full: the refusal count went untested";
+    EXPECT_GT(a.step_time().weight_stream, 0u) << "the host was never late: the empty channels went untested";
+    std::vector<std::vector<float>> dwa, dba, dwb, dbb;
+    float la = 0, lb = 0;
+    a.results(&dwa, &dba, &la);
+    b.results(&dwb, &dbb, &lb);
+    for (int l = 0; l < L; ++l) {
+      expect_same_bits(dwa[static_cast<size_t>(l)], dwb[static_cast<size_t>(l)], "dW" + std::to_string(l));
+      expect_same_bits(dba[static_cast<size_t>(l)], dbb[static_cast<size_t>(l)], "db" + std::to_string(l));
+    }
+    EXPECT_EQ(f32_bits(la), f32_bits(lb));
+  }
+}
+
 // A 1.86 M-parameter MLP on a 16 x 16 fabric: layer-pipelined placement rejects it (its weights
 // and momentum need more SRAM than the fabric has) and weight streaming trains it, bit for bit
 // against the reference.
