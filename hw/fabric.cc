@@ -218,10 +218,10 @@ bool Fabric::wake_edge(const EdgeChannel& ch, int color) {
   return m_finalized;
 }
 
-// Thread t's routers marked for cycle `now`, word by word in id order: f(routers, n) per word.
+// Thread t's routers marked for cycle `now`, word by word in id order: f(bits, routers) per
+// word, router i of the word being routers[i] when bit i is set.
 template <typename F>
 void Fabric::collect(int t, uint64_t now, F&& f) {
-  Router* word[64];
   const size_t end = m_first_word[static_cast<size_t>(t) + 1];
   for (size_t k = m_first_word[static_cast<size_t>(t)]; k < end; ++k) {
     uint64_t b = 0;
@@ -230,11 +230,7 @@ void Fabric::collect(int t, uint64_t now, F&& f) {
       b |= v;
       v = 0;
     }
-    if (!b) continue;
-    Router* const* by_bit = &m_by_bit[k * 64];
-    int n = 0;
-    for (; b; b &= b - 1) word[n++] = by_bit[__builtin_ctzll(b)];
-    f(word, n);
+    if (b) f(b, &m_by_bit[k * 64]);
   }
 }
 
@@ -255,16 +251,19 @@ void Fabric::step_phase(int t, uint64_t now) {
     }
   };
   if (m_cfg.sim.visit_order == VisitOrder::kForward) {
-    collect(t, now, [&](Router* const* word, int n) {
-      for (int i = 0; i < n; ++i) {
-        if (i + 4 < n) {  // routers live on the heap; fetch ahead to hide the misses
-          const char* ahead = reinterpret_cast<const char*>(word[i + 4]);
-          __builtin_prefetch(ahead);
-          __builtin_prefetch(ahead + 64);
-          __builtin_prefetch(ahead + 128);
-          __builtin_prefetch(ahead + 192);
+    collect(t, now, [&](uint64_t b, Router* const* by_bit) {
+      uint64_t ahead = b;  // the router four visits on: routers live on the heap, fetch ahead
+      for (int i = 0; i < 4 && ahead; ++i) ahead &= ahead - 1;
+      for (; b; b &= b - 1) {
+        if (ahead) {
+          const char* r = reinterpret_cast<const char*>(by_bit[__builtin_ctzll(ahead)]);
+          __builtin_prefetch(r);
+          __builtin_prefetch(r + 64);
+          __builtin_prefetch(r + 128);
+          __builtin_prefetch(r + 192);
+          ahead &= ahead - 1;
         }
-        visit(word[i]);
+        visit(by_bit[__builtin_ctzll(b)]);
       }
     });
     return;
@@ -272,7 +271,9 @@ void Fabric::step_phase(int t, uint64_t now) {
   // The other orders (for the determinism tests) visit a list.
   auto& act = tc.active;
   act.clear();
-  collect(t, now, [&](Router* const* word, int n) { act.insert(act.end(), word, word + n); });
+  collect(t, now, [&](uint64_t b, Router* const* by_bit) {
+    for (; b; b &= b - 1) act.push_back(by_bit[__builtin_ctzll(b)]);
+  });
   switch (m_cfg.sim.visit_order) {
     case VisitOrder::kForward:  // visited above
       break;
