@@ -244,7 +244,7 @@ void Fabric::step_phase(int t, uint64_t now) {
     if (t > next) {
       if (r->m_timed_at != t) {  // one entry per wake-up cycle, however often it is visited meanwhile
         r->m_timed_at = t;
-        tc.timed.push({t, r->id()});
+        tc.timed.push(now, t, r->id());
       }
     } else if (t) {
       tc.mark(r);
@@ -310,12 +310,11 @@ void Fabric::end_cycle(uint64_t now) {
     pushed += tc.pushed;
     popped += tc.popped;
     // Routers whose agent's busy stretch ends now rejoin (unless something woke them already).
-    while (!tc.timed.empty() && tc.timed.top().first <= now + 1) {
-      Router* r = m_routers[tc.timed.top().second].get();
-      if (r->m_timed_at == tc.timed.top().first) r->m_timed_at = 0;
-      tc.timed.pop();
-      mark_between(now + 1, r);
-    }
+    tc.timed.take(now, [&](uint32_t id, uint64_t c) {
+      Router* r = m_routers[id].get();
+      if (r->m_timed_at == c) r->m_timed_at = 0;
+      mark_between(c, r);
+    });
     timed |= !tc.timed.empty();
   }
   m_cycle = now + 1;

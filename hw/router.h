@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <queue>
 #include <utility>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "hw/config.h"
 #include "hw/fifo.h"
 #include "hw/pe_agent.h"
+#include "hw/timed_wakes.h"
 #include "hw/wavelet.h"
 
 namespace wafersim {
@@ -57,9 +57,7 @@ struct alignas(64) ThreadCtx {
   std::vector<uint64_t> wake_bits[2];
   uint64_t* next_bits = nullptr;  // wake_bits[(now + 1) & 1] while cycle `now` is stepped
   void mark(const Router* r);     // step r in the next cycle
-  // Routers asleep until a cycle (their agent's busy stretch), earliest first: (cycle, router id).
-  std::priority_queue<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint64_t, uint32_t>>,
-                      std::greater<std::pair<uint64_t, uint32_t>>> timed;
+  TimedWakes timed;  // routers asleep until a cycle (their core's wake cycle, a channel's slot)
   uint64_t injected = 0;   // wavelets entering router buffers from an agent or a channel
   uint64_t delivered = 0;  // wavelets leaving the fabric to an agent or a channel
   uint64_t to_channels = 0;  // of which to I/O channels
