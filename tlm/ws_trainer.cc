@@ -22,6 +22,10 @@ using compiler::WsPlan;
 
 namespace {
 
+// Bits [a, b) of a 64-bit channel mask (a < 64, b <= 64).
+uint64_t bit_range(size_t a, size_t b) {
+  return (b >= 64 ? ~uint64_t{0} : (uint64_t{1} << b) - 1) & ~((uint64_t{1} << a) - 1);
+}
 
 }  // namespace
 
@@ -94,9 +98,7 @@ void WsSystem::start_step() {
   m_full_w = m_full_i = 0;
   m_took.store(0, std::memory_order_relaxed);
   m_nonempty = 0;
-  for (size_t i = 0; m_masks && i < m_pending.size(); ++i) {
-    if (!m_pending[i].empty()) m_nonempty |= uint64_t{1} << i;
-  }
+  mark_pending();
 }
 
 void WsSystem::sample_arrived(int s, const float* x, int label, uint64_t from) {
@@ -122,9 +124,7 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
   if (b) {
     for (int o = 0; o < no; ++o) m_pending.back().push_back({f32_bits(b[o]), static_cast<uint16_t>(ps), in, kWeight});
   }
-  for (size_t i = 0; m_masks && i < m_pending.size(); ++i) {
-    if (!m_pending[i].empty()) m_nonempty |= uint64_t{1} << i;
-  }
+  mark_pending();
   m_pass_from[static_cast<size_t>(ps)] = from;
   m_queued = std::max(m_queued, ps + 1);
 }
@@ -147,6 +147,13 @@ uint64_t WsSystem::settle() {
   m_time.compute += k + kSettle;
   if (!m_pass_time.empty()) m_pass_time.back().compute += k + kSettle;
   return k + kSettle;
+}
+
+// The channels with items pending join m_nonempty (after items were queued).
+void WsSystem::mark_pending() {
+  for (size_t i = 0; m_masks && i < m_pending.size(); ++i) {
+    if (!m_pending[i].empty()) m_nonempty |= uint64_t{1} << i;
+  }
 }
 
 // Channel i has items pending and no valid full stamp: offer them while the budget and the
@@ -207,7 +214,7 @@ bool WsSystem::cycle() {
     m_full_w &= ~took;
     m_full_i &= ~took;
     if (m_queued < passes) {
-      uint64_t empty = (n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1) & ~m_nonempty;
+      uint64_t empty = bit_range(0, n) & ~m_nonempty;
       if (m_queued >= passes / 2) empty &= ~(uint64_t{1} << (n - 1));  // the root's passes are in
       for (; empty; empty &= empty - 1) {
         if (!m_west[static_cast<size_t>(__builtin_ctzll(empty))]->has_inject_work()) {
@@ -219,18 +226,15 @@ bool WsSystem::cycle() {
     // Round-robin from m_rr: the channels that can move in order, and between them the refusals
     // of the full ones, counted while their kind's budget allows (only moves spend it).
     const uint64_t active = m_nonempty & ~(m_full_w | m_full_i);
-    auto bits = [](size_t a, size_t b) {
-      return (b >= 64 ? ~uint64_t{0} : (uint64_t{1} << b) - 1) & ~((uint64_t{1} << a) - 1);
-    };
     auto refusals = [&](size_t a, size_t b) {
       if (a >= b) return;
-      const uint64_t r = bits(a, b);
+      const uint64_t r = bit_range(a, b);
       if (m_wbudget >= 1) m_refused += static_cast<uint64_t>(__builtin_popcountll(m_full_w & r));
       if (m_ibudget >= 1) m_refused += static_cast<uint64_t>(__builtin_popcountll(m_full_i & r));
     };
     for (const auto& [a, b] : {std::pair<size_t, size_t>{m_rr, n}, std::pair<size_t, size_t>{0, m_rr}}) {
       size_t cur = a;
-      for (uint64_t m = active & bits(a, b); m; m &= m - 1) {
+      for (uint64_t m = active & bit_range(a, b); m; m &= m - 1) {
         const auto i = static_cast<size_t>(__builtin_ctzll(m));
         refusals(cur, i);
         offer(i, &wstall, &istall);

@@ -158,6 +158,7 @@ class WsSystem {
   uint64_t m_nonempty = 0, m_full_w = 0, m_full_i = 0;
   std::atomic<uint64_t> m_took{0};
   void offer(size_t i, bool* wstall, bool* istall);  // cycle()'s work for a channel that can move
+  void mark_pending();
   WsTime m_time;
   std::vector<WsTime> m_pass_time;
 };
