@@ -54,7 +54,7 @@ void Router::allocate_buffers() {
     cs.rx = m_route[c].pos[0].rx;
     cs.tx = m_route[c].pos[0].tx;
     n += __builtin_popcount(cs.rx_any);
-    for (int p = 0; p < kNumLinkPorts; ++p) m_credit[p][c] = static_cast<uint8_t>(m_cfg->buffer_depth);
+    for (int p = 0; p < kNumLinkPorts; ++p) cs.credit[p] = static_cast<uint8_t>(m_cfg->buffer_depth);
   }
   // Colors that only go straight on here: one position, one input port, one output link.
   for (int c = 0; c < kMaxColors; ++c) {
@@ -63,7 +63,7 @@ void Router::allocate_buffers() {
     const int t = __builtin_ctz(tx | 0x100u);
     const bool through = ((m_routed >> c) & 1) && r.npos == 1 && __builtin_popcount(r.pos[0].rx) == 1 &&
                          !(r.pos[0].rx & port_bit(kRamp)) && tx == port_bit(t) && t < kNumLinkPorts && m_nbr[t];
-    m_through[c] = static_cast<int8_t>(through ? t : -1);
+    m_col[c].through = static_cast<int8_t>(through ? t : -1);
   }
   m_straight = !m_agent && !m_has_chan && m_cfg->hop_latency == 1 && m_cfg->straight_path;
   // One block: buffer bookkeeping, then slots (both 8-byte aligned).
@@ -79,6 +79,12 @@ void Router::allocate_buffers() {
       const int fi = fifo_index(ctz(m), c);
       f = FifoMeta{0, 0, static_cast<uint8_t>(ctz(m)), static_cast<uint8_t>(c), static_cast<uint16_t>(fi * depth), 0};
     }
+  }
+}
+
+void Router::link_wakes() {
+  for (int p = 0; p < kNumLinkPorts; ++p) {
+    if (const Router* n = m_nbr[p]) m_nbr_wake[p] = n->m_word * 64u + static_cast<uint32_t>(__builtin_ctzll(n->m_bit));
   }
 }
 
@@ -99,10 +105,10 @@ void Router::reset_stats(uint64_t cycles) {
   for (auto& v : s_stall) v = 0;
   s_peak_occupancy = m_occupancy;
   for (int c = 0; c < kMaxColors; ++c) {
-    m_color_peak[c] = 0;
+    m_col[c].peak = 0;
     for (uint32_t m = m_col[c].rx_any; m; m &= m - 1) {
       const uint8_t n = m_fifo[fifo_index(ctz(m), c)].count;
-      if (n > m_color_peak[c]) m_color_peak[c] = n;
+      if (n > m_col[c].peak) m_col[c].peak = n;
     }
   }
 }
@@ -182,7 +188,7 @@ __attribute__((always_inline)) inline void Router::push(int port, int color, uin
   cs.nonempty |= port_bit(port);
   if (f.count == depth) m_full_in[port] |= 1u << color;
   if (m_occupancy > s_peak_occupancy) s_peak_occupancy = m_occupancy;
-  if (f.count > m_color_peak[color]) m_color_peak[color] = f.count;
+  if (f.count > cs.peak) cs.peak = f.count;
   if (cs.pending) return;
   // An idle color fed by this port alone takes this wavelet as its head straight away when it
   // is the only one buffered and already forwardable (what select_head would pick this cycle).
@@ -206,8 +212,8 @@ __attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, Thr
   if (!f.count) m_col[f.color].nonempty &= static_cast<uint8_t>(~port_bit(f.port));
   if (f.port < kNumLinkPorts) {
     if (Router* n = m_nbr[f.port]) {
-      n->m_cred[now & 1][opposite(f.port)] |= 1u << f.color;
-      wake_neighbour(n, tc);
+      n->m_mail[now & 1].cred[opposite(f.port)] |= 1u << f.color;
+      wake_neighbour(f.port, tc);
     }
   }
 }
@@ -215,15 +221,16 @@ __attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, Thr
 // Takes in the credits the neighbours returned in the previous cycle (parity prev).
 __attribute__((always_inline)) inline bool Router::take_credits(int prev) {
   uint64_t cred_lo, cred_hi;
-  std::memcpy(&cred_lo, &m_cred[prev][0], 8);
-  std::memcpy(&cred_hi, &m_cred[prev][2], 8);
+  uint32_t* const cred = m_mail[prev].cred;
+  std::memcpy(&cred_lo, &cred[0], 8);
+  std::memcpy(&cred_hi, &cred[2], 8);
   if (!(cred_lo | cred_hi)) return false;
   for (int p = 0; p < kNumLinkPorts; ++p) {
-    const uint32_t back = m_cred[prev][p];
+    const uint32_t back = cred[p];
     if (!back) continue;
-    m_cred[prev][p] = 0;
+    cred[p] = 0;
     m_blocked[p] &= ~back;
-    for (uint32_t b = back; b; b &= b - 1) ++m_credit[p][ctz(b)];
+    for (uint32_t b = back; b; b &= b - 1) ++m_col[ctz(b)].credit[p];
     m_outstanding -= static_cast<uint32_t>(__builtin_popcount(back));
   }
   return true;
@@ -284,35 +291,36 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   const bool credits = take_credits(prev);
   if (m_straight && !(m_occupancy | m_needs_head | m_stall_colors)) {
     uint32_t arrived;
-    std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
+    std::memcpy(&arrived, m_mail[prev].valid, sizeof arrived);
     if (!arrived) {
       m_can_sleep = !credits;
       return 0;  // empty, no core, no channel: nothing to do until an arrival or a credit
     }
     if ((arrived & (arrived - 1)) == 0) {
       const int p = ctz(arrived) >> 3;
-      const Arrival& a = m_arr[prev][p];
+      const Arrival& a = m_mail[prev].arr[p];
       const int c = a.color;
-      const int t = m_through[c];
+      ColorState& cs = m_col[c];
+      const int t = cs.through;
       const uint32_t bit = 1u << c;
       if (t >= 0 && !(m_blocked[t] & bit)) {
-        std::memset(m_arr_valid[prev], 0, sizeof arrived);
+        std::memset(m_mail[prev].valid, 0, sizeof arrived);
         if (!s_peak_occupancy) s_peak_occupancy = 1;
-        if (!m_color_peak[c]) m_color_peak[c] = 1;
-        m_col[c].cur_in = static_cast<uint8_t>(p);
+        if (!cs.peak) cs.peak = 1;
+        cs.cur_in = static_cast<uint8_t>(p);
         m_rr_out[t] = static_cast<uint8_t>(c + 1);
         m_out[t] = a;
         ++s_forwarded[t];
         ++tc.color[c].forwarded;
         Router* n = m_nbr[t];
-        n->m_arr[now & 1][opposite(t)] = a;
-        n->m_arr_valid[now & 1][opposite(t)] = 1;
-        if (--m_credit[t][c] == 0) m_blocked[t] |= bit;
+        Mailbox& nm = n->m_mail[now & 1];
+        nm.arr[opposite(t)] = a;
+        nm.valid[opposite(t)] = 1;
+        if (--cs.credit[t] == 0) m_blocked[t] |= bit;
         ++m_outstanding;
-        wake_neighbour(n, tc);
-        Router* up = m_nbr[p];  // it came over link p, so that neighbour exists
-        up->m_cred[now & 1][opposite(p)] |= bit;
-        wake_neighbour(up, tc);
+        wake_neighbour(t, tc);
+        m_nbr[p]->m_mail[now & 1].cred[opposite(p)] |= bit;  // it came over link p, so that neighbour exists
+        wake_neighbour(p, tc);
         m_sent_stamp = now + 1;
         m_sent_ports = port_bit(t);
         ++tc.moves;
@@ -325,7 +333,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   // Everything else: any mix of arrivals, heads, multicast, switch positions, a core and channels.
   const RouterConfig& cfg = *m_cfg;
   uint32_t arrived;
-  std::memcpy(&arrived, m_arr_valid[prev], sizeof arrived);
+  std::memcpy(&arrived, m_mail[prev].valid, sizeof arrived);
   if (m_can_sleep && !(arrived | static_cast<uint32_t>(credits)) &&
       !(m_want[kRamp] && (m_want[kRamp] & ~edge_full(kRamp, now)))) {
     // Visited for its core or a channel alone: its last visit changed nothing and nothing came
@@ -349,12 +357,12 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
 
   // 1. What the neighbours sent in the previous cycle (the credits they returned are in).
   if (arrived) {
-    std::memset(m_arr_valid[prev], 0, sizeof arrived);
+    std::memset(m_mail[prev].valid, 0, sizeof arrived);
     const uint64_t ready_at = now - 1 + static_cast<uint64_t>(cfg.hop_latency);
     for (uint32_t m = arrived; m;) {  // one byte per port: visit the set ones
       const int p = ctz(m) >> 3;
       m &= ~(0xffu << (8 * p));
-      const Arrival& a = m_arr[prev][p];
+      const Arrival& a = m_mail[prev].arr[p];
       push(p, a.color, a.payload, a.ctrl != 0, ready_at, now);
     }
   }
@@ -396,12 +404,13 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
     ++tc.color[c].forwarded;
     if (n) {
       const int q = opposite(p);
-      n->m_arr[now & 1][q] = out;
-      n->m_arr_valid[now & 1][q] = 1;
-      if (--m_credit[p][c] == 0) m_blocked[p] |= bit;
+      Mailbox& nm = n->m_mail[now & 1];
+      nm.arr[q] = out;
+      nm.valid[q] = 1;
+      if (--cs.credit[p] == 0) m_blocked[p] |= bit;
       ++m_outstanding;
       ++tc.pushed;  // in flight from here (on the link, then in n's buffer)
-      wake_neighbour(n, tc);
+      wake_neighbour(p, tc);
     } else if (p == kRamp) {
       m_agent->deliver(w, now + static_cast<uint64_t>(cfg.ramp_latency));
       m_agent_due = 0;  // an arrival: evaluate the agent this cycle

@@ -68,7 +68,7 @@ struct alignas(64) ThreadCtx {
   BitCounters32 color_stall;        // per-color stall cycles (kept apart: added as a mask)
 };
 
-class Router {
+class alignas(64) Router {
  public:
   Router(uint32_t id, int x, int y, const RouterConfig& cfg);
 
@@ -88,6 +88,7 @@ class Router {
   void set_agent(PeAgent* agent) { m_agent = agent; }
   PeAgent* agent() const { return m_agent; }
   void allocate_buffers();  // once routes are final
+  void link_wakes();        // once every router has its wake-set bit (m_word, m_bit)
   bool accepts(int port, int color) const;  // some switch position takes `color` from `port`
 
   // One cycle, in a single visit: take in what the neighbours sent and the credits they
@@ -103,19 +104,11 @@ class Router {
   // unless an arrival, a credit or the host wakes it), 0 when it has nothing to do.
   uint64_t schedule(uint64_t next) const;
 
-  // Activity bookkeeping, owned by the fabric's cycle loop (only the owner thread touches it).
-  uint8_t m_owner = 0;                     // thread that steps this router
-  uint32_t m_word = 0;                     // its bit in the wake sets (ThreadCtx::wake_bits)
-  uint64_t m_bit = 0;
-  uint64_t m_timed_at = 0;                 // cycle of its entry in the timed wake list (0: none)
-
   // Introspection for stats, the watchdog and tests.
   uint32_t occupancy() const { return m_occupancy; }
   int buffered(int port, int color) const;  // -1 when there is no such buffer
   uint8_t switch_position(int color) const { return m_col[color].pos; }
   bool sent_this_cycle(int port, uint64_t now, Wavelet* w) const;
-  uint64_t s_forwarded[kNumPorts] = {};  // wavelets sent per output port
-  uint64_t s_stall[kNumPorts] = {};      // visited cycles an output had candidates but no credit
   // The same, with the cycles slept since its last visit up to `cycles` (Fabric::cycle()): a
   // router whose heads all wait on another PE sleeps, and each of those cycles stalls the same
   // ports and colors as its last visit (added at its next visit).
@@ -124,15 +117,14 @@ class Router {
   }
   uint32_t sleeping_stall_colors() const { return m_stall_colors; }  // stalled in each slept cycle
   uint64_t slept(uint64_t cycles) const { return cycles > m_last_step + 1 ? cycles - m_last_step - 1 : 0; }
-  uint32_t s_peak_occupancy = 0;         // peak of all buffers together
-  uint32_t peak_of_color(int color) const { return m_color_peak[color]; }  // one buffer's peak
+  uint32_t peak_of_color(int color) const { return m_col[color].peak; }  // one buffer's peak
   // Warm-up, after `cycles` cycles: counters restart; peaks restart from the occupancy of the moment.
   void reset_stats(uint64_t cycles);
 
  private:
   static constexpr uint8_t kNone = 0xff;
-  // Hot per-color state, 8 bytes. A color's buffers are consecutive, one per accepted input
-  // port in port order, starting at fifo_base.
+  // Per-color state, 16 bytes (four colors per cache line). A color's buffers are consecutive,
+  // one per accepted input port in port order, starting at fifo_base.
   struct ColorState {
     uint8_t cur_in = kNone;  // input port of the head in service, or last served (round-robin)
     uint8_t pending = 0;     // outputs the current head still has to reach (0 = idle)
@@ -141,7 +133,12 @@ class Router {
     uint8_t rx = 0, tx = 0;  // ports of the current position
     uint8_t rx_any = 0;      // ports accepted in any position (one buffer each)
     uint8_t fifo_base = 0;
+    uint8_t credit[kNumLinkPorts] = {};  // free downstream slots per output link
+    uint8_t peak = 0;        // peak occupancy of one of its buffers
+    int8_t through = -1;     // the one output link when it only goes straight on here, else -1
+    uint8_t pad[2] = {};
   };
+  static_assert(sizeof(ColorState) == 16, "four colors per cache line");
   // Buffer bookkeeping, 8 bytes; its slots live in m_slots.
   struct FifoMeta {
     uint8_t head = 0;
@@ -156,14 +153,32 @@ class Router {
     uint32_t payload;
     uint32_t meta;
   };
+  struct Arrival {
+    uint32_t payload;
+    uint8_t color;
+    uint8_t ctrl;
+  };
+  // What the neighbours left for this router in one cycle parity, one cache line: per input
+  // link port the wavelet sent (and whether one was) and the colors whose buffer there freed a
+  // slot. Each entry has one writer (the neighbour on that port, during cycle t into parity
+  // t & 1) and one reader (this router, during cycle t + 1), so any visiting order and thread
+  // split give the same result.
+  struct alignas(64) Mailbox {
+    Arrival arr[kNumLinkPorts];
+    uint32_t cred[kNumLinkPorts];
+    uint8_t valid[kNumLinkPorts];
+  };
 
   bool take_credits(int prev);  // the credits returned in the previous cycle; false if none
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
   void pop(int fi, uint64_t now, ThreadCtx& tc);
   bool agent_and_channels(uint64_t now, ThreadCtx& tc, uint32_t ramp_full, uint32_t east_full, uint32_t west_full);
-  // Makes neighbour n visit next cycle (the wake sets keep the visits in id order).
-  static void wake_neighbour(Router* n, ThreadCtx& tc) { tc.mark(n); }
+  // Makes the neighbour on link port p visit next cycle (the wake sets keep the visits in id order).
+  void wake_neighbour(int p, ThreadCtx& tc) const {
+    const uint32_t k = m_nbr_wake[p];
+    tc.next_bits[k >> 6] |= uint64_t{1} << (k & 63);
+  }
   int fifo_index(int port, int color) const {
     const ColorState& cs = m_col[color];
     return cs.fifo_base + __builtin_popcount(cs.rx_any & (port_bit(port) - 1u));
@@ -173,39 +188,42 @@ class Router {
   }
   void push(int port, int color, uint32_t payload, bool ctrl, uint64_t ready_at, uint64_t now);
 
-  // --- written by neighbours: per cycle parity and input link port, the wavelet the neighbour on
-  // that port sent and the colors whose buffer there freed a slot. Each word has one writer (the
-  // neighbour on that port, during cycle t into parity t & 1) and one reader (this router, during
-  // cycle t + 1), so any visiting order and thread split give the same result. ---
-  struct Arrival {
-    uint32_t payload;
-    uint8_t color;
-    uint8_t ctrl;
-  };
-  Arrival m_arr[2][kNumLinkPorts] = {};
-  uint8_t m_arr_valid[2][kNumLinkPorts] = {};
-  uint32_t m_cred[2][kNumLinkPorts] = {};
+  // --- Data, hot first: a visit touches its mailbox line, the three lines after the mailboxes
+  // (the fabric prefetches them), the stats line and the lines of the colors that move. ---
 
-  // What left on each port in the last cycle stepped (for traces).
-  uint64_t m_sent_stamp = ~uint64_t(0);  // cycle + 1; never matches before the first send
-  uint8_t m_sent_ports = 0;
-  Arrival m_out[kNumPorts] = {};
+  // Lines 0-1: the mailboxes, by cycle parity.
+  Mailbox m_mail[2] = {};
 
-  // --- own state ---
-  uint32_t m_needs_head = 0;  // colors without a head in service that may have one waiting
+  // Line 2: what every visit reads first.
+  uint32_t m_occupancy = 0;
+  uint32_t m_needs_head = 0;   // colors without a head in service that may have one waiting
+  uint32_t m_stall_colors = 0; // colors that stalled in the last full visit
+  uint32_t m_outstanding = 0;  // wavelets sent on links whose credit has not come back
+  uint32_t m_blocked[kNumLinkPorts] = {};  // colors with no credit left on each output link
+  uint32_t m_nbr_wake[kNumLinkPorts] = {}; // the neighbours' wake-set bits (word * 64 + bit)
+  bool m_straight = false;     // no core, no channel, one-cycle hops (see step())
+  bool m_can_sleep = false;    // the last step changed nothing and every head waits on another PE
+  bool m_has_chan = false;     // an I/O channel hangs off this router (edge rows only)
+  uint8_t m_stall_ports = 0;   // ports that stalled in the last full visit (they stall in every slept cycle too)
+  uint8_t m_sent_ports = 0;    // what left in the last cycle stepped (for traces), with m_out
+  uint8_t m_depth = 1;         // router.buffer_depth, kept here to spare a load per access
+  uint8_t m_rr_out[kNumPorts] = {};
+
+ public:
+  // Activity bookkeeping, owned by the fabric's cycle loop (only the owner thread touches it).
+  uint8_t m_owner = 0;         // thread that steps this router
+
+ private:
+  // Line 3.
+  Router* m_nbr[kNumLinkPorts] = {};
+  uint64_t m_sent_stamp = ~uint64_t(0);  // cycle + 1 of m_sent_ports; never matches before the first send
+  uint64_t m_last_step = 0;    // the cycle of its last visit through the general path
+  FifoMeta* m_fifo = nullptr;  // in m_mem
+  Slot* m_slots = nullptr;     // in m_mem, depth slots per buffer
+
+  // Line 4: arbiters and the agent.
   uint32_t m_want[kNumPorts] = {};     // colors whose head waits for each output
   uint32_t m_full_in[kNumPorts] = {};  // colors whose buffer from each input is full
-  uint32_t m_blocked[kNumLinkPorts] = {};  // colors with no credit left on each output link
-  uint32_t m_occupancy = 0;
-  uint64_t m_last_step = 0;      // the cycle of its last visit through the general path
-  uint8_t m_stall_ports = 0;     // ports that stalled in it (they stall in every slept cycle too)
-  uint32_t m_stall_colors = 0;   // colors that stalled in it
-  uint32_t m_outstanding = 0;  // wavelets sent on links whose credit has not come back
-  bool m_can_sleep = false;    // the last step changed nothing and every head waits on another PE
-  uint8_t m_rr_out[kNumPorts] = {};
-  bool m_has_chan = false;     // an I/O channel hangs off this router (edge rows only)
-  Router* m_nbr[kNumLinkPorts] = {};
-  EdgeChannel* m_chan[kNumLinkPorts] = {};
   PeAgent* m_agent = nullptr;
   // The first cycle the agent must be evaluated again, as its wake_cycle() said after its last
   // evaluate (kAgentIdle: only an arrival wakes it; an arrival resets it to 0, to evaluate it in
@@ -213,21 +231,31 @@ class Router {
   static constexpr uint64_t kAgentIdle = ~uint64_t(0);
   uint64_t m_agent_due = 0;
   const RouterConfig* m_cfg;
-  ColorState m_col[kMaxColors];
-  FifoMeta* m_fifo = nullptr;  // in m_mem
-  Slot* m_slots = nullptr;     // in m_mem, depth slots per buffer
-  uint8_t m_depth = 1;         // router.buffer_depth, kept here to spare a load per access
-  std::unique_ptr<uint64_t[]> m_mem;
-  uint8_t m_credit[kNumLinkPorts][kMaxColors] = {};  // free downstream slots per link and color
-  uint8_t m_color_peak[kMaxColors] = {};
-  int8_t m_through[kMaxColors] = {};  // the one output link of a color that only goes straight on, else -1
-  bool m_straight = false;            // no core, no channel, one-cycle hops (see step())
+
+ public:
+  // Line 5: counters and the wake-set bit.
+  uint64_t s_forwarded[kNumPorts] = {};  // wavelets sent per output port
+  uint32_t s_peak_occupancy = 0;         // peak of all buffers together
+  uint32_t m_word = 0;                   // its bit in the wake sets (ThreadCtx::wake_bits)
+  uint64_t m_bit = 0;
+  uint64_t m_timed_at = 0;               // cycle of its entry in the timed wake list (0: none)
+  // Line 6.
+  uint64_t s_stall[kNumPorts] = {};      // visited cycles an output had candidates but no credit
+
+ private:
+  Arrival m_out[kNumPorts] = {};         // what left on each port in the last cycle stepped
+  EdgeChannel* m_chan[kNumLinkPorts] = {};
+
+  // The colors' lines.
+  alignas(64) ColorState m_col[kMaxColors];
 
   // --- set-up and cold state ---
+  std::unique_ptr<uint64_t[]> m_mem;
   uint32_t m_id;
   uint16_t m_x, m_y;
   uint32_t m_routed = 0;       // colors with a route here
   ColorRoute m_route[kMaxColors];
+
 };
 
 inline void ThreadCtx::mark(const Router* r) { next_bits[r->m_word] |= r->m_bit; }
