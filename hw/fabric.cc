@@ -257,15 +257,9 @@ void Fabric::step_phase(int t, uint64_t now) {
     collect(t, now, [&](uint64_t b, Router* const* by_bit) {
       uint64_t ahead = b;  // the router four visits on: routers live on the heap, fetch ahead
       for (int i = 0; i < 4 && ahead; ++i) ahead &= ahead - 1;
-      const size_t mail = 64 * ((now + 1) & 1);  // the mailbox line it reads (Router's layout)
       for (; b; b &= b - 1) {
         if (ahead) {
-          const char* r = reinterpret_cast<const char*>(by_bit[__builtin_ctzll(ahead)]);
-          __builtin_prefetch(r + mail);
-          __builtin_prefetch(r + 128);
-          __builtin_prefetch(r + 192);
-          __builtin_prefetch(r + 256);
-          __builtin_prefetch(r + 320);
+          by_bit[__builtin_ctzll(ahead)]->prefetch(now);
           ahead &= ahead - 1;
         }
         visit(by_bit[__builtin_ctzll(b)]);

@@ -98,6 +98,15 @@ class alignas(64) Router {
   // same cycle, so any visiting order and thread split give the same result.
   // Returns when to visit it again (see schedule()).
   uint64_t step(uint64_t now, ThreadCtx& tc);
+  // Asks the cache for the lines step(now) reads first: the mailbox of the previous cycle's
+  // parity, the hot state and the counters (the fabric calls it a few visits ahead).
+  void prefetch(uint64_t now) const {
+    __builtin_prefetch(&m_mail[(now + 1) & 1]);
+    __builtin_prefetch(&m_occupancy);
+    __builtin_prefetch(&m_nbr[0]);
+    __builtin_prefetch(&m_want[0]);
+    __builtin_prefetch(&s_forwarded[0]);
+  }
   bool has_work() const { return schedule(1) != 0; }
   // When to visit the router again, `next` being the next cycle: `next` while it has work, a
   // later cycle when its only work is its agent's fixed busy stretch (it sleeps until then
