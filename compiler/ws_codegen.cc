@@ -33,6 +33,12 @@ bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activat
 //   forward:  acc[s] = sum_k wbuf[k] * X[s][k]  (vmul + vsum per sample), chained south;
 //   backward: dx[s][:] += dy[o][s] * wbuf and dwrow += dy[o][s] * X[s][:] (vaxpy per sample),
 //             dwrow reduced west along the row.
+// A slice shorter than the samples (WsPlan::by_feature) runs feature by feature instead, each
+// op over the m samples, with the same roundings in the same order:
+//   forward:  acc = 0, then per k: t = X[:][k] * wbuf[k] (vmuls), acc += t (vadd);
+//   backward: per k: dx[:][k] += wbuf[k] * dy[o][:] (vaxpy) and dwrow[k] += dy[o][s] * X[s][k]
+//             for s in order (vfmac into a stride-0 destination: one fused multiply-add after
+//             another, as the per-sample vaxpys do).
 // Double buffering: while output o computes, microthread 2 reads output o+1's weights into the
 // other wbuf, and its completion starts o+1's work (the first output of a pass reads its own);
 // in backward passes microthread 3 sends output o's dW row west from one dwrow while o+1
@@ -60,6 +66,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (l + 1 < L && needs_ones(p.act[static_cast<size_t>(l)])) ones = true;
   }
   as.data(".space acc, fp32, " + S(m));
+  bool by_feature = false;
+  for (int l = 0; l < L; ++l) by_feature = by_feature || p.by_feature(l, a);
+  if (by_feature) as.data(".space ftm, fp32, " + S(m));
   as.data(".space dy, fp32, " + S(maxdy));
   if (maxdx) as.data(".space dx, fp32, " + S(maxdx));
   if (ones) as.data(".space ones, fp32, " + S(maxdx));
@@ -85,6 +94,11 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dAll = maxdx ? as.mem("dx", 1) : "", dAllY = as.mem("X0", 1);
   const std::string dTmp = as.mem("dy", 1), dOnes = ones ? as.mem("ones", 1) : "";
   const std::string dFence = as.mem("dummy", 1);
+  // Feature by feature: a column of a sample-major slice (stride: the slice length), the
+  // product scratch, a row of dy, one dW element as the accumulator of m fused multiply-adds.
+  const std::string dXk = by_feature ? as.mem("X0", um) : "", dFt = by_feature ? as.mem("ftm", um) : "";
+  const std::string dDxk = by_feature && maxdx ? as.mem("dx", um) : "", dDyo = by_feature ? as.mem("dy", um) : "";
+  const std::string dDw0 = by_feature ? as.mem("wbdw", um, 0) : "";
   as << "li r0, 0" << "li r1, 0" << "li r3, 0" << "li r13, wbdw+" + S(3 * B4) << "dbase " + dT + ", r13";
   if (ones) as << "li r13, " + S(maxdx) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
   as << "activate 1" << "exit";
@@ -155,9 +169,18 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     const std::string L_ = S(l);
     as << "ph_" + L_ + ":";
     weights("f" + L_);
-    as << "li r13, X" + L_ << "dbase " + dXs + ", r13" << "li r2, 0" << "li r5, acc";
-    as << "fs_" + L_ + ":" << "vmul.fp32 " + dT + ", " + dWb + ", " + dXs << "vsum.fp32 r13, " + dT << "st32 [r5], r13"
-       << "addi r5, r5, 4" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m) << "bne r2, r14, fs_" + L_;
+    if (p.by_feature(l, a)) {
+      as << "vfill.fp32 " + dAcc + ", r0" << "li r13, X" + L_ << "dbase " + dXk + ", r13" << "li r13, " + S(p.len(l, a))
+         << "dstride " + dXk + ", r13" << "mov r5, r12" << "li r2, 0";
+      as << "ff_" + L_ + ":" << "ld32 r13, [r5]" << "vmuls.fp32 " + dFt + ", " + dXk + ", r13"
+         << "vadd.fp32 " + dAcc + ", " + dAcc + ", " + dFt << "addi r5, r5, 4" << "daddb " + dXk + ", 4" << "addi r2, r2, 1"
+         << "li r14, " + S(p.len(l, a)) << "bne r2, r14, ff_" + L_;
+    } else {
+      as << "li r13, X" + L_ << "dbase " + dXs + ", r13" << "li r2, 0" << "li r5, acc";
+      as << "fs_" + L_ + ":" << "vmul.fp32 " + dT + ", " + dWb + ", " + dXs << "vsum.fp32 r13, " + dT << "st32 [r5], r13"
+         << "addi r5, r5, 4" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m)
+         << "bne r2, r14, fs_" + L_;
+    }
     if (a == 0) as << "vmov.fp32 " + dChO + ", " + dAcc;
     else as << "vadd.fp32 " + dChO + ", " + dChI + ", " + dAcc;
     as << "mov r13, r12" << "mov r12, r15" << "mov r15, r13";
@@ -173,12 +196,23 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as << "ph_" + P + ":";
     weights("b" + P);
     as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
-    as << "li r13, X" + S(l) << "dbase " + dXs + ", r13" << "li r2, 0";
-    if (l > 0) as << "li r13, dx" << "dbase " + dDxs + ", r13";
-    as << "bs_" + P + ":" << "ld32 r13, [r4]" << "addi r4, r4, 4";
-    if (l > 0) as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13" << "daddb " + dDxs + ", " + S(row4);
-    as << "vaxpy.fp32 " + dDwr + ", " + dXs + ", r13" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m)
-       << "bne r2, r14, bs_" + P;
+    if (p.by_feature(l, a)) {
+      as << "li r14, " + S(nI) << "li r13, X" + S(l) << "dbase " + dXk + ", r13" << "dstride " + dXk + ", r14";
+      if (l > 0) as << "li r13, dx" << "dbase " + dDxk + ", r13" << "dstride " + dDxk + ", r14";
+      as << "dbase " + dDyo + ", r4" << "addi r4, r4, " + S(4LL * m) << "mov r5, r12" << "addi r6, r12, " + S(2 * B4)
+         << "li r2, 0";
+      as << "bf_" + P + ":";
+      if (l > 0) as << "ld32 r13, [r5]" << "vaxpy.fp32 " + dDxk + ", " + dDyo + ", r13" << "daddb " + dDxk + ", 4";
+      as << "dbase " + dDw0 + ", r6" << "vfmac.fp32 " + dDw0 + ", " + dDyo + ", " + dXk + ", " + dDw0 << "addi r5, r5, 4"
+         << "addi r6, r6, 4" << "daddb " + dXk + ", 4" << "addi r2, r2, 1" << "li r14, " + S(nI) << "bne r2, r14, bf_" + P;
+    } else {
+      as << "li r13, X" + S(l) << "dbase " + dXs + ", r13" << "li r2, 0";
+      if (l > 0) as << "li r13, dx" << "dbase " + dDxs + ", r13";
+      as << "bs_" + P + ":" << "ld32 r13, [r4]" << "addi r4, r4, 4";
+      if (l > 0) as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13" << "daddb " + dDxs + ", " + S(row4);
+      as << "vaxpy.fp32 " + dDwr + ", " + dXs + ", r13" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1"
+         << "li r14, " + S(m) << "bne r2, r14, bs_" + P;
+    }
     // The dW row leaves west: asynchronously while outputs follow; the last one synchronously,
     // after a one-element op on microthread 3 has waited out the previous send.
     const std::string send = c + 1 == C ? "vmov.fp32 " + dEO + ", " + dDwr : "vadd.fp32 " + dEO + ", " + dEI + ", " + dDwr;

@@ -13,6 +13,7 @@ namespace {
 // per sample a vector op or two over nI elements (vmul + vsum forward; vaxpy for dW, and one
 // more for dx, backward) and the loop's scalar instructions; docs/weight-streaming.md.
 constexpr double kPerSample = 8;     // scalar instructions of a sample's loop turn
+constexpr double kPerFeature = 7;    // the same of a feature's turn (feature by feature)
 constexpr double kPerOutput = 14;    // dispatch, chain send, counters
 constexpr double kVaxpyBank = 1.6;   // cycles per element of a vaxpy over memory, bank conflicts included
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
@@ -106,9 +107,10 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
         dy = std::max(dy, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
         ni = std::max(ni, static_cast<long>(p.len(l, a)));
       }
-      // X of every layer, dx and its activation scratch, the gathered dy, acc, two weight
-      // buffers and two dW rows (ws_codegen.cc), a few words.
-      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + m + 4 * ni + 8));
+      // X of every layer, dx and its activation scratch, the gathered dy, acc and the products'
+      // scratch of the feature-by-feature passes, two weight buffers and two dW rows
+      // (ws_codegen.cc), a few words.
+      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 2 * m + 4 * ni + 8));
     }
     return worst;
   };
@@ -162,18 +164,33 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     for (int a = 0; a < rows; ++a) maxlen = std::max(maxlen, p.len(l, a));
     const double per_row = static_cast<double>(maxlen) * d.out;
     e.stream_cycles = per_row / p.channel_rate;
-    const double ni = maxlen;
     // Per output: the vector ops per sample, the chain or the dW row's clearing, the dispatch.
     // The weight row is read (and, backward, the dW row sent) by microthreads while the
     // previous output computes, so only the pass's first read is on the critical path; the
     // reads' pace is the stream bound (max in ws_compile_report). A vaxpy over memory takes a
     // cycle per element plus one when its two reads meet in a bank (kVaxpyBank on average).
     // With several columns the dW row's send is a vadd, which needs the datapath the main
-    // thread's ops hold, so it does not overlap them.
-    const double send = p.cols > 1 ? ni / add : 0.0;
-    e.fwd_cycles = ni + d.out * (m * (ni / fmac + ni / add + kPerSample) + kPerOutput + m / add) + rows * 2.0;
-    e.bwd_cycles = ni + d.out * (m * ((l > 0 ? 2 : 1) * kVaxpyBank * ni / fmac + kPerSample) + ni / add + send + kPerOutput) +
-                   rows * 2.0;
+    // thread's ops hold, so it does not overlap them. A row that runs feature by feature
+    // (WsPlan::by_feature) does per input feature a vmuls and a vadd over the m samples forward,
+    // a vaxpy and a vfmac backward (the vfmac's three reads take two cycles per element); a
+    // strided operand (the slice's column when it is longer than one) moves one element a step.
+    e.fwd_cycles = 0;
+    e.bwd_cycles = 0;
+    for (int a = 0; a < rows; ++a) {
+      const double ni = p.len(l, a);
+      const double send = p.cols > 1 ? ni / add : 0.0;
+      double fwd, bwd;
+      if (p.by_feature(l, a)) {
+        const double col_rate = ni > 1 ? 1.0 : add;  // elements per cycle of an op over a column
+        fwd = m / add + ni * (m / col_rate + m / add + kPerFeature);
+        bwd = ni * ((l > 0 ? kVaxpyBank * m / std::min(col_rate, fmac) : 0.0) + 2.0 * m + kPerFeature + 3) + ni / add + send;
+      } else {
+        fwd = m * (ni / fmac + ni / add + kPerSample);
+        bwd = m * ((l > 0 ? 2 : 1) * kVaxpyBank * ni / fmac + kPerSample) + ni / add + send;
+      }
+      e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0);
+      e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0);
+    }
     // Down the columns to the root and back up to the first row, a router hop and a buffer per
     // row on the way, plus a vector op per feature row.
     e.turn_cycles = 2.0 * (p.root_y - p.row_y.front()) * (hw.router.hop_latency + 1) + rows * (m / add + kPerOutput);

@@ -60,6 +60,10 @@ struct WsPlan {
   double channel_rate = 1;                  // wavelets per cycle per channel
   std::vector<WsLayerEst> est;
 
+  // Whether row a runs layer j's passes feature by feature (a vector op over the m samples per
+  // input feature) rather than sample by sample (one over its slice per sample): when its slice
+  // is shorter than the samples, as in narrow layers split over many rows (ws_codegen.cc).
+  bool by_feature(int j, int a) const { return len(j, a) < m; }
   int len(int j, int a) const { return off[static_cast<size_t>(j)][static_cast<size_t>(a) + 1] - off[static_cast<size_t>(j)][static_cast<size_t>(a)]; }
   int pes() const { return (rows + 1) * cols; }
   double cycles_per_batch() const;  // estimate, weights streamed with prefetch, one system
