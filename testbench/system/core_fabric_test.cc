@@ -333,6 +333,32 @@ TEST(CoreFabric, ConversionsAndMixedPrecisionMatchNumberFormats) {
   EXPECT_EQ(rig.read_u32(c, "s"), f32_bits(sum));
 }
 
+// Elements go in order, each read after the previous one's write: a stride-0 destination that is
+// also the addend accumulates, one fused multiply-add after another (the weight-streaming dW of
+// narrow slices), and a strided source walks a column of a row-major block; one element a step.
+TEST(CoreFabric, StrideZeroDestinationAccumulatesInElementOrder) {
+  CoreRig rig(1);
+  PeCore* c = rig.add(0, 0, R"(
+    .task 0, main, active
+    .data a, fp32, 0.1, 3.0, -7.25, 1e-3, 2.5, 0.3
+    .data m, fp32, 1.1, 9.0, 2.2, 9.0, 3.3, 9.0, 4.4, 9.0, 5.5, 9.0, 6.6, 9.0
+    .data acc, fp32, 0.5
+    main:
+      dmem d0, a, 6, 1
+      dmem d1, m, 6, 2
+      dmem d2, acc, 6, 0
+      vfmac.fp32 d2, d0, d1, d2
+      halt
+  )");
+  rig.halt_cycle(c);
+  const float a[6] = {0.1f, 3.0f, -7.25f, 1e-3f, 2.5f, 0.3f};
+  const float m[6] = {1.1f, 2.2f, 3.3f, 4.4f, 5.5f, 6.6f};
+  float acc = 0.5f;
+  for (int i = 0; i < 6; ++i) acc = std::fma(a[i], m[i], acc);
+  EXPECT_EQ(f32_bits(rig.read_f32(c, "acc", 1)[0]), f32_bits(acc));
+  EXPECT_EQ(c->stats().vector_elems, 6u);
+}
+
 // Same program, same results and cycle counts whatever the thread count and visiting order.
 TEST(CoreFabric, DeterministicAcrossThreadsAndVisitOrders) {
   struct Result {

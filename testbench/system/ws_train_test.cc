@@ -164,6 +164,29 @@ TEST(WsReference, BatchedForwardEqualsOneSampleForward) {
   }
 }
 
+// The bit-for-bit tests below cover both ways a row runs a layer: sample by sample where its
+// slice is at least as long as its samples, feature by feature where it is shorter (with a
+// strided column when the slice is longer than one feature, and a plain one when it is one).
+TEST(WsPlan, NarrowSlicesRunFeatureByFeature) {
+  WsOptions o;
+  o.batch = 4;
+  const WsRig r = make_ws_rig(MlpSpec{{16, 8, 6, 4}, "Relu", 7, 13}, 12, 16, 4, o, "ws_ways");  // as ws_one
+  const WsPlan& p = r.compiled.plan;
+  ASSERT_EQ(p.rows, 3);
+  ASSERT_EQ(p.m, 4);
+  for (int a = 0; a < p.rows; ++a) {
+    EXPECT_FALSE(p.by_feature(0, a)) << "row " << a;  // 5 or 6 of 16 inputs
+    EXPECT_TRUE(p.by_feature(1, a)) << "row " << a;   // 2 or 3 of 8
+    EXPECT_TRUE(p.by_feature(2, a)) << "row " << a;   // 2 of 6
+  }
+  o.batch = 8;
+  o.columns = 2;
+  const WsRig q = make_ws_rig(MlpSpec{{12, 7, 5, 3}, "Sigmoid", 5, 13}, 12, 20, 4, o, "ws_ways_m4");  // as ws_m4
+  bool one = false;
+  for (int a = 0; a < q.compiled.plan.rows; ++a) one = one || (q.compiled.plan.len(1, a) == 1 && q.compiled.plan.by_feature(1, a));
+  EXPECT_TRUE(one) << "a one-feature slice run feature by feature";
+}
+
 TEST(WsTraining, OneSystemMatchesReferenceBitForBit) {
   SKIP_IF_KERNEL_STARTED();
   WsOptions o;
