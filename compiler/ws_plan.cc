@@ -11,7 +11,8 @@ namespace {
 // Cost model of the generated firmware (cycles), per output of a pass on a feature-row PE with
 // a slice of nI inputs and m samples: the weight row's fabric read (one wavelet per cycle), then
 // per sample a vector op or two over nI elements (vmul + vsum forward; vaxpy for dW, and one
-// more for dx, backward) and the loop's scalar instructions; docs/weight-streaming.md.
+// more for dx, backward), or on a row that runs feature by feature two per input feature over
+// the m samples, and the loops' scalar instructions; docs/weight-streaming.md.
 constexpr double kPerSample = 8;     // scalar instructions of a sample's loop turn
 constexpr double kPerFeature = 7;    // the same of a feature's turn (feature by feature)
 constexpr double kPerOutput = 14;    // dispatch, chain send, counters
