@@ -286,8 +286,9 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   const int prev = static_cast<int>((now + 1) & 1);  // parity of the previous cycle
   // The common case of a router between PEs (no core, no channel, one-cycle hops), empty and
   // with no stall on record: take the credits, and a lone wavelet of a color that only goes
-  // straight on leaves at once. This does what push, the arbiter and pop would do (the buffer's
-  // slot is not written: it is empty before and after; the in-flight count does not change).
+  // straight on leaves at once (or two, that leave on different links). This does what push, the
+  // arbiter and pop would do (the buffer's slot is not written: it is empty before and after;
+  // the in-flight count does not change).
   const bool credits = take_credits(prev);
   if (m_straight && !(m_occupancy | m_needs_head | m_stall_colors)) {
     uint32_t arrived;
@@ -296,36 +297,66 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
       m_can_sleep = !credits;
       return 0;  // empty, no core, no channel: nothing to do until an arrival or a credit
     }
+    // A wavelet that goes straight on, over a link it may use (credit left), leaves at once.
+    auto pass = [&](int p, int c, int t) __attribute__((always_inline)) {
+      const Arrival& a = m_mail[prev].arr[p];
+      ColorState& cs = m_col[c];
+      const uint32_t bit = 1u << c;
+      if (!cs.peak) cs.peak = 1;
+      cs.cur_in = static_cast<uint8_t>(p);
+      m_rr_out[t] = static_cast<uint8_t>(c + 1);
+      m_out[t] = a;
+      ++s_forwarded[t];
+      ++tc.color[c].forwarded;
+      Mailbox& nm = m_nbr[t]->m_mail[now & 1];
+      nm.arr[opposite(t)] = a;
+      nm.valid[opposite(t)] = 1;
+      if (--cs.credit[t] == 0) m_blocked[t] |= bit;
+      ++m_outstanding;
+      wake_neighbour(t, tc);
+      m_nbr[p]->m_mail[now & 1].cred[opposite(p)] |= bit;  // it came over link p, so that neighbour exists
+      wake_neighbour(p, tc);
+      ++tc.moves;
+    };
+    auto through = [&](int p, int* c) {  // the output link if the arrival on p can pass, else -1
+      *c = m_mail[prev].arr[p].color;
+      const int t = m_col[*c].through;
+      return t >= 0 && !(m_blocked[t] & (1u << *c)) ? t : -1;
+    };
     if ((arrived & (arrived - 1)) == 0) {
       const int p = ctz(arrived) >> 3;
-      const Arrival& a = m_mail[prev].arr[p];
-      const int c = a.color;
-      ColorState& cs = m_col[c];
-      const int t = cs.through;
-      const uint32_t bit = 1u << c;
-      if (t >= 0 && !(m_blocked[t] & bit)) {
+      int c;
+      const int t = through(p, &c);
+      if (t >= 0) {
         std::memset(m_mail[prev].valid, 0, sizeof arrived);
         if (!s_peak_occupancy) s_peak_occupancy = 1;
-        if (!cs.peak) cs.peak = 1;
-        cs.cur_in = static_cast<uint8_t>(p);
-        m_rr_out[t] = static_cast<uint8_t>(c + 1);
-        m_out[t] = a;
-        ++s_forwarded[t];
-        ++tc.color[c].forwarded;
-        Router* n = m_nbr[t];
-        Mailbox& nm = n->m_mail[now & 1];
-        nm.arr[opposite(t)] = a;
-        nm.valid[opposite(t)] = 1;
-        if (--cs.credit[t] == 0) m_blocked[t] |= bit;
-        ++m_outstanding;
-        wake_neighbour(t, tc);
-        m_nbr[p]->m_mail[now & 1].cred[opposite(p)] |= bit;  // it came over link p, so that neighbour exists
-        wake_neighbour(p, tc);
+        pass(p, c, t);
         m_sent_stamp = now + 1;
         m_sent_ports = port_bit(t);
-        ++tc.moves;
         m_can_sleep = false;
         return 0;  // the credit's return wakes it
+      }
+    } else {
+      // Two wavelets that pass each other (as the two directions of a column's streams do):
+      // what the general path would do, both buffered for a moment (a peak of two) and both
+      // sent on different links.
+      const int p1 = ctz(arrived) >> 3;
+      const uint32_t rest = arrived & ~(0xffu << (8 * p1));
+      if ((rest & (rest - 1)) == 0) {
+        const int p2 = ctz(rest) >> 3;
+        int c1, c2;
+        const int t1 = through(p1, &c1), t2 = through(p2, &c2);
+        if (t1 >= 0 && t2 >= 0 && t1 != t2) {
+          std::memset(m_mail[prev].valid, 0, sizeof arrived);
+          if (s_peak_occupancy < 2) s_peak_occupancy = 2;
+          pass(p1, c1, t1);
+          pass(p2, c2, t2);
+          m_sent_stamp = now + 1;
+          m_sent_ports = static_cast<uint8_t>(port_bit(t1) | port_bit(t2));
+          m_last_step = now;
+          m_can_sleep = false;
+          return 0;
+        }
       }
     }
   }

@@ -400,6 +400,54 @@ std::vector<std::string> split_lines(const std::string& text) {
 // Warm-up: after reset_stats() the port and color counters count only what follows, so a run of
 // 100 + 100 cycles with a reset in between counts exactly the difference of the 200- and 100-cycle
 // runs; totals keep counting from cycle 0 and the JSON says where the counters start.
+// Two streams that pass each other along a column of routers between PEs: where both arrive in
+// the same cycle the routers' straight-on path sends both (a peak of two wavelets, as the
+// general path counts it), with the same arrivals, counters and peaks as the general path alone,
+// with a receiver that keeps up and with one that backs its stream up.
+TEST(Stats, StreamsPassingEachOtherMatchTheGeneralPath) {
+  for (double drain : {1.0, 0.3}) {
+    auto run = [drain](bool straight) {
+      const int len = 12;
+      HwConfig hw = test::small_config(1, len);
+      hw.router.straight_path = straight;
+      Fabric f(hw);
+      TrafficAgentOptions o = test::recording();
+      o.drain_prob = drain;
+      TrafficAgent* top = test::add_agent(f, 0, 0, o);
+      TrafficAgent* bottom = test::add_agent(f, 0, len - 1, o);
+      top->add_flow({3, 1.0, 60});
+      top->add_receive(4);
+      bottom->add_flow({4, 1.0, 60});
+      bottom->add_receive(3);
+      f.set_route(0, 0, 3, ColorRoute::simple(R, S));
+      f.set_route(0, 0, 4, ColorRoute::simple(S, R));
+      f.set_route(0, len - 1, 4, ColorRoute::simple(R, N));
+      f.set_route(0, len - 1, 3, ColorRoute::simple(N, R));
+      for (int y = 1; y < len - 1; ++y) {
+        f.set_route(0, y, 3, ColorRoute::simple(N, S));
+        f.set_route(0, y, 4, ColorRoute::simple(S, N));
+      }
+      EXPECT_TRUE(test::run_until_idle(f, 20000));
+      std::ostringstream os;
+      for (const Router* r : f.routers()) {
+        os << r->y() << ":";
+        for (int p = 0; p < kNumPorts; ++p) os << " " << r->s_forwarded[p] << "/" << r->stall_cycles(p, f.cycle());
+        os << " peak " << r->s_peak_occupancy << " " << r->peak_of_color(3) << " " << r->peak_of_color(4) << "\n";
+      }
+      os << "cycles " << f.cycle() << " delivered " << f.totals().delivered;
+      for (const auto& pa : test::traffic_agents(f)) {
+        for (const auto& a : pa.agent->log()) os << " " << a.cycle << ":" << a.w.payload;
+      }
+      return os.str();
+    };
+    const std::string fast = run(true);
+    EXPECT_EQ(fast, run(false)) << "drain " << drain;
+    if (drain == 1.0) {
+      EXPECT_NE(fast.find(" peak 2 1 1"), std::string::npos) << fast;  // where they met
+    }
+  }
+}
+
 // A chain of routers that only forward: each wavelet is forwarded once per hop, in order; with
 // a receiver that keeps up nothing waits (peaks of one wavelet, no stalls, one arrival per
 // cycle); with a slow one the chain backs up to its buffers' depth and stalls, and still loses
