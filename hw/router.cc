@@ -353,7 +353,6 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
           pass(p2, c2, t2);
           m_sent_stamp = now + 1;
           m_sent_ports = static_cast<uint8_t>(port_bit(t1) | port_bit(t2));
-          m_last_step = now;
           m_can_sleep = false;
           return 0;
         }
