@@ -57,7 +57,9 @@ void add_router_options(po::options_description& d, HwConfig& hw) {
       ("router.colors", po::value(&hw.router.colors)->default_value(hw.router.colors), "routable colors (at most 32)")
       ("router.buffer_depth", po::value(&hw.router.buffer_depth)->default_value(hw.router.buffer_depth), "wavelets per (input port, color) buffer")
       ("router.hop_latency", po::value(&hw.router.hop_latency)->default_value(hw.router.hop_latency), "cycles per hop")
-      ("router.ramp_latency", po::value(&hw.router.ramp_latency)->default_value(hw.router.ramp_latency), "cycles between core and router, each way");
+      ("router.ramp_latency", po::value(&hw.router.ramp_latency)->default_value(hw.router.ramp_latency), "cycles between core and router, each way")
+      ("router.express", po::value(&hw.router.express)->default_value(hw.router.express),
+       "host speed only, never changes results: cross lines of routers that only pass wavelets straight on in one step, in runs that read no per-router counters (weight streaming); false to compare");
 }
 
 void add_io_options(po::options_description& d, HwConfig& hw) {

@@ -196,9 +196,56 @@ void Fabric::finalize() {
   for (ThreadCtx& tc : m_ctx) {
     for (auto& bits : tc.wake_bits) bits.assign(m_first_word.back(), 0);
   }
+  build_express();
   m_finalized = true;
   for (auto& rp : m_routers) {
     if (rp && rp->has_work()) wake(rp.get());
+  }
+}
+
+// Express lines: runs of two or more routers along a column (or a row) whose colors all go
+// straight on along it, owned by one thread, at most kExpressSlots long; one ExpressRun per
+// direction of travel that carries exactly one color (with more, the order in which the
+// routers' arbiters serve them would have to be kept).
+void Fabric::build_express() {
+  const RouterConfig& rc = m_cfg.router;
+  if (!m_express_allowed || !rc.express || !rc.straight_path || rc.hop_latency != 1 || rc.buffer_depth < 2) return;
+  for (int axis : {kNorth, kEast}) {
+    const bool vertical = axis == kNorth;
+    const int lines = vertical ? width() : height(), len = vertical ? height() : width();
+    std::vector<Router*> run;
+    auto close = [&] {
+      for (int dir : {vertical ? kSouth : kEast, vertical ? kNorth : kWest}) {
+        if (run.size() < 2) break;
+        uint32_t colors = 0;
+        for (const Router* r : run) {
+          for (uint32_t m = r->routed_colors(); m; m &= m - 1) {
+            if (r->route(__builtin_ctz(m))->pos[0].tx & port_bit(dir)) colors |= 1u << __builtin_ctz(m);
+          }
+        }
+        if (__builtin_popcount(colors) != 1) continue;
+        auto x = std::make_unique<ExpressRun>();
+        x->line = run;
+        if (dir == kNorth || dir == kWest) std::reverse(x->line.begin(), x->line.end());
+        x->last = x->line.back();
+        x->exit_port = dir;
+        x->hops = static_cast<int>(x->line.size()) - 1;
+        x->color = __builtin_ctz(colors);
+        x->line.front()->set_express(opposite(dir), x.get(), 0, nullptr);
+        x->last->set_express(0, nullptr, dir, x.get());
+        m_express.push_back(std::move(x));
+      }
+      run.clear();
+    };
+    for (int l = 0; l < lines; ++l) {
+      for (int i = 0; i < len; ++i) {
+        Router* r = vertical ? router(l, i) : router(i, l);
+        const bool fits = r && r->express_axis() == axis;
+        if (!fits || (!run.empty() && (run.back()->m_owner != r->m_owner || run.size() == static_cast<size_t>(kExpressSlots)))) close();
+        if (fits) run.push_back(r);
+      }
+      close();
+    }
   }
 }
 
@@ -242,6 +289,7 @@ void Fabric::step_phase(int t, uint64_t now) {
   tc.moves = 0;
   const uint64_t next = now + 1;
   tc.next_bits = tc.wake_bits[next & 1].data();
+  if (tc.express_pending) tc.express_due(now);  // before the visits: it may wake routers for this cycle
   auto visit = [&](Router* r) {
     const uint64_t t = r->step(now, tc);
     if (t > next) {
@@ -314,7 +362,7 @@ void Fabric::end_cycle(uint64_t now) {
       if (r->m_timed_at == c) r->m_timed_at = 0;
       mark_between(c, r);
     });
-    timed |= !tc.timed.empty();
+    timed |= !tc.timed.empty() || tc.express_pending;  // express wavelets are on their way
   }
   m_cycle = now + 1;
   if (m_fault_flag.load(std::memory_order_relaxed)) throw PeFaultError(describe_faults());
@@ -377,6 +425,7 @@ FabricTotals Fabric::totals() const {
     t.injected += tc.injected;
     t.delivered += tc.delivered;
     t.multicast_copies += tc.nonfinal;
+    t.forwarded += tc.express_forwarded;
   }
   t.in_flight = in_flight();
   for (const auto& rp : m_routers) {

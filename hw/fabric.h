@@ -62,6 +62,11 @@ class Fabric {
   void set_route(int x, int y, int color, const ColorRoute& route);
   void attach_agent(int x, int y, std::unique_ptr<PeAgent> agent);
   void finalize();  // throws ConfigError naming the first bad route; step() calls it if needed
+  // Before finalize(): the owner reads no per-router port counters, peaks or traces, so lines of
+  // routers that only pass wavelets straight on may be crossed in one step (ExpressRun, when
+  // router.express is on). Arrivals, credits, stalls, totals and results stay as without it.
+  void allow_express() { m_express_allowed = true; }
+  size_t express_lines() const { return m_express.size(); }  // one per line and direction
 
   Router* router(int x, int y) { return m_routers[index(x, y)].get(); }
   const Router* router(int x, int y) const { return m_routers[index(x, y)].get(); }
@@ -107,6 +112,7 @@ class Fabric {
   std::string describe_faults() const;  // "wafer.pe_X_Y: message" per faulted agent
   void step_phase(int t, uint64_t now);
   void mark_between(uint64_t cycle, const Router* r);  // outside the visits: r steps in `cycle`
+  void build_express();
   template <typename F>
   void collect(int t, uint64_t now, F&& f);
 
@@ -127,6 +133,8 @@ class Fabric {
   std::unique_ptr<WorkerPool> m_pool;
   std::function<void(int)> m_cycle_job;
   uint64_t m_now = 0;
+  bool m_express_allowed = false;
+  std::vector<std::unique_ptr<ExpressRun>> m_express;
 };
 
 }  // namespace wafersim

@@ -82,6 +82,109 @@ void Router::allocate_buffers() {
   }
 }
 
+int Router::express_axis() const {
+  if (!m_straight || !m_routed) return -1;
+  int axis = -1;
+  for (uint32_t m = m_routed; m; m &= m - 1) {
+    const int c = ctz(m);
+    const int t = m_col[c].through;
+    if (t < 0 || m_route[c].pos[0].rx != port_bit(opposite(t))) return -1;  // turns, or more than straight on
+    const int a = t == kNorth || t == kSouth ? kNorth : kEast;
+    if (axis >= 0 && a != axis) return -1;
+    axis = a;
+  }
+  return axis;
+}
+
+void Router::set_express(int in_port, ExpressRun* entering, int out_port, ExpressRun* leaving) {
+  if (entering) {
+    m_xin[in_port] = entering;
+    m_xin_ports |= port_bit(in_port);
+  }
+  if (leaving) {
+    m_xout[out_port] = leaving;
+    m_xout_ports |= port_bit(out_port);
+  }
+}
+
+bool Router::express_deliver(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
+  const int t = x.exit_port, c = x.color;
+  ColorState& cs = m_col[c];
+  if (!cs.credit[t]) return false;  // (a credit in its mailbox would be taken first: put back, it is)
+  const ExpressRun::Flight& f = x.on_way.front();
+  Mailbox& nm = m_nbr[t]->m_mail[now & 1];
+  nm.arr[opposite(t)] = Arrival{f.payload, static_cast<uint8_t>(c), f.ctrl};
+  nm.valid[opposite(t)] = 1;
+  if (--cs.credit[t] == 0) m_blocked[t] |= 1u << c;
+  ++m_outstanding;
+  wake_neighbour(t, tc);
+  x.on_way.pop_front();
+  tc.color[c].forwarded += static_cast<uint64_t>(x.hops);
+  tc.express_forwarded += static_cast<uint64_t>(x.hops);
+  ++tc.moves;
+  return true;
+}
+
+void Router::express_recall(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
+  const int t = x.exit_port, c = x.color, q = opposite(t);
+  const int prev = static_cast<int>((now + 1) & 1);
+  for (const ExpressRun::Flight& f : x.on_way) {
+    const size_t i = static_cast<size_t>(now - f.entered);  // 1..hops: where it is now
+    Router* r = x.line[i];
+    Router* from = x.line[i - 1];
+    Mailbox& mb = r->m_mail[prev];
+    mb.arr[q] = Arrival{f.payload, static_cast<uint8_t>(c), f.ctrl};
+    mb.valid[q] = 1;
+    ColorState& cs = from->m_col[c];
+    if (--cs.credit[t] == 0) from->m_blocked[t] |= 1u << c;
+    ++from->m_outstanding;
+    tc.wake_bits[now & 1][r->m_word] |= r->m_bit;  // this cycle (its owner collects after this)
+    tc.color[c].forwarded += i - 1;
+    tc.express_forwarded += i - 1;
+  }
+  x.hop_mode += static_cast<uint32_t>(x.on_way.size());
+  x.on_way.clear();
+  ++x.gen;
+}
+
+// The straight-on path's send from link port p to t where an express line starts or ends: true
+// when the wavelet enters the line as an express one (nothing of the line's direction travels
+// it router by router), else the line's count of those is kept and the caller sends it.
+inline bool Router::express_pass(int p, int t, const Arrival& a, uint64_t now, ThreadCtx& tc) {
+  if (m_xin_ports & port_bit(p)) {
+    ExpressRun& x = *m_xin[p];
+    if (x.hop_mode == 0) {
+      x.on_way.push_back(ExpressRun::Flight{now, a.payload, a.ctrl});
+      tc.express_at[(now + static_cast<uint64_t>(x.hops)) & (kExpressSlots - 1)].push_back(ExpressDelivery{&x, x.gen});
+      ++tc.express_pending;
+      return true;
+    }
+    ++x.hop_mode;
+  }
+  if (m_xout_ports & port_bit(t)) --m_xout[t]->hop_mode;
+  return false;
+}
+
+// The general path's arrivals where express lines start, and its sends where they end: they
+// travel (travelled) their line router by router.
+void Router::express_hops(uint32_t arrived, uint32_t sent_ports) {
+  for (uint32_t m = m_xin_ports; m; m &= m - 1) {
+    if ((arrived >> (8 * ctz(m))) & 0xffu) ++m_xin[ctz(m)]->hop_mode;
+  }
+  for (uint32_t m = m_xout_ports & sent_ports; m; m &= m - 1) --m_xout[ctz(m)]->hop_mode;
+}
+
+void ThreadCtx::express_due(uint64_t now) {
+  auto& due = express_at[now & (kExpressSlots - 1)];
+  for (const ExpressDelivery& d : due) {
+    ExpressRun& x = *d.run;
+    if (d.gen != x.gen) continue;  // put back into the line meanwhile
+    if (!x.last->express_deliver(x, now, *this)) Router::express_recall(x, now, *this);
+  }
+  express_pending -= due.size();
+  due.clear();
+}
+
 void Router::link_wakes() {
   for (int p = 0; p < kNumLinkPorts; ++p) {
     if (const Router* n = m_nbr[p]) m_nbr_wake[p] = n->m_word * 64u + static_cast<uint32_t>(__builtin_ctzll(n->m_bit));
@@ -308,12 +411,17 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
       m_out[t] = a;
       ++s_forwarded[t];
       ++tc.color[c].forwarded;
-      Mailbox& nm = m_nbr[t]->m_mail[now & 1];
-      nm.arr[opposite(t)] = a;
-      nm.valid[opposite(t)] = 1;
-      if (--cs.credit[t] == 0) m_blocked[t] |= bit;
-      ++m_outstanding;
-      wake_neighbour(t, tc);
+      if (__builtin_expect((m_xin_ports & port_bit(p)) | (m_xout_ports & port_bit(t)), 0) &&
+          express_pass(p, t, a, now, tc)) {
+        // (into an express line: it reaches the exit x.hops cycles from now)
+      } else {
+        Mailbox& nm = m_nbr[t]->m_mail[now & 1];
+        nm.arr[opposite(t)] = a;
+        nm.valid[opposite(t)] = 1;
+        if (--cs.credit[t] == 0) m_blocked[t] |= bit;
+        ++m_outstanding;
+        wake_neighbour(t, tc);
+      }
       m_nbr[p]->m_mail[now & 1].cred[opposite(p)] |= bit;  // it came over link p, so that neighbour exists
       wake_neighbour(p, tc);
       ++tc.moves;
@@ -487,6 +595,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
     m_sent_ports = sent_ports;
     tc.moves += static_cast<uint64_t>(__builtin_popcount(sent_ports));
   }
+  if (__builtin_expect(m_xin_ports | m_xout_ports, 0)) express_hops(arrived, sent_ports);
   const uint32_t stalled = wanting & ~sent;
   if (stalled) tc.color_stall.add(stalled);
   m_stall_ports = stall_ports;

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -20,6 +21,42 @@ namespace wafersim {
 
 class EdgeChannel;
 class Router;
+
+// A line of routers between PEs that only pass one color straight on along it in one direction
+// (an express line, built by the fabric when Fabric::allow_express() was called). A wavelet of
+// that color that enters the line while none travels it router by router would, router after
+// router, find an empty buffer and a free link with a credit (nothing is ahead of it, and a
+// buffer of depth >= 2 gets its credit back before the next wavelet can need it); the only
+// place it can be held up is the exit link, when the last router has no credit for it. So it
+// is not handed from router to router: it leaves the last router `hops` cycles after the
+// first one sent it, into the exit neighbour's mailbox, with the last router's credit taken
+// then (Router::express_deliver). If that credit is not there, every wavelet still on its way
+// in the line is put back where it would be at that cycle, in the mailbox of the router it
+// reaches then with the credit of the link it came over taken (Router::express_recall), and
+// travels on router by router. The neighbours see the same arrivals, credits and stalls as
+// without it; what is not kept are the line's own port counters, peaks and trace records
+// (which is why only runs that read none of them allow it).
+struct ExpressRun {
+  std::vector<Router*> line;         // the routers in the order of travel (hops + 1 of them)
+  Router* last = nullptr;            // line.back()
+  int exit_port = 0;                 // the direction of travel (each router's output port)
+  int hops = 0;                      // routers after the first
+  int color = 0;                     // the one color it carries
+  uint32_t hop_mode = 0;             // wavelets in the line that travel router by router
+  uint32_t gen = 0;                  // bumped when the wavelets on their way are put back
+  struct Flight {
+    uint64_t entered;                // the cycle the first router sent it
+    uint32_t payload;
+    uint8_t ctrl;
+  };
+  std::deque<Flight> on_way;         // express wavelets not yet out, oldest first
+};
+
+struct ExpressDelivery {
+  ExpressRun* run;
+  uint32_t gen;                      // stale (skipped) if the run's gen moved on
+};
+constexpr int kExpressSlots = 64;  // a line is at most this many routers long
 
 // One switch position of a color's route: input ports accepted and output ports (multicast).
 struct SwitchPos {
@@ -58,6 +95,11 @@ struct alignas(64) ThreadCtx {
   uint64_t* next_bits = nullptr;  // wake_bits[(now + 1) & 1] while cycle `now` is stepped
   void mark(const Router* r);     // step r in the next cycle
   TimedWakes timed;  // routers asleep until a cycle (their core's wake cycle, a channel's slot)
+  // Wavelets leaving an express line, by cycle modulo kExpressSlots (more than any line's hops).
+  std::vector<ExpressDelivery> express_at[kExpressSlots];
+  uint64_t express_pending = 0;    // entries in express_at
+  uint64_t express_forwarded = 0;  // sends of the routers an express wavelet passed
+  void express_due(uint64_t now);  // at the start of cycle `now`: the lines' wavelets due
   uint64_t injected = 0;   // wavelets entering router buffers from an agent or a channel
   uint64_t delivered = 0;  // wavelets leaving the fabric to an agent or a channel
   uint64_t to_channels = 0;  // of which to I/O channels
@@ -89,6 +131,17 @@ class alignas(64) Router {
   PeAgent* agent() const { return m_agent; }
   void allocate_buffers();  // once routes are final
   void link_wakes();        // once every router has its wake-set bit (m_word, m_bit)
+  // Express lines (ExpressRun): the axis along which every routed color goes straight on here
+  // (kNorth for N-S, kEast for E-W) when the router has no core or channel, else -1.
+  int express_axis() const;
+  void set_express(int in_port, ExpressRun* entering, int out_port, ExpressRun* leaving);
+  // The cycle the oldest wavelet on its way leaves line x, of which this router is the last:
+  // what its send on the exit link would do (the neighbour's mailbox, this router's credit, the
+  // wake-up). False, and nothing done, when this router has no credit for it.
+  bool express_deliver(ExpressRun& x, uint64_t now, ThreadCtx& tc);
+  // At the start of cycle `now`: every wavelet on its way in line x goes into the mailbox of the
+  // router it reaches in this cycle, as if the router before it had sent it (ExpressRun).
+  static void express_recall(ExpressRun& x, uint64_t now, ThreadCtx& tc);
   bool accepts(int port, int color) const;  // some switch position takes `color` from `port`
 
   // One cycle, in a single visit: take in what the neighbours sent and the credits they
@@ -178,6 +231,8 @@ class alignas(64) Router {
     uint8_t valid[kNumLinkPorts];
   };
 
+  bool express_pass(int p, int t, const Arrival& a, uint64_t now, ThreadCtx& tc);
+  __attribute__((noinline)) void express_hops(uint32_t arrived, uint32_t sent_ports);
   bool take_credits(int prev);  // the credits returned in the previous cycle; false if none
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
@@ -213,6 +268,8 @@ class alignas(64) Router {
   bool m_straight = false;     // no core, no channel, one-cycle hops (see step())
   bool m_can_sleep = false;    // the last step changed nothing and every head waits on another PE
   bool m_has_chan = false;     // an I/O channel hangs off this router (edge rows only)
+  uint8_t m_xin_ports = 0;     // link ports where an express line starts (m_xin)
+  uint8_t m_xout_ports = 0;    // link ports where an express line ends (m_xout)
   uint8_t m_stall_ports = 0;   // ports that stalled in the last full visit (they stall in every slept cycle too)
   uint8_t m_sent_ports = 0;    // what left in the last cycle stepped (for traces), with m_out
   uint8_t m_depth = 1;         // router.buffer_depth, kept here to spare a load per access
@@ -257,6 +314,11 @@ class alignas(64) Router {
 
   // The colors' lines.
   alignas(64) ColorState m_col[kMaxColors];
+
+  // Express lines starting here (by the port their wavelets come in on) and ending here (by
+  // the port they leave on).
+  ExpressRun* m_xin[kNumLinkPorts] = {};
+  ExpressRun* m_xout[kNumLinkPorts] = {};
 
   // --- set-up and cold state ---
   std::unique_ptr<uint64_t[]> m_mem;

@@ -32,6 +32,7 @@ uint64_t bit_range(size_t a, size_t b) {
 WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index, const WsHostLinks& links)
     : m_c(c), m_index(index), m_links(links) {
   m_fabric = std::make_unique<Fabric>(hw);
+  m_fabric->allow_express();  // weight streaming reads no per-router counters and no traces
   m_loaded = load_program(*m_fabric, c.program);
   const WsPlan& p = c.plan;
   const int nch = p.rows + 1;

@@ -676,5 +676,127 @@ TEST(Cli, VcdTraceOfARegion) {
   EXPECT_NE(vcd.find("b111011 ", last), std::string::npos) << "cycle 59 not recorded at its time";
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Express lines (hw/router.h, ExpressRun): wavelets that cross a line of routers that only pass
+// them straight on arrive where and when they do router by router, with the same credits,
+// stalls and totals, under backpressure at the exits, with streams both ways, lines longer
+// than kExpressSlots, lines cut by a crossing and by the thread stripes, and a direction with
+// two colors (not an express line) beside one with one. Slow receivers back the lines up from
+// their exits, so express wavelets are put back into them and travel on router by router.
+
+struct ExpressResult {
+  std::vector<std::vector<TrafficAgent::Arrival>> logs;
+  std::vector<uint64_t> sent;
+  FabricTotals totals;
+  std::string counters;  // per color forwarded/stall; per router and port stall cycles
+  size_t lines = 0;
+};
+
+ExpressResult run_express(bool express, int depth, int threads, double drain, uint64_t seed) {
+  const int w = 40, h = 90, mid = 20, row = 60;
+  HwConfig hw = test::small_config(w, h);
+  hw.router.buffer_depth = depth;
+  hw.router.express = express;
+  hw.sim.threads = threads;
+  Fabric f(hw);
+  f.allow_express();
+  TrafficAgentOptions fast = test::recording(), slow = test::recording();
+  slow.drain_prob = drain;
+  slow.stall_prob = 0.2;
+  slow.seed = seed;
+  TrafficAgent* top = test::add_agent(f, 1, 0, fast);
+  TrafficAgent* middle = test::add_agent(f, 1, mid, slow);
+  TrafficAgent* bottom = test::add_agent(f, 1, h - 1, slow);
+  TrafficAgent* west = test::add_agent(f, 0, row, fast);
+  TrafficAgent* east = test::add_agent(f, w - 1, row, slow);
+  top->add_flow({3, 1.0, 400});
+  top->add_flow({8, 0.3, 100});
+  top->add_receive(4);
+  middle->add_receive(3);
+  middle->add_receive(8);
+  middle->add_flow({5, 0.9, 400});
+  bottom->add_receive(5);
+  bottom->add_flow({4, 0.8, 500, 7});
+  west->add_flow({6, 1.0, 300});
+  west->add_receive(7);
+  east->add_flow({7, 0.6, 300});
+  east->add_receive(6);
+  f.set_route(1, 0, 3, ColorRoute::simple(R, S));
+  f.set_route(1, 0, 8, ColorRoute::simple(R, S));
+  f.set_route(1, 0, 4, ColorRoute::simple(S, R));
+  for (int y = 1; y < mid; ++y) {
+    f.set_route(1, y, 3, ColorRoute::simple(N, S));
+    f.set_route(1, y, 8, ColorRoute::simple(N, S));
+    f.set_route(1, y, 4, ColorRoute::simple(S, N));
+  }
+  f.set_route(1, mid, 3, ColorRoute::simple(N, R));
+  f.set_route(1, mid, 8, ColorRoute::simple(N, R));
+  f.set_route(1, mid, 5, ColorRoute::simple(R, S));
+  f.set_route(1, mid, 4, ColorRoute::simple(S, N));
+  for (int y = mid + 1; y < h - 1; ++y) {
+    f.set_route(1, y, 5, ColorRoute::simple(N, S));
+    f.set_route(1, y, 4, ColorRoute::simple(S, N));
+  }
+  f.set_route(1, h - 1, 5, ColorRoute::simple(N, R));
+  f.set_route(1, h - 1, 4, ColorRoute::simple(R, N));
+  f.set_route(0, row, 6, ColorRoute::simple(R, E));
+  f.set_route(0, row, 7, ColorRoute::simple(E, R));
+  for (int x = 1; x < w - 1; ++x) {
+    f.set_route(x, row, 6, ColorRoute::simple(W, E));
+    f.set_route(x, row, 7, ColorRoute::simple(E, W));
+  }
+  f.set_route(w - 1, row, 6, ColorRoute::simple(W, R));
+  f.set_route(w - 1, row, 7, ColorRoute::simple(R, W));
+  EXPECT_TRUE(test::run_until_idle(f, 50000));
+  ExpressResult r;
+  for (const auto& pa : test::traffic_agents(f)) {
+    r.logs.push_back(pa.agent->log());
+    r.sent.push_back(pa.agent->sent());
+  }
+  r.totals = f.totals();
+  std::ostringstream os;
+  for (const ColorCounters& c : f.color_counters()) os << c.forwarded << "/" << c.stall << " ";
+  for (const Router* rt : f.routers()) {
+    os << "\n" << rt->x() << "," << rt->y() << ":";
+    for (int p = 0; p < kNumPorts; ++p) os << " " << rt->stall_cycles(p, f.cycle());
+  }
+  r.counters = os.str();
+  r.lines = f.express_lines();
+  return r;
+}
+
+TEST(Express, LinesMatchRouterByRouter) {
+  for (int depth : {2, 4}) {
+    for (int threads : {1, 2}) {
+      for (auto [drain, seed] : {std::pair{1.0, 7}, {0.25, 7}, {0.04, 7}, {0.1, 11}, {0.04, 12}}) {
+        SCOPED_TRACE("depth " + std::to_string(depth) + ", threads " + std::to_string(threads) + ", drain " +
+                     std::to_string(drain) + ", seed " + std::to_string(seed));
+        const ExpressResult hop = run_express(false, depth, threads, drain, seed);
+        const ExpressResult x = run_express(true, depth, threads, drain, seed);
+        EXPECT_EQ(hop.lines, 0u);
+        // Column: the upper line's northbound only (its southbound has two colors), the lower
+        // one's both ways, cut at 64 routers (and by the stripes with two threads) and by the
+        // row; the row: both ways, cut by the column.
+        EXPECT_GE(x.lines, 7u);
+        EXPECT_EQ(hop.totals.cycles, x.totals.cycles);
+        EXPECT_EQ(hop.totals.delivered, x.totals.delivered);
+        EXPECT_EQ(hop.totals.injected, x.totals.injected);
+        EXPECT_EQ(hop.totals.forwarded, x.totals.forwarded);
+        EXPECT_EQ(hop.sent, x.sent);
+        EXPECT_EQ(hop.counters, x.counters);
+        ASSERT_EQ(hop.logs.size(), x.logs.size());
+        for (size_t i = 0; i < hop.logs.size(); ++i) {
+          ASSERT_EQ(hop.logs[i].size(), x.logs[i].size()) << "agent " << i;
+          for (size_t k = 0; k < hop.logs[i].size(); ++k) {
+            ASSERT_EQ(hop.logs[i][k].cycle, x.logs[i][k].cycle) << "agent " << i << " arrival " << k;
+            ASSERT_EQ(hop.logs[i][k].w, x.logs[i][k].w) << "agent " << i << " arrival " << k;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace wafersim

@@ -143,6 +143,30 @@ TEST_F(WsCli, SameResultsWhateverTheThreadCount) {
   EXPECT_EQ(0, max_rel_diff(a / "checkpoint.onnx", b / "checkpoint.onnx"));
 }
 
+// Express lines (router.express, hw/router.h) change nothing a weight-streaming run reports:
+// the same losses, weights, cycles and time split as router by router, on 1 and 2 systems.
+TEST_F(WsCli, ExpressLinesChangeNoResult) {
+  for (const char* n : {"1", "2"}) {
+    const fs::path a = tmp_path(std::string("ws_x_on") + n), b = tmp_path(std::string("ws_x_off") + n);
+    for (const auto& d : {a, b}) fs::remove_all(d);
+    train_ok(with(kWs, {"--train.steps", "2", "--systems", n, "-o", a.string()}));
+    train_ok(with(kWs, {"--train.steps", "2", "--systems", n, "--router.express", "false", "-o", b.string()}));
+    EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv"));
+    EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx"));
+    auto report = [](const fs::path& d) {
+      nlohmann::json j = nlohmann::json::parse(slurp(d / "run_report.json"));
+      for (const char* k : {"host_model_pct", "host_model_seconds", "host_overhead_pct", "host_samples_per_s",
+                            "host_seconds", "host_wafer_seconds", "wall_seconds"}) {
+        EXPECT_EQ(j.erase(k), 1u) << k;
+      }
+      return j;
+    };
+    const nlohmann::json ra = report(a), rb = report(b);
+    EXPECT_EQ(ra, rb) << ra.dump(1) << "\n" << rb.dump(1);
+    EXPECT_GT(ra.value("cycles", 0), 0);
+  }
+}
+
 // The same global batch, seed and data order on 1, 2 and 4 systems and in layer-pipelined mode:
 // the weights after 6 steps agree within the stated tolerance (docs/weight-streaming.md); they
 // differ at all only by the order of fp32 sums (and, against layer-pipelined, by where the
