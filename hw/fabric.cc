@@ -290,8 +290,9 @@ void Fabric::step_phase(int t, uint64_t now) {
   const uint64_t next = now + 1;
   tc.next_bits = tc.wake_bits[next & 1].data();
   if (tc.express_pending) tc.express_due(now);  // before the visits: it may wake routers for this cycle
+  const bool express = !m_express.empty();
   auto visit = [&](Router* r) {
-    const uint64_t t = r->step(now, tc);
+    const uint64_t t = express ? r->step(now, tc) : r->step_impl<false>(now, tc);
     if (t > next) {
       if (r->m_timed_at != t) {  // one entry per wake-up cycle, however often it is visited meanwhile
         r->m_timed_at = t;

@@ -385,7 +385,8 @@ __attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t n
   return changed;
 }
 
-uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
+template <bool kExpress>
+uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
   const int prev = static_cast<int>((now + 1) & 1);  // parity of the previous cycle
   // The common case of a router between PEs (no core, no channel, one-cycle hops), empty and
   // with no stall on record: take the credits, and a lone wavelet of a color that only goes
@@ -411,7 +412,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
       m_out[t] = a;
       ++s_forwarded[t];
       ++tc.color[c].forwarded;
-      if (__builtin_expect((m_xin_ports & port_bit(p)) | (m_xout_ports & port_bit(t)), 0) &&
+      if (kExpress && __builtin_expect((m_xin_ports & port_bit(p)) | (m_xout_ports & port_bit(t)), 0) &&
           express_pass(p, t, a, now, tc)) {
         // (into an express line: it reaches the exit x.hops cycles from now)
       } else {
@@ -595,7 +596,7 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
     m_sent_ports = sent_ports;
     tc.moves += static_cast<uint64_t>(__builtin_popcount(sent_ports));
   }
-  if (__builtin_expect(m_xin_ports | m_xout_ports, 0)) express_hops(arrived, sent_ports);
+  if (kExpress && __builtin_expect(m_xin_ports | m_xout_ports, 0)) express_hops(arrived, sent_ports);
   const uint32_t stalled = wanting & ~sent;
   if (stalled) tc.color_stall.add(stalled);
   m_stall_ports = stall_ports;
@@ -608,5 +609,8 @@ uint64_t Router::step(uint64_t now, ThreadCtx& tc) {
   m_can_sleep = !changed && !m_needs_head && !edge_wait;
   return schedule(now + 1);
 }
+
+template uint64_t Router::step_impl<false>(uint64_t, ThreadCtx&);
+template uint64_t Router::step_impl<true>(uint64_t, ThreadCtx&);
 
 }  // namespace wafersim

@@ -150,7 +150,13 @@ class alignas(64) Router {
   // neighbours' mailboxes of this cycle's parity. A router reads nothing that is written in the
   // same cycle, so any visiting order and thread split give the same result.
   // Returns when to visit it again (see schedule()).
-  uint64_t step(uint64_t now, ThreadCtx& tc);
+  uint64_t step(uint64_t now, ThreadCtx& tc) {
+    return m_xin_ports | m_xout_ports ? step_impl<true>(now, tc) : step_impl<false>(now, tc);
+  }
+  // The same, without (kExpress false) the bookkeeping of express lines starting or ending
+  // here: the fabric calls that one directly when it has no express lines.
+  template <bool kExpress>
+  uint64_t step_impl(uint64_t now, ThreadCtx& tc);
   // Asks the cache for the lines step(now) reads first: the mailbox of the previous cycle's
   // parity, the hot state and the counters (the fabric calls it a few visits ahead).
   void prefetch(uint64_t now) const {
