@@ -110,7 +110,7 @@ void Router::set_express(int in_port, ExpressRun* entering, int out_port, Expres
 bool Router::express_deliver(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
   const int t = x.exit_port, c = x.color;
   ColorState& cs = m_col[c];
-  if (!cs.credit[t]) return false;  // (a credit in its mailbox would be taken first: put back, it is)
+  if (!cs.credit[t]) return false;  // (even if one came back this cycle: put back, it is taken as then)
   const ExpressRun::Flight& f = x.on_way.front();
   Mailbox& nm = m_nbr[t]->m_mail[now & 1];
   nm.arr[opposite(t)] = Arrival{f.payload, static_cast<uint8_t>(c), f.ctrl};
