@@ -270,6 +270,19 @@ Snapshot run_snapshot(int threads, VisitOrder order, const std::string& pattern 
   return s;
 }
 
+// Every endpoint took the same wavelets in the same cycles.
+void expect_same_arrivals(const std::vector<std::vector<TrafficAgent::Arrival>>& got,
+                          const std::vector<std::vector<TrafficAgent::Arrival>>& ref) {
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_EQ(got[i].size(), ref[i].size()) << "agent " << i;
+    for (size_t j = 0; j < ref[i].size(); ++j) {
+      ASSERT_EQ(got[i][j].cycle, ref[i][j].cycle) << "agent " << i << " arrival " << j;
+      ASSERT_EQ(got[i][j].w, ref[i][j].w) << "agent " << i << " arrival " << j;
+    }
+  }
+}
+
 void expect_same(const Snapshot& got, const Snapshot& ref, uint64_t min_delivered = 1000) {
   ASSERT_GT(ref.totals.delivered, min_delivered);
   EXPECT_EQ(got.stats, ref.stats);
@@ -281,14 +294,7 @@ void expect_same(const Snapshot& got, const Snapshot& ref, uint64_t min_delivere
   EXPECT_EQ(got.totals.multicast_copies, ref.totals.multicast_copies);
   EXPECT_EQ(got.totals.forwarded, ref.totals.forwarded);
   EXPECT_EQ(got.sent, ref.sent);
-  ASSERT_EQ(got.logs.size(), ref.logs.size());
-  for (size_t i = 0; i < ref.logs.size(); ++i) {
-    ASSERT_EQ(got.logs[i].size(), ref.logs[i].size()) << "agent " << i;
-    for (size_t j = 0; j < ref.logs[i].size(); ++j) {
-      ASSERT_EQ(got.logs[i][j].cycle, ref.logs[i][j].cycle) << "agent " << i << " arrival " << j;
-      ASSERT_EQ(got.logs[i][j].w, ref.logs[i][j].w) << "agent " << i << " arrival " << j;
-    }
-  }
+  expect_same_arrivals(got.logs, ref.logs);
 }
 
 class Determinism : public testing::TestWithParam<std::tuple<int, VisitOrder>> {};
@@ -785,14 +791,7 @@ TEST(Express, LinesMatchRouterByRouter) {
         EXPECT_EQ(hop.totals.forwarded, x.totals.forwarded);
         EXPECT_EQ(hop.sent, x.sent);
         EXPECT_EQ(hop.counters, x.counters);
-        ASSERT_EQ(hop.logs.size(), x.logs.size());
-        for (size_t i = 0; i < hop.logs.size(); ++i) {
-          ASSERT_EQ(hop.logs[i].size(), x.logs[i].size()) << "agent " << i;
-          for (size_t k = 0; k < hop.logs[i].size(); ++k) {
-            ASSERT_EQ(hop.logs[i][k].cycle, x.logs[i][k].cycle) << "agent " << i << " arrival " << k;
-            ASSERT_EQ(hop.logs[i][k].w, x.logs[i][k].w) << "agent " << i << " arrival " << k;
-          }
-        }
+        expect_same_arrivals(x.logs, hop.logs);
       }
     }
   }
