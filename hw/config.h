@@ -35,7 +35,8 @@ struct RouterConfig {
   // Host-side only, no effect on when or what wavelets arrive: in a run whose owner reads no
   // per-router counters and no traces (Fabric::allow_express(): weight streaming), a wavelet
   // that enters a line of such routers whose colors all go straight on along it leaves the line
-  // at the cycle it would, without a visit per router (hw/express.h). Off only to compare.
+  // at the cycle it would, without a visit per router (ExpressRun, hw/router.h). Off only to
+  // compare.
   bool express = true;
   void validate() const;
 };
