@@ -415,13 +415,44 @@ void PeCore::complete_main() {
   m_main_end = 0;
 }
 
+namespace {
+
+// The registers an ALU instruction reads (alu() above): its operands after the destination.
+uint32_t alu_sources(const Instr& in) {
+  const uint8_t* g = in.reg;
+  switch (in.op) {
+    case Op::kLi: case Op::kLif: return 0;
+    case Op::kMov: case Op::kAddi: return 1u << g[1];
+    default: return 1u << g[1] | 1u << g[2];
+  }
+}
+
+}  // namespace
+
 // The cycle at which the main thread, due to execute its next instruction at cycle t, reaches
 // one that a lazy core does not replay: a vector op, a store (the host polls counters in SRAM
 // between cycles), exit or halt (the host watches running tasks), or a load that would fault.
 // Everything before it only reads and writes registers, descriptors, task flags and loads from
 // SRAM, none of which a waiting microthread or an arrival touches. Works on a copy of the
-// registers; looks at most kMaxPureRun instructions ahead.
+// registers (pure_run); looks at most kMaxPureRun instructions ahead. While the main thread's
+// vector op still has steps to run (the lazy window then goes on from its end), what those
+// steps write is not there yet: a vsum's register and loads from the op's destination are
+// unknown, and so is what is computed from them; the run ends at a branch on, or a load
+// address from, an unknown.
 uint64_t PeCore::pure_run_end(uint64_t t) const {
+  const VecOp& op = m_main_op;
+  if (op.active && op.sum) return pure_run<true>(t, 1u << op.in.reg[0], 0, 0);
+  if (op.active && op.dst.kind == kMemDsd && op.done < op.total) {
+    const int64_t step = int64_t{op.dst.stride} * op.dbytes;
+    const int64_t a = int64_t{op.dst.base} + step * op.done, b = int64_t{op.dst.base} + step * (op.total - 1);
+    return pure_run<true>(t, 0, static_cast<uint64_t>(std::min(a, b)), static_cast<uint64_t>(std::max(a, b)) + op.dbytes);
+  }
+  return pure_run<false>(t, 0, 0, 0);
+}
+
+// pure_run_end's walk: `unknown` registers, SRAM bytes [dlo, dhi) not written yet (kTrack).
+template <bool kTrack>
+uint64_t PeCore::pure_run(uint64_t t, uint32_t unknown, uint64_t dlo, uint64_t dhi) const {
   constexpr int kMaxPureRun = 64;
   uint32_t r[kNumGprs];
   std::memcpy(r, m_gpr, sizeof r);
@@ -430,9 +461,11 @@ uint64_t PeCore::pure_run_end(uint64_t t) const {
     const Instr& in = m_code[pc];
     uint32_t next = pc + 1;
     uint64_t when = t + 1;
+    const uint32_t dst = 1u << in.reg[0];
     if (alu(in, r)) {
-      // registers only
+      if (kTrack) unknown = (unknown & alu_sources(in)) ? unknown | dst : unknown & ~dst;
     } else if (const int b = branch(in, r)) {
+      if (kTrack && in.op != Op::kJmp && (unknown & (1u << in.reg[0] | 1u << in.reg[1]))) return t;
       if (b == 2) {
         next = static_cast<uint32_t>(in.imm);
         when = t + static_cast<uint64_t>(m_cfg.decode_latency);
@@ -444,12 +477,18 @@ uint64_t PeCore::pure_run_end(uint64_t t) const {
         case Op::kDstride:
           break;
         case Op::kLd16: case Op::kLd32: {
+          if (kTrack && (unknown & (1u << in.reg[1]))) return t;
           const uint32_t bytes = in.op == Op::kLd16 ? 2 : 4;
           const uint32_t addr = r[in.reg[1]] + static_cast<uint32_t>(in.imm);
           if (addr % bytes || uint64_t{addr} + bytes > m_sram_bytes) return t;
+          if (kTrack && addr < dhi && addr + bytes > dlo) {
+            unknown |= dst;  // the op writes it later
+            break;
+          }
           uint32_t v = 0;
           std::memcpy(&v, &m_sram[addr], bytes);
           r[in.reg[0]] = v;
+          if (kTrack) unknown &= ~dst;
           break;
         }
         default:

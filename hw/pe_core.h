@@ -114,6 +114,8 @@ class PeCore : public PeAgent {
   void catch_up(uint64_t from, uint64_t to);
   void update_lazy(uint64_t now);
   uint64_t pure_run_end(uint64_t t) const;
+  template <bool kTrack>
+  uint64_t pure_run(uint64_t t, uint32_t unknown, uint64_t dlo, uint64_t dhi) const;
   bool solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const;
   template <bool kMemOnly>
   void finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict);

@@ -511,6 +511,75 @@ TEST(CoreFabric, LazyCoreReplaysScalarRunsExactly) {
   EXPECT_GT(replayed, 2000u) << "the lazy runs skipped (almost) nothing: the test no longer covers the replay";
 }
 
+// A lazy window that runs past an SRAM-only vector op into the scalar code after it must not
+// guess that code from the registers and SRAM as they are before the op's skipped steps: here
+// a vsum's result decides a branch (to a store and a vector op, which a lazy core must not
+// replay, or to a pure loop), and a load reads what the op before it wrote.
+TEST(CoreFabric, LazyCoreDoesNotGuessPastItsVectorOp) {
+  auto run = [](bool lazy, int delay) {
+    CoreRig rig(2);
+    rig.hw().core.lazy = lazy;
+    rig.route(0, 0, 1, R, E);
+    rig.route(1, 0, 1, W, R);
+    PeCore* tx = rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(40, 0.5f, 1.0f) +
+                                   "\nmain:\n li r1, 0\n li r2, " + std::to_string(delay) +
+                                   "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n"
+                                   " dmem d0, x, 40, 1\n dfout d1, 1, 40\n vmov.fp32 d1, d0\n halt\n");
+    PeCore* rx = rig.add(1, 0, R"(
+      .inq 0, 1
+      .task 0, main, active
+      .task 3, after
+      .space buf, fp32, 40
+      .data c, fp32, )" + floats(32, 0.25f, -3.0f) + R"(
+      .space t, fp32, 32
+      .space out, i32, 64
+      .space mark, i32, 1
+      main:
+        dmem d0, buf, 40, 1
+        dfin d1, 1, 40
+        vmov.fp32 d0, d1, async=2, done=activate:3   ; microthread: fabric -> buf
+        dmem d2, c, 32, 1
+        dmem d3, t, 32, 1
+        li r3, 0
+        li r4, 12
+        li r6, 0
+        li r8, t
+        addi r8, r8, 124           ; t[31]: written by the vadd's last step
+        li r9, out
+      loop:
+        vsum.fp32 r5, d2           ; r5 is 0 before it ends
+        bne r5, r6, taken          ; decided by the sum
+        li r10, 0
+      spin:                        ; a pure run
+        addi r10, r10, 1
+        blt r10, r4, spin
+        jmp next
+      taken:
+        st32 [r9], r5
+        addi r9, r9, 4
+        vadd.fp32 d3, d2, d2       ; t = 2c
+        ld32 r11, [r8]             ; reads what the vadd wrote (0 before)
+        bne r11, r6, keep          ; decided by it
+        li r10, 0
+      spin2:                       ; a pure run
+        addi r10, r10, 1
+        blt r10, r4, spin2
+      keep:
+        st32 [r9], r11
+        addi r9, r9, 4
+      next:
+        li r5, 0
+        st32 [r8], r6              ; t[31] = 0 again
+        addi r3, r3, 1
+        blt r3, r4, loop
+        exit
+    )" + kMarkTask);
+    return finish(rig, tx, rx, "out");
+  };
+  const uint64_t replayed = expect_lazy_matches(run, {0, 10, 60, 200, 600});
+  EXPECT_GT(replayed, 200u) << "the lazy runs skipped (almost) nothing: the test no longer covers the replay";
+}
+
 TEST(CoreFabric, ProgramErrorStopsTheRunNamingThePe) {
   CoreRig rig(2);
   rig.add(1, 0, R"(
