@@ -27,8 +27,10 @@ class PeAgent {
   static constexpr uint32_t kOffered = 1, kConsumed = 2;
   virtual uint32_t evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) = 0;
 
-  // Commit phase: the router delivers a wavelet that becomes visible at cycle `ready`.
-  virtual void deliver(const Wavelet& w, uint64_t ready) = 0;
+  // The router delivers a wavelet that becomes visible at cycle `ready`, before it evaluates the
+  // agent in that cycle. Returns the first cycle in which the agent must be evaluated again
+  // (0: this one; later only for an agent that skips evaluations, see wake_cycle()).
+  virtual uint64_t deliver(const Wavelet& w, uint64_t ready) = 0;
 
   // Colors the agent may send on the ramp, and colors it takes from the ramp: checked against
   // the router's routes before the first cycle.

@@ -146,7 +146,7 @@ int PeCore::output_queue_count(int q) const { return static_cast<int>(m_outq[q].
 
 uint32_t PeCore::full_colors() const { return m_full; }
 
-void PeCore::deliver(const Wavelet& w, uint64_t ready) {
+uint64_t PeCore::deliver(const Wavelet& w, uint64_t ready) {
   // The router only delivers colors outside full_colors(), so the queue has room.
   Queue& q = m_inq[m_queue_of_color[w.color]];
   uint32_t tail = q.head + q.count;
@@ -154,6 +154,12 @@ void PeCore::deliver(const Wavelet& w, uint64_t ready) {
   q.slot[tail] = w.payload;
   q.ready[tail] = ready;
   if (++q.count == q.depth) m_full |= 1u << w.color;
+  // A lazy core skips on: nothing it replays reads an input queue (the main thread runs an
+  // SRAM-only op or pure scalar code and picks no task), and a microthread waiting for this
+  // wavelet can take it at `ready` at the earliest, where its window now ends.
+  if (!m_lazy) return 0;
+  if (ready < m_lazy_until) m_lazy_until = ready;
+  return m_lazy_until;
 }
 
 uint64_t PeCore::wavelet_wait(const VecOp& op) const {

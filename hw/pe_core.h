@@ -35,7 +35,7 @@ class PeCore : public PeAgent {
   // PeAgent.
   uint32_t full_colors() const override;
   uint32_t evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) override;
-  void deliver(const Wavelet& w, uint64_t ready) override;
+  uint64_t deliver(const Wavelet& w, uint64_t ready) override;
   uint32_t send_colors() const override { return m_send_colors; }
   uint32_t receive_colors() const override { return m_receive_colors; }
   bool has_work() const override;

@@ -551,8 +551,8 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
       ++tc.pushed;  // in flight from here (on the link, then in n's buffer)
       wake_neighbour(p, tc);
     } else if (p == kRamp) {
-      m_agent->deliver(w, now + static_cast<uint64_t>(cfg.ramp_latency));
-      m_agent_due = 0;  // an arrival: evaluate the agent this cycle
+      const uint64_t due = m_agent->deliver(w, now + static_cast<uint64_t>(cfg.ramp_latency));
+      if (due < m_agent_due) m_agent_due = due;  // an arrival: evaluate the agent then (0: this cycle)
       ++tc.delivered;
     } else {
       m_chan[p]->fabric_deliver(w, now, now + static_cast<uint64_t>(cfg.hop_latency));

@@ -96,13 +96,14 @@ uint32_t TrafficAgent::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) 
   return result;
 }
 
-void TrafficAgent::deliver(const Wavelet& w, uint64_t ready) {
+uint64_t TrafficAgent::deliver(const Wavelet& w, uint64_t ready) {
   const int qi = m_queue_of[w.color];
   Fifo& q = m_queues[static_cast<size_t>(qi)];
   q.push(FifoEntry{ready, w.payload, w.ctrl});
   m_nonempty_q |= 1u << qi;
   ++m_buffered;
   if (q.full()) m_full |= 1u << w.color;
+  return 0;
 }
 
 }  // namespace wafersim

@@ -61,7 +61,7 @@ class TrafficAgent : public PeAgent {
   uint32_t send_colors() const override { return m_send_colors; }
   uint32_t receive_colors() const override { return m_receive_colors; }
   uint32_t evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) override;
-  void deliver(const Wavelet& w, uint64_t ready) override;
+  uint64_t deliver(const Wavelet& w, uint64_t ready) override;
   bool has_work() const override { return m_unfinished_flows > 0 || m_buffered > 0; }
   uint64_t consumed() const override { return m_consumed; }
 

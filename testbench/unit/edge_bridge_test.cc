@@ -72,7 +72,10 @@ class GateSink : public PeAgent {
       : m_fabric(f), m_color(color), m_open_at(open_at) {}
   uint32_t full_colors() const override { return m_fabric.cycle() < m_open_at ? ~0u : 0u; }
   uint32_t evaluate(uint64_t, uint32_t, Wavelet*) override { return 0; }
-  void deliver(const Wavelet& w, uint64_t) override { got.push_back(w.payload); }
+  uint64_t deliver(const Wavelet& w, uint64_t) override {
+    got.push_back(w.payload);
+    return 0;
+  }
   uint32_t send_colors() const override { return 0; }
   uint32_t receive_colors() const override { return 1u << m_color; }
   bool has_work() const override { return false; }
