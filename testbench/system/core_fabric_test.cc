@@ -402,6 +402,18 @@ TEST(CoreFabric, DeterministicAcrossThreadsAndVisitOrders) {
   }
 }
 
+// The sender of the lazy-core tests on a 2-PE rig: PE (0,0) spins `delay` loop iterations, then
+// streams 40 fp32 values East on color 1 to PE (1,0)'s ramp in one vector op.
+PeCore* add_late_sender(CoreRig& rig, bool lazy, int delay) {
+  rig.hw().core.lazy = lazy;
+  rig.route(0, 0, 1, R, E);
+  rig.route(1, 0, 1, W, R);
+  return rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(40, 0.5f, 1.0f) +
+                           "\nmain:\n li r1, 0\n li r2, " + std::to_string(delay) +
+                           "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n"
+                           " dmem d0, x, 40, 1\n dfout d1, 1, 40\n vmov.fp32 d1, d0\n halt\n");
+}
+
 // A core whose microthread waits for wavelets while its main thread runs SRAM-only vector ops
 // skips those cycles and replays them when a wavelet comes (CoreConfig::lazy): the main thread's
 // ops read what the microthread writes from the fabric, so any change in the interleaving would
@@ -410,13 +422,7 @@ TEST(CoreFabric, DeterministicAcrossThreadsAndVisitOrders) {
 TEST(CoreFabric, LazyCoreReplaysSkippedCyclesExactly) {
   auto run = [](bool lazy, int delay) {
     CoreRig rig(2);
-    rig.hw().core.lazy = lazy;
-    rig.route(0, 0, 1, R, E);
-    rig.route(1, 0, 1, W, R);
-    PeCore* tx = rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(40, 0.5f, 1.0f) +
-                                   "\nmain:\n li r1, 0\n li r2, " + std::to_string(delay) +
-                                   "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n"
-                                   " dmem d0, x, 40, 1\n dfout d1, 1, 40\n vmov.fp32 d1, d0\n halt\n");
+    PeCore* tx = add_late_sender(rig, lazy, delay);
     PeCore* rx = rig.add(1, 0, R"(
       .inq 0, 1
       .task 0, main, active
@@ -518,13 +524,7 @@ TEST(CoreFabric, LazyCoreReplaysScalarRunsExactly) {
 TEST(CoreFabric, LazyCoreDoesNotGuessPastItsVectorOp) {
   auto run = [](bool lazy, int delay) {
     CoreRig rig(2);
-    rig.hw().core.lazy = lazy;
-    rig.route(0, 0, 1, R, E);
-    rig.route(1, 0, 1, W, R);
-    PeCore* tx = rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(40, 0.5f, 1.0f) +
-                                   "\nmain:\n li r1, 0\n li r2, " + std::to_string(delay) +
-                                   "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n"
-                                   " dmem d0, x, 40, 1\n dfout d1, 1, 40\n vmov.fp32 d1, d0\n halt\n");
+    PeCore* tx = add_late_sender(rig, lazy, delay);
     PeCore* rx = rig.add(1, 0, R"(
       .inq 0, 1
       .task 0, main, active
