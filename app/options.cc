@@ -89,7 +89,9 @@ void add_core_options(po::options_description& d, HwConfig& hw) {
       ("core.special", po::value(&c.special)->default_value(c.special), "exp/reciprocal elements per cycle")
       ("core.inq_depths", po::value(&c.inq_depths)->default_value(c.inq_depths), "words in each of the 8 input queues")
       ("core.outq_depths", po::value(&c.outq_depths)->default_value(c.outq_depths), "words in each of the 6 output queues")
-      ("core.cb16_bias", po::value(&c.cb16_bias)->default_value(c.cb16_bias), "exponent bias of cb16 (1..62)");
+      ("core.cb16_bias", po::value(&c.cb16_bias)->default_value(c.cb16_bias), "exponent bias of cb16 (1..62)")
+      ("core.lazy", po::value(&c.lazy)->default_value(c.lazy),
+       "host speed only, never changes results: a core that only its main thread can move skips those cycles and replays them later; false to compare");
 }
 
 void add_sim_options(po::options_description& d, HwConfig& hw, std::string& visit_order, const char* cycles_help) {

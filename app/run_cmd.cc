@@ -120,6 +120,7 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
   if (tf) sc_core::sc_close_vcd_trace_file(tf);
 
   // Report.
+  f.settle_agents();
   std::vector<CoreRow> rows;
   for (size_t i = 0; i < loaded.cores.size(); ++i) {
     const Placement& pl = prog.placements[i];

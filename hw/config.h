@@ -71,7 +71,8 @@ struct CoreConfig {
   int cb16_bias = 31;
   // Host-side only, no effect on results: a core whose main thread alone can move skips its
   // evaluations and replays them later (PeCore::m_lazy), and a core whose threads wait for a
-  // queued wavelet's ramp latency sleeps until it is readable. Off only to compare, in tests.
+  // queued wavelet's ramp latency sleeps until it is readable. Off only to compare (option
+  // core.lazy).
   bool lazy = true;
   void validate() const;
   std::vector<int> inq() const;   // parsed inq_depths

@@ -458,6 +458,12 @@ void Fabric::reset_stats() {
   }
 }
 
+void Fabric::settle_agents() {
+  for (auto& rp : m_routers) {
+    if (rp && rp->agent()) rp->agent()->settle(m_cycle);
+  }
+}
+
 std::vector<ColorCounters> Fabric::color_counters() const {
   std::vector<ColorCounters> v(static_cast<size_t>(m_cfg.router.colors));
   for (const ThreadCtx& tc : m_ctx) {

@@ -92,6 +92,7 @@ class Fabric {
   std::vector<ColorCounters> color_counters() const;  // per color, summed over the fabric
   uint64_t active_routers() const;  // routers that step in the next cycle
   void reset_stats();  // warm-up: port/color counters and peaks restart, state and totals stay
+  void settle_agents();  // agents' own statistics up to date with the cycles completed (PeAgent::settle)
   uint64_t stats_from_cycle() const { return m_stats_from; }
 
   // Host side: make a router visit the next cycle (after injecting from outside the loop).

@@ -56,6 +56,11 @@ class PeAgent {
   // is busy; a saturated traffic endpoint always has).
   bool skips_evaluations() const { return m_skips; }
 
+  // Accounts in the agent's own statistics every cycle before `end` it was not evaluated in, as
+  // its next evaluate() would (a host reads them between cycles: reports, traces); nothing else
+  // changes. For agents that skip evaluations; the default has nothing to account.
+  virtual void settle(uint64_t end) { (void)end; }
+
   // Wavelets consumed so far (drained from the agent's receive side).
   virtual uint64_t consumed() const = 0;
 

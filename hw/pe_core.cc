@@ -572,15 +572,20 @@ void PeCore::catch_up(uint64_t from, uint64_t to) {
   }
 }
 
+// Cycles asleep inside an op waiting for a wavelet (see has_work) were stalls; a core asleep
+// with nothing to run is not evaluated and not counted; a lazy core's skipped cycles are
+// replayed (a later replay goes on from `end`).
+void PeCore::settle(uint64_t end) {
+  if (!m_evaluated || end <= m_last_eval + 1) return;
+  if (m_lazy) catch_up(m_last_eval + 1, end);
+  else if (m_main_op.active || m_ut_busy) m_stats.stall += end - m_last_eval - 1;
+  else if (m_task >= 0) m_stats.busy += end - m_last_eval - 1;  // skipped busy cycles (busy_until)
+  m_last_eval = end - 1;
+}
+
 uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
-  // Cycles asleep inside an op waiting for a wavelet (see has_work) were stalls; a core asleep
-  // with nothing to run is not evaluated and not counted, as before.
   const uint8_t was_lazy = m_lazy;
-  if (m_evaluated && now > m_last_eval + 1) {
-    if (m_lazy) catch_up(m_last_eval + 1, now);
-    else if (m_main_op.active || m_ut_busy) m_stats.stall += now - m_last_eval - 1;
-    else if (m_task >= 0) m_stats.busy += now - m_last_eval - 1;  // skipped busy cycles (busy_until)
-  }
+  settle(now);
   m_last_eval = now;
   m_evaluated = true;
   m_lazy = kLazyNone;

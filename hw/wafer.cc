@@ -23,7 +23,8 @@ void PeProbe::sample(const Fabric& fabric, uint64_t now) {
   for (int p = 0; p < kNumPorts; ++p) {
     m_out[p].valid = r && r->sent_this_cycle(p, now, &m_out[p].w);
   }
-  if (const auto* core = fabric.agent_as<PeCore>(m_x, m_y)) {
+  if (auto* core = fabric.agent_as<PeCore>(m_x, m_y)) {
+    core->settle(now + 1);  // a core that skipped this cycle: its busy or stall shows in it
     m_task = core->running_task();
     const CoreStats& st = core->stats();
     m_busy = st.busy != m_prev_busy;

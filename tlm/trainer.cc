@@ -141,6 +141,7 @@ compiler::ModelState Trainer::read_state() const {
 }
 
 std::vector<uint64_t> Trainer::layer_busy() const {
+  m_fabric->settle_agents();
   std::vector<uint64_t> busy(m_c.plan.layers.size(), 0);
   for (const LayerPlan& l : m_c.plan.layers) {
     auto add = [&](std::pair<int, int> xy) {

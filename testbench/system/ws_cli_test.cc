@@ -167,6 +167,36 @@ TEST_F(WsCli, ExpressLinesChangeNoResult) {
   }
 }
 
+// Lazy cores (core.lazy, PeCore::m_lazy) change nothing a training run reports, in either mode:
+// the same losses, weights, cycles, time split and per-layer busy/stall figures as cores
+// evaluated in every cycle they can move.
+TEST_F(WsCli, LazyCoresChangeNoResult) {
+  for (const bool ws : {false, true}) {
+    const std::string tag = ws ? "ws" : "lp";
+    const fs::path a = tmp_path("lazy_on_" + tag), b = tmp_path("lazy_off_" + tag);
+    for (const auto& d : {a, b}) fs::remove_all(d);
+    auto args = [&](const fs::path& out, bool lazy) {
+      return with(ws ? kWs : std::vector<std::string>{"--train.eval", "0"},
+                  {"--train.steps", "3", "--core.lazy", lazy ? "true" : "false", "-o", out.string()});
+    };
+    train_ok(args(a, true));
+    train_ok(args(b, false));
+    EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv")) << tag;
+    EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx")) << tag;
+    auto report = [](const fs::path& d) {
+      nlohmann::json j = nlohmann::json::parse(slurp(d / "run_report.json"));
+      for (auto it = j.begin(); it != j.end();) {
+        if (it.key().find("host") != std::string::npos || it.key().find("wall") != std::string::npos) it = j.erase(it);
+        else ++it;
+      }
+      return j;
+    };
+    const nlohmann::json ra = report(a), rb = report(b);
+    EXPECT_EQ(ra, rb) << tag << "\n" << ra.dump(1) << "\n" << rb.dump(1);
+    EXPECT_GT(ra.value("cycles", 0), 0) << tag;
+  }
+}
+
 // The same global batch, seed and data order on 1, 2 and 4 systems and in layer-pipelined mode:
 // the weights after 6 steps agree within the stated tolerance (docs/weight-streaming.md); they
 // differ at all only by the order of fp32 sums (and, against layer-pipelined, by where the
