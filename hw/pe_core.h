@@ -42,7 +42,7 @@ class PeCore : public PeAgent {
   uint64_t busy_until() const override;
   uint64_t wake_cycle(uint64_t next) const override;
   uint64_t consumed() const override { return m_consumed; }
-  void settle(uint64_t end) override;
+  void settle(uint64_t end) final;
 
   // Host access to SRAM (loading inputs, reading results) between cycles.
   uint32_t sram_bytes() const { return m_sram_bytes; }
