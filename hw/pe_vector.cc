@@ -350,7 +350,10 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
   if (op.alu) res.alu = false;
   res.banks |= banks;
 
-  finish_step<false>(now, op, k, self_conflict);
+  // An op with every operand in SRAM takes run_solo's element loop (stepped here because a
+  // microthread is busy).
+  if (op.mem_only) finish_step<true>(now, op, k, self_conflict);
+  else finish_step<false>(now, op, k, self_conflict);
   return 1;
 }
 
