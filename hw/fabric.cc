@@ -302,30 +302,25 @@ void Fabric::step_phase(int t, uint64_t now) {
       tc.mark(r);
     }
   };
-  if (m_cfg.sim.visit_order == VisitOrder::kForward) {
-    collect(t, now, [&](uint64_t b, Router* const* by_bit) {
-      uint64_t ahead = b;  // the router four visits on: routers live on the heap, fetch ahead
-      for (int i = 0; i < 4 && ahead; ++i) ahead &= ahead - 1;
-      for (; b; b &= b - 1) {
-        if (ahead) {
-          by_bit[__builtin_ctzll(ahead)]->prefetch(now);
-          ahead &= ahead - 1;
-        }
-        visit(by_bit[__builtin_ctzll(b)]);
-      }
-    });
-    return;
-  }
-  // The other orders (for the determinism tests) visit a list.
-  auto& act = tc.active;
+  // The cycle's routers in id order, then the visits in the configured order.
+  std::vector<Router*>& act = tc.active;
   act.clear();
   collect(t, now, [&](uint64_t b, Router* const* by_bit) {
     for (; b; b &= b - 1) act.push_back(by_bit[__builtin_ctzll(b)]);
   });
   switch (m_cfg.sim.visit_order) {
-    case VisitOrder::kForward:  // visited above
+    case VisitOrder::kForward: {
+      // Each visit fetches the lines of the router a few visits on (routers live on the heap; a
+      // sparse wake set has one or two routers per word, so this looks across words).
+      constexpr size_t kAhead = 4;
+      const size_t n = act.size();
+      for (size_t i = 0; i < n; ++i) {
+        if (i + kAhead < n) act[i + kAhead]->prefetch(now);
+        visit(act[i]);
+      }
       break;
-    case VisitOrder::kReverse:
+    }
+    case VisitOrder::kReverse:  // (the other orders are for the determinism tests)
       for (auto it = act.rbegin(); it != act.rend(); ++it) visit(*it);
       break;
     case VisitOrder::kShuffle: {

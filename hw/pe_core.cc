@@ -358,10 +358,12 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
     m_next_exec = when;
     return true;
   }
-  if (alu(in, r)) {
-    // done
-  } else if (const int b = branch(in, r)) {
-    if (b == 2) {
+  // By ranges of the opcode first: a switch whose default is most of the instructions
+  // executed costs an indirect jump that is often mispredicted (alu() and branch() each have one).
+  if (in.op >= Op::kLi && in.op <= Op::kFmul) {
+    alu(in, r);
+  } else if (in.op >= Op::kBeq && in.op <= Op::kJmp) {
+    if (branch(in, r) == 2) {
       next = static_cast<uint32_t>(in.imm);
       when = now + static_cast<uint64_t>(m_cfg.decode_latency);
     }

@@ -19,7 +19,8 @@ inline uint64_t bank_span(uint32_t addr, uint32_t words, int nb) {
   if (words >= static_cast<uint32_t>(nb)) return full;
   const uint64_t m = (uint64_t{1} << words) - 1;
   const uint32_t r = (addr >> 1) % static_cast<uint32_t>(nb);
-  return r == 0 ? m : ((m << r) | (m >> (static_cast<uint32_t>(nb) - r))) & full;
+  // Rotated left by r within nb bits, without a branch on r (0 <= r < nb <= 64).
+  return ((m << r) | ((m >> 1) >> (static_cast<uint32_t>(nb) - r - 1))) & full;
 }
 
 inline uint32_t mem_addr(uint32_t base, int32_t stride, uint32_t i, int bytes) {

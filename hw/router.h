@@ -86,7 +86,7 @@ struct ColorCounters {
 
 // Per-thread scratch of the cycle loop: active lists and counters, padded against false sharing.
 struct alignas(64) ThreadCtx {
-  std::vector<Router*> active;  // routers to step this cycle, for the reverse and shuffled orders
+  std::vector<Router*> active;  // routers to step this cycle
   // Routers to step in a cycle, as this thread marked them: one bit per router (Router::m_word,
   // m_bit; each owner thread's routers fill whole words, in id order) per cycle parity. Each owner
   // collects and clears its words of every thread's set at the start of the cycle; the sets of
