@@ -8,12 +8,14 @@ namespace wafersim {
 
 EdgeChannel::EdgeChannel(Fabric* fabric, int side, int index, int row, int depth,
                          double wavelets_per_cycle)
-    : m_fabric(fabric),
+    : m_depth(static_cast<size_t>(depth)),
+      m_in(m_depth),
+      m_out(m_depth),
+      m_period(wavelets_per_cycle >= 1.0 ? 1.0 : 1.0 / wavelets_per_cycle),
+      m_fabric(fabric),
       m_side(side),
       m_index(index),
-      m_row(row),
-      m_depth(static_cast<size_t>(depth)),
-      m_period(wavelets_per_cycle >= 1.0 ? 1.0 : 1.0 / wavelets_per_cycle) {}
+      m_row(row) {}
 
 // While the channel is busy the schedule keeps its fractional part (7 Gb/s at 850 MHz is one
 // wavelet per 3.886 cycles, not per 4); after an idle spell it restarts without a burst.
@@ -52,7 +54,7 @@ void EdgeChannel::fabric_deliver(const Wavelet& w, uint64_t now, uint64_t ready)
   m_out_next = next_slot(m_out_next, now);
   ++m_received;
   if (m_record) m_log.emplace_back(ready, w);
-  if (!m_auto_drain) m_out.emplace_back(ready, w);
+  if (!m_auto_drain) m_out.push_back({ready, w});
 }
 
 }  // namespace wafersim

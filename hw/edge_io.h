@@ -4,7 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <deque>
+#include <stdexcept>
 #include <vector>
 
 #include "hw/wavelet.h"
@@ -12,6 +12,32 @@
 namespace wafersim {
 
 class Fabric;
+
+// A FIFO of fixed capacity in one block (the channel's queues never hold more than its depth):
+// front() and empty() read the object and its block, not a deque's map.
+template <typename T>
+class BoundedQueue {
+ public:
+  explicit BoundedQueue(size_t capacity) : m_buf(capacity ? capacity : 1) {}
+  bool empty() const { return m_count == 0; }
+  size_t size() const { return m_count; }
+  const T& front() const { return m_buf[m_head]; }
+  void push_back(const T& v) {
+    if (m_count == m_buf.size()) throw std::logic_error("edge channel queue overflow");  // callers check first
+    size_t tail = m_head + m_count;
+    if (tail >= m_buf.size()) tail -= m_buf.size();
+    m_buf[tail] = v;
+    ++m_count;
+  }
+  void pop_front() {
+    if (++m_head == m_buf.size()) m_head = 0;
+    --m_count;
+  }
+
+ private:
+  std::vector<T> m_buf;
+  size_t m_head = 0, m_count = 0;
+};
 
 // One host channel on the East or West edge of the fabric, attached to the edge router of its row.
 // Both directions are rate-limited on the fabric side (io.channel_gbps at the fabric clock) and
@@ -66,14 +92,15 @@ class EdgeChannel {
   static bool rate_ok(double next, uint64_t now) { return static_cast<double>(now) >= next; }
   double next_slot(double next, uint64_t now) const;
 
+  // What the edge router reads on its visits first.
+  size_t m_depth;
+  double m_in_next = 0, m_out_next = 0;
+  BoundedQueue<Wavelet> m_in;
+  BoundedQueue<std::pair<uint64_t, Wavelet>> m_out;  // (ready cycle, wavelet)
+  double m_period;  // cycles per wavelet
+  bool m_auto_drain = false, m_record = false;
   Fabric* m_fabric;
   int m_side, m_index, m_row;
-  size_t m_depth;
-  double m_period;  // cycles per wavelet
-  double m_in_next = 0, m_out_next = 0;
-  std::deque<Wavelet> m_in;
-  std::deque<std::pair<uint64_t, Wavelet>> m_out;  // (ready cycle, wavelet)
-  bool m_auto_drain = false, m_record = false;
   uint32_t m_checked_colors = 0;  // colors try_inject() found routed in (the fabric was final)
   std::atomic<uint64_t>* m_took = nullptr;  // see notify_takes
   uint64_t m_took_bit = 0;
