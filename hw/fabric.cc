@@ -303,30 +303,33 @@ void Fabric::step_phase(int t, uint64_t now) {
     }
   };
   // The cycle's routers in id order, then the visits in the configured order.
+  // (The list has room for every router of the thread: 64 per word of its wake sets.)
   std::vector<Router*>& act = tc.active;
-  act.clear();
+  const size_t room = (m_first_word[static_cast<size_t>(t) + 1] - m_first_word[static_cast<size_t>(t)]) * 64;
+  if (act.size() < room) act.resize(room);
+  Router** const list = act.data();
+  size_t n = 0;
   collect(t, now, [&](uint64_t b, Router* const* by_bit) {
-    for (; b; b &= b - 1) act.push_back(by_bit[__builtin_ctzll(b)]);
+    for (; b; b &= b - 1) list[n++] = by_bit[__builtin_ctzll(b)];
   });
   switch (m_cfg.sim.visit_order) {
     case VisitOrder::kForward: {
       // Each visit fetches the lines of the router a few visits on (routers live on the heap; a
       // sparse wake set has one or two routers per word, so this looks across words).
       constexpr size_t kAhead = 4;
-      const size_t n = act.size();
       for (size_t i = 0; i < n; ++i) {
-        if (i + kAhead < n) act[i + kAhead]->prefetch(now);
-        visit(act[i]);
+        if (i + kAhead < n) list[i + kAhead]->prefetch(now);
+        visit(list[i]);
       }
       break;
     }
     case VisitOrder::kReverse:  // (the other orders are for the determinism tests)
-      for (auto it = act.rbegin(); it != act.rend(); ++it) visit(*it);
+      for (size_t i = n; i-- > 0;) visit(list[i]);
       break;
     case VisitOrder::kShuffle: {
       std::mt19937_64 rng(m_cfg.sim.seed ^ (now * 0x9e3779b97f4a7c15ull) ^ static_cast<uint64_t>(t));
-      std::shuffle(act.begin(), act.end(), rng);
-      for (Router* r : act) visit(r);
+      std::shuffle(list, list + n, rng);
+      for (size_t i = 0; i < n; ++i) visit(list[i]);
       break;
     }
   }
