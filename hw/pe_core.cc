@@ -360,10 +360,13 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
   }
   // By ranges of the opcode first: a switch whose default is most of the instructions
   // executed costs an indirect jump that is often mispredicted (alu() and branch() each have one).
-  if (in.op >= Op::kLi && in.op <= Op::kFmul) {
-    alu(in, r);
-  } else if (in.op >= Op::kBeq && in.op <= Op::kJmp) {
-    if (branch(in, r) == 2) {
+  // An opcode in a range that the helper does not know falls through to the switch (a fault).
+  const bool alu_range = in.op >= Op::kLi && in.op <= Op::kFmul;
+  const bool branch_range = in.op >= Op::kBeq && in.op <= Op::kJmp;
+  if (alu_range && alu(in, r)) {
+    // done
+  } else if (const int b = branch_range ? branch(in, r) : 0) {
+    if (b == 2) {
       next = static_cast<uint32_t>(in.imm);
       when = now + static_cast<uint64_t>(m_cfg.decode_latency);
     }
