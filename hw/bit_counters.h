@@ -14,16 +14,13 @@ class BitCounters32 {
   void add(uint32_t mask) {
     // The first planes without a test: a carry chain's length depends on the counts, and a loop
     // that stops where it ends is a mispredicted branch in about every other add.
-    for (int k = 0; k < kEager; ++k) {
+    auto plane = [&](int k) {
       const uint32_t carry = m_plane[k] & mask;
       m_plane[k] ^= mask;
       mask = carry;
-    }
-    for (int k = kEager; mask; ++k) {
-      const uint32_t carry = m_plane[k] & mask;
-      m_plane[k] ^= mask;
-      mask = carry;
-    }
+    };
+    for (int k = 0; k < kEager; ++k) plane(k);
+    for (int k = kEager; mask; ++k) plane(k);
     if (++m_adds == kFlushEvery) flush();
   }
   void add_n(uint32_t mask, uint64_t n) {  // add(mask), n times
