@@ -231,6 +231,11 @@ void Fabric::build_express() {
         x->exit_port = dir;
         x->hops = static_cast<int>(x->line.size()) - 1;
         x->color = __builtin_ctz(colors);
+        x->depth = rc.buffer_depth;
+        size_t ring = 1;
+        while (ring < static_cast<size_t>(x->hops) * static_cast<size_t>(rc.buffer_depth) + 2) ring <<= 1;
+        x->exits.assign(ring, 0);
+        x->exit_mask = ring - 1;
         x->line.front()->set_express(opposite(dir), x.get(), 0, nullptr);
         x->last->set_express(0, nullptr, dir, x.get());
         m_express.push_back(std::move(x));

@@ -1,5 +1,6 @@
 #include "hw/router.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "hw/edge_io.h"
@@ -107,11 +108,29 @@ void Router::set_express(int in_port, ExpressRun* entering, int out_port, Expres
   }
 }
 
-bool Router::express_deliver(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
+// Wavelet `k` of line x enters it in cycle `now` (the first router sends it): it is due at the
+// exit `hops` cycles on, unless the ones ahead are still there then (express_try schedules it
+// after them).
+void Router::express_enter(ExpressRun& x, uint32_t payload, uint8_t ctrl, uint64_t now, ThreadCtx& tc) {
+  x.on_way.push_back(ExpressRun::Flight{now, payload, ctrl});
+  ++x.entered_n;
+  x.update_entry();
+  tc.express_at[(now + static_cast<uint64_t>(x.hops)) & (kExpressSlots - 1)].push_back(ExpressDelivery{&x});
+  ++tc.express_pending;
+}
+
+void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
+  if (x.on_way.empty()) return;
+  const ExpressRun::Flight f = x.on_way.front();
+  const uint64_t L = static_cast<uint64_t>(x.hops);
+  if (f.entered + L > now || (x.exited_n && x.last_exit >= now)) return;  // not due (yet, or one left now)
   const int t = x.exit_port, c = x.color;
   ColorState& cs = m_col[c];
-  if (!cs.credit[t]) return false;  // (even if one came back this cycle: put back, it is taken as then)
-  const ExpressRun::Flight& f = x.on_way.front();
+  if (!cs.credit[t]) {
+    x.waiting = true;  // this router's next visit with credits tries again
+    return;
+  }
+  x.waiting = false;
   Mailbox& nm = m_nbr[t]->m_mail[now & 1];
   nm.arr[opposite(t)] = Arrival{f.payload, static_cast<uint8_t>(c), f.ctrl};
   nm.valid[opposite(t)] = 1;
@@ -119,68 +138,100 @@ bool Router::express_deliver(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
   ++m_outstanding;
   wake_neighbour(t, tc);
   x.on_way.pop_front();
-  tc.color[c].forwarded += static_cast<uint64_t>(x.hops);
-  tc.express_forwarded += static_cast<uint64_t>(x.hops);
+  tc.color[c].forwarded += L;
+  tc.express_forwarded += L;
   ++tc.moves;
-  return true;
-}
 
-void Router::express_recall(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
-  const int t = x.exit_port, c = x.color, q = opposite(t);
-  const int prev = static_cast<int>((now + 1) & 1);
-  for (const ExpressRun::Flight& f : x.on_way) {
-    const size_t i = static_cast<size_t>(now - f.entered);  // 1..hops: where it is now
-    Router* r = x.line[i];
-    Router* from = x.line[i - 1];
-    Mailbox& mb = r->m_mail[prev];
-    mb.arr[q] = Arrival{f.payload, static_cast<uint8_t>(c), f.ctrl};
-    mb.valid[q] = 1;
-    ColorState& cs = from->m_col[c];
-    if (--cs.credit[t] == 0) from->m_blocked[t] |= 1u << c;
-    ++from->m_outstanding;
-    tc.wake_bits[now & 1][r->m_word] |= r->m_bit;  // this cycle (its owner collects after this)
-    tc.color[c].forwarded += i - 1;
-    tc.express_forwarded += i - 1;
+  // The stall cycles of the routers it passed (ExpressRun): a_j(k) - max(a_{j-1}(k) + 1,
+  // a_j(k-1) + 1) at router j, a_L(k) = now. None when it left at its free-flow cycle (then
+  // a_j(k) = a_0(k) + j, and the one before was a cycle ahead of it everywhere).
+  const uint64_t k = x.exited_n;
+  if (now != f.entered + L) add_express_stalls(x, k, f.entered, now, tc);
+
+  x.exits[k & x.exit_mask] = now;
+  ++x.exited_n;
+  x.update_entry();
+  x.last_exit = now;
+  x.last_entered = f.entered;
+  // The next one leaves one cycle later at the earliest (its own due cycle is scheduled already).
+  if (!x.on_way.empty() && x.on_way.front().entered + L <= now) {
+    tc.express_at[(now + 1) & (kExpressSlots - 1)].push_back(ExpressDelivery{&x});
+    ++tc.express_pending;
   }
-  x.hop_mode += static_cast<uint32_t>(x.on_way.size());
-  x.on_way.clear();
-  ++x.gen;
+  // The first router waits for this exit: the wavelet L * depth behind may enter L cycles on.
+  if (x.entry_waiting && x.entry_at != ExpressRun::kNever) {
+    x.entry_waiting = false;
+    x.line.front()->wake_self_at(now, x.entry_at, tc);
+  }
 }
 
-// The straight-on path's send from link port p to t where an express line starts or ends: true
-// when the wavelet enters the line as an express one (nothing of the line's direction travels
-// it router by router), else the line's count of those is kept and the caller sends it.
-inline bool Router::express_pass(int p, int t, const Arrival& a, uint64_t now, ThreadCtx& tc) {
-  if (m_xin_ports & port_bit(p)) {
-    ExpressRun& x = *m_xin[p];
-    if (x.hop_mode == 0) {
-      x.on_way.push_back(ExpressRun::Flight{now, a.payload, a.ctrl});
-      tc.express_at[(now + static_cast<uint64_t>(x.hops)) & (kExpressSlots - 1)].push_back(ExpressDelivery{&x, x.gen});
-      ++tc.express_pending;
-      return true;
+void Router::add_express_stalls(ExpressRun& x, uint64_t k, uint64_t a0, uint64_t e, ThreadCtx& tc) {
+  const uint64_t L = static_cast<uint64_t>(x.hops), d = static_cast<uint64_t>(x.depth);
+  const bool first = k == 0;
+  auto a = [&](uint64_t j, uint64_t i, uint64_t a0i, uint64_t ei) {
+    if (j == L) return ei;
+    uint64_t v = a0i + j;
+    const uint64_t back = (L - j) * d;
+    if (i >= back) v = std::max(v, x.exit_of(i - back) + (L - j));
+    return v;
+  };
+  const int t = x.exit_port;
+  uint64_t total = 0;
+  uint64_t below = a0;  // a_{j-1}(k)
+  for (uint64_t j = 1; j <= L; ++j) {
+    const uint64_t here = a(j, k, a0, e);
+    uint64_t ready = below + 1;
+    if (!first) ready = std::max(ready, a(j, k - 1, x.last_entered, x.last_exit) + 1);
+    if (here > ready) {
+      x.line[j]->s_stall[t] += here - ready;
+      total += here - ready;
     }
-    ++x.hop_mode;
+    below = here;
   }
-  if (m_xout_ports & port_bit(t)) --m_xout[t]->hop_mode;
-  return false;
+  if (total) tc.color_stall.add_n(1u << x.color, total);
 }
 
-// The general path's arrivals where express lines start, and its sends where they end: they
-// travel (travelled) their line router by router.
-void Router::express_hops(uint32_t arrived, uint32_t sent_ports) {
-  for (uint32_t m = m_xin_ports; m; m &= m - 1) {
-    if ((arrived >> (8 * ctz(m))) & 0xffu) ++m_xin[ctz(m)]->hop_mode;
+void Router::wake_self_at(uint64_t now, uint64_t at, ThreadCtx& tc) {
+  if (at <= now + 1) {
+    tc.mark(this);
+  } else if (m_timed_at != at) {
+    m_timed_at = at;
+    tc.timed.push(now, at, m_id);
   }
-  for (uint32_t m = m_xout_ports & sent_ports; m; m &= m - 1) --m_xout[ctz(m)]->hop_mode;
+}
+
+// The first router of the lines that start here: the credit of its link into each line for the
+// next wavelet (ExpressRun): it may send wavelet k from cycle e_{k-Ld} + L on. True if one
+// that was blocked is not any more (a credit came back, as it were).
+bool Router::express_entry_check(uint64_t now, ThreadCtx& tc) {
+  bool freed = false;
+  for (uint32_t m = m_xin_ports; m; m &= m - 1) {
+    ExpressRun& x = *m_xin[ctz(m)];
+    const uint32_t bit = 1u << x.color;
+    if (now < x.entry_at) {
+      m_blocked[x.exit_port] |= bit;
+      if (x.entry_at == ExpressRun::kNever) x.entry_waiting = true;  // its exit wakes this router
+      else wake_self_at(now, x.entry_at, tc);
+    } else if (m_blocked[x.exit_port] & bit) {
+      m_blocked[x.exit_port] &= ~bit;
+      freed = true;
+    }
+  }
+  return freed;
+}
+
+// The last router of the lines that end here, with credits just taken: a wavelet that waited
+// for one leaves now.
+void Router::express_retry(uint64_t now, ThreadCtx& tc) {
+  for (uint32_t m = m_xout_ports; m; m &= m - 1) {
+    ExpressRun& x = *m_xout[ctz(m)];
+    if (x.waiting) express_try(x, now, tc);
+  }
 }
 
 void ThreadCtx::express_due(uint64_t now) {
   auto& due = express_at[now & (kExpressSlots - 1)];
-  for (const ExpressDelivery& d : due) {
-    ExpressRun& x = *d.run;
-    if (d.gen != x.gen) continue;  // put back into the line meanwhile
-    if (!x.last->express_deliver(x, now, *this)) Router::express_recall(x, now, *this);
-  }
+  for (const ExpressDelivery& d : due) d.run->last->express_try(*d.run, now, *this);
   express_pending -= due.size();
   due.clear();
 }
@@ -394,6 +445,10 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
   // arbiter and pop would do (the buffer's slot is not written: it is empty before and after;
   // the in-flight count does not change).
   const bool credits = take_credits(prev);
+  if (kExpress) {
+    if (m_xout_ports && credits) express_retry(now, tc);
+    if (m_xin_ports && express_entry_check(now, tc)) m_can_sleep = false;  // its arbiters may now send
+  }
   if (m_straight && !(m_occupancy | m_needs_head | m_stall_colors)) {
     uint32_t arrived;
     std::memcpy(&arrived, m_mail[prev].valid, sizeof arrived);
@@ -412,9 +467,8 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
       m_out[t] = a;
       ++s_forwarded[t];
       ++tc.color[c].forwarded;
-      if (kExpress && __builtin_expect((m_xin_ports & port_bit(p)) | (m_xout_ports & port_bit(t)), 0) &&
-          express_pass(p, t, a, now, tc)) {
-        // (into an express line: it reaches the exit x.hops cycles from now)
+      if (kExpress && __builtin_expect(m_xin_ports & port_bit(p), 0)) {
+        express_enter(*m_xin[p], a.payload, a.ctrl, now, tc);  // into an express line
       } else {
         Mailbox& nm = m_nbr[t]->m_mail[now & 1];
         nm.arr[opposite(t)] = a;
@@ -541,7 +595,11 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
     sent |= bit;
     ++s_forwarded[p];
     ++tc.color[c].forwarded;
-    if (n) {
+    if (kExpress && __builtin_expect(m_xin_ports & port_bit(cs.cur_in), 0) && n) {
+      // Into the express line that starts here (its credit: express_entry_check).
+      express_enter(*m_xin[cs.cur_in], out.payload, out.ctrl, now, tc);
+      ++tc.pushed;
+    } else if (n) {
       const int q = opposite(p);
       Mailbox& nm = n->m_mail[now & 1];
       nm.arr[q] = out;
@@ -596,7 +654,6 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
     m_sent_ports = sent_ports;
     tc.moves += static_cast<uint64_t>(__builtin_popcount(sent_ports));
   }
-  if (kExpress && __builtin_expect(m_xin_ports | m_xout_ports, 0)) express_hops(arrived, sent_ports);
   const uint32_t stalled = wanting & ~sent;
   if (stalled) tc.color_stall.add(stalled);
   m_stall_ports = stall_ports;

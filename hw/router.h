@@ -23,38 +23,62 @@ class EdgeChannel;
 class Router;
 
 // A line of routers between PEs that only pass one color straight on along it in one direction
-// (an express line, built by the fabric when Fabric::allow_express() was called). A wavelet of
-// that color that enters the line while none travels it router by router would, router after
-// router, find an empty buffer and a free link with a credit (nothing is ahead of it, and a
-// buffer of depth >= 2 gets its credit back before the next wavelet can need it); the only
-// place it can be held up is the exit link, when the last router has no credit for it. So it
-// is not handed from router to router: it leaves the last router `hops` cycles after the
-// first one sent it, into the exit neighbour's mailbox, with the last router's credit taken
-// then (Router::express_deliver). If that credit is not there, every wavelet still on its way
-// in the line is put back where it would be at that cycle, in the mailbox of the router it
-// reaches then with the credit of the link it came over taken (Router::express_recall), and
-// travels on router by router. The neighbours see the same arrivals, credits and stalls as
-// without it; what is not kept are the line's own port counters, peaks and trace records
-// (which is why only runs that read none of them allow it).
+// (an express line, built by the fabric when Fabric::allow_express() was called). Its wavelets
+// are not handed from router to router: the line keeps them, oldest first, with the cycle the
+// first router sent each (a_0), and works out when each leaves the last router and what the
+// routers between would have done. With one-cycle hops, one color and buffers of depth d >= 2,
+// the routers form a pipeline of FIFOs whose send cycles a_j(k) (router j = 1..L, wavelet k)
+// follow a_j(k) = max(a_{j-1}(k) + 1, a_j(k-1) + 1, a_{j+1}(k-d) + 1), the last term being
+// the credit of the buffer ahead; a_L(k) = e_k, the exit. Unrolled, that gives
+//   e_k = max(a_0(k) + L, e_{k-1} + 1, the first cycle the last router has a credit for it)
+//   a_j(k) = max(a_0(k) + j, e_{k-(L-j)d} + L - j)                   (0 < j < L)
+// (a path through the recurrence that turns back costs 2 per d wavelets, so d >= 2 makes the
+// straight ones the longest). So a wavelet leaves at e_k (Router::express_try), into the exit
+// neighbour's mailbox with the last router's credit taken, as the hops would have done; when
+// that credit is missing it waits for the last router's next visit with credits. The first
+// router may send wavelet k into the line only from cycle e_{k-Ld} + L (its credit for the
+// second router: a_1(k-d) + 1), which it checks at each visit (Router::express_entry_check),
+// so a line that backs up all the way holds the wavelets behind it in the first router, as it
+// would. The stall cycles of the routers between, a_j(k) - max(a_{j-1}(k) + 1, a_j(k-1) + 1)
+// each, are added to their counters when the wavelet leaves. The neighbours see the same
+// arrivals, credits and stalls as without it; what is not kept are the line's own forwarded
+// counts per port, peaks and trace records (which is why only runs that read none of them
+// allow it).
 struct ExpressRun {
   std::vector<Router*> line;         // the routers in the order of travel (hops + 1 of them)
   Router* last = nullptr;            // line.back()
   int exit_port = 0;                 // the direction of travel (each router's output port)
-  int hops = 0;                      // routers after the first
+  int hops = 0;                      // routers after the first (L)
   int color = 0;                     // the one color it carries
-  uint32_t hop_mode = 0;             // wavelets in the line that travel router by router
-  uint32_t gen = 0;                  // bumped when the wavelets on their way are put back
+  int depth = 2;                     // the routers' buffer depth (d)
   struct Flight {
-    uint64_t entered;                // the cycle the first router sent it
+    uint64_t entered;                // the cycle the first router sent it (a_0)
     uint32_t payload;
     uint8_t ctrl;
   };
-  std::deque<Flight> on_way;         // express wavelets not yet out, oldest first
+  std::deque<Flight> on_way;         // wavelets in the line, oldest first
+  uint64_t entered_n = 0;            // wavelets that entered so far (the next one's index)
+  uint64_t exited_n = 0;             // wavelets that left so far
+  uint64_t last_exit = 0;            // the cycle the last one left (exited_n > 0)
+  uint64_t last_entered = 0;         // its a_0
+  bool waiting = false;              // the oldest is due; the last router had no credit for it
+  bool entry_waiting = false;        // the first router waits for a wavelet that has not left
+  uint64_t entry_at = 0;             // the next wavelet may enter from this cycle (kNever: unknown)
+  std::vector<uint64_t> exits;       // e_k of the last (at least hops * depth + 2) wavelets
+  uint64_t exit_mask = 0;            // exits.size() - 1 (a power of two)
+  static constexpr uint64_t kNever = ~uint64_t{0};
+  uint64_t exit_of(uint64_t k) const { return exits[k & exit_mask]; }
+  // entry_at for the next wavelet k: e_{k-Ld} + L (ExpressRun), once that one has left.
+  void update_entry() {
+    const uint64_t back = static_cast<uint64_t>(hops) * static_cast<uint64_t>(depth);
+    if (entered_n < back) entry_at = 0;
+    else if (entered_n - back >= exited_n) entry_at = kNever;
+    else entry_at = exit_of(entered_n - back) + static_cast<uint64_t>(hops);
+  }
 };
 
 struct ExpressDelivery {
-  ExpressRun* run;
-  uint32_t gen;                      // stale (skipped) if the run's gen moved on
+  ExpressRun* run;                   // the line whose oldest wavelet may leave in this cycle
 };
 constexpr int kExpressSlots = 64;  // a line is at most this many routers long
 
@@ -135,13 +159,11 @@ class alignas(64) Router {
   // (kNorth for N-S, kEast for E-W) when the router has no core or channel, else -1.
   int express_axis() const;
   void set_express(int in_port, ExpressRun* entering, int out_port, ExpressRun* leaving);
-  // The cycle the oldest wavelet on its way leaves line x, of which this router is the last:
-  // what its send on the exit link would do (the neighbour's mailbox, this router's credit, the
-  // wake-up). False, and nothing done, when this router has no credit for it.
-  bool express_deliver(ExpressRun& x, uint64_t now, ThreadCtx& tc);
-  // At the start of cycle `now`: every wavelet on its way in line x goes into the mailbox of the
-  // router it reaches in this cycle, as if the router before it had sent it (ExpressRun).
-  static void express_recall(ExpressRun& x, uint64_t now, ThreadCtx& tc);
+  // In cycle `now`, the oldest wavelet of line x, of which this router is the last, leaves if
+  // it is due (e_k, ExpressRun) and this router has a credit for it: what its send on the exit
+  // link would do (the neighbour's mailbox, this router's credit, the wake-up). Without the
+  // credit the line waits for this router's next visit with credits.
+  void express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc);
   bool accepts(int port, int color) const;  // some switch position takes `color` from `port`
 
   // One cycle, in a single visit: take in what the neighbours sent and the credits they
@@ -237,8 +259,11 @@ class alignas(64) Router {
     uint8_t valid[kNumLinkPorts];
   };
 
-  bool express_pass(int p, int t, const Arrival& a, uint64_t now, ThreadCtx& tc);
-  __attribute__((noinline)) void express_hops(uint32_t arrived, uint32_t sent_ports);
+  void express_enter(ExpressRun& x, uint32_t payload, uint8_t ctrl, uint64_t now, ThreadCtx& tc);
+  __attribute__((noinline)) bool express_entry_check(uint64_t now, ThreadCtx& tc);
+  __attribute__((noinline)) void express_retry(uint64_t now, ThreadCtx& tc);
+  void wake_self_at(uint64_t now, uint64_t at, ThreadCtx& tc);
+  static void add_express_stalls(ExpressRun& x, uint64_t k, uint64_t a0, uint64_t e, ThreadCtx& tc);
   bool take_credits(int prev);  // the credits returned in the previous cycle; false if none
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing

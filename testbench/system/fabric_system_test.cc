@@ -686,10 +686,12 @@ TEST(Cli, VcdTraceOfARegion) {
 // ---------------------------------------------------------------------------------------------
 // Express lines (hw/router.h, ExpressRun): wavelets that cross a line of routers that only pass
 // them straight on arrive where and when they do router by router, with the same credits,
-// stalls and totals, under backpressure at the exits, with streams both ways, lines longer
-// than kExpressSlots, lines cut by a crossing and by the thread stripes, and a direction with
-// two colors (not an express line) beside one with one. Slow receivers back the lines up from
-// their exits, so express wavelets are put back into them and travel on router by router.
+// stalls (per router and port, and per color) and totals, under backpressure at the exits,
+// with streams both ways, lines longer than kExpressSlots, lines cut by a crossing and by the
+// thread stripes, and a direction with two colors (not an express line) beside one with one.
+// Slow receivers back the lines up from their exits, some all the way to the first router,
+// which then holds the wavelets behind until the line has room (its credit, worked out from
+// the exits).
 
 struct ExpressResult {
   std::vector<std::vector<TrafficAgent::Arrival>> logs;
@@ -697,6 +699,7 @@ struct ExpressResult {
   FabricTotals totals;
   std::string counters;  // per color forwarded/stall; per router and port stall cycles
   size_t lines = 0;
+  uint64_t entry_stalls = 0;  // stall cycles of the first routers of the column's lower line and the row's eastbound one
 };
 
 ExpressResult run_express(bool express, int depth, int threads, double drain, uint64_t seed) {
@@ -769,11 +772,12 @@ ExpressResult run_express(bool express, int depth, int threads, double drain, ui
   }
   r.counters = os.str();
   r.lines = f.express_lines();
+  r.entry_stalls = f.router(1, mid + 1)->stall_cycles(kSouth, f.cycle()) + f.router(2, row)->stall_cycles(kEast, f.cycle());
   return r;
 }
 
 TEST(Express, LinesMatchRouterByRouter) {
-  for (int depth : {2, 4}) {
+  for (int depth : {2, 3, 4}) {
     for (int threads : {1, 2}) {
       for (auto [drain, seed] : {std::pair{1.0, 7}, {0.25, 7}, {0.04, 7}, {0.1, 11}, {0.04, 12}}) {
         SCOPED_TRACE("depth " + std::to_string(depth) + ", threads " + std::to_string(threads) + ", drain " +
@@ -792,6 +796,10 @@ TEST(Express, LinesMatchRouterByRouter) {
         EXPECT_EQ(hop.sent, x.sent);
         EXPECT_EQ(hop.counters, x.counters);
         expect_same_arrivals(x.logs, hop.logs);
+        // The slowest receivers back the lines up to their first routers.
+        if (drain < 0.05) {
+          EXPECT_GT(hop.entry_stalls, 0u);
+        }
       }
     }
   }
