@@ -238,6 +238,8 @@ void Fabric::build_express() {
         x->exit_mask = ring - 1;
         x->line.front()->set_express(opposite(dir), x.get(), 0, nullptr);
         x->last->set_express(0, nullptr, dir, x.get());
+        // An exit neighbour of the same thread hands its credits straight to the last router.
+        x->direct = x->last->take_credits_directly(dir);
         m_express.push_back(std::move(x));
       }
       run.clear();

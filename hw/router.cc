@@ -108,6 +108,13 @@ void Router::set_express(int in_port, ExpressRun* entering, int out_port, Expres
   }
 }
 
+bool Router::take_credits_directly(int port) {
+  Router* d = m_nbr[port];
+  if (!d || d->m_owner != m_owner) return false;
+  d->m_xnbr_ports |= port_bit(opposite(port));
+  return true;
+}
+
 // Wavelet `k` of line x enters it in cycle `now` (the first router sends it): it is due at the
 // exit `hops` cycles on, unless the ones ahead are still there then (express_try schedules it
 // after them).
@@ -221,11 +228,27 @@ bool Router::express_entry_check(uint64_t now, ThreadCtx& tc) {
 }
 
 // The last router of the lines that end here, with credits just taken: a wavelet that waited
-// for one leaves now.
+// for one leaves now (a line whose exit neighbour hands its credits over directly is tried
+// from express_credit instead).
 void Router::express_retry(uint64_t now, ThreadCtx& tc) {
   for (uint32_t m = m_xout_ports; m; m &= m - 1) {
     ExpressRun& x = *m_xout[ctz(m)];
-    if (x.waiting) express_try(x, now, tc);
+    if (x.waiting && !x.direct) express_try(x, now, tc);
+  }
+}
+
+// A credit for this router's exit link `port` of express line m_xout[port], freed by the exit
+// neighbour (same thread) in cycle `now`. Only express_try reads that credit, at the start of a
+// cycle (ThreadCtx::express_due), so taking it now is taking it in the next cycle, as the
+// mailbox would; a wavelet waiting for it is tried then.
+void Router::express_credit(int port, int color, uint64_t now, ThreadCtx& tc) {
+  ++m_col[color].credit[port];
+  m_blocked[port] &= ~(1u << color);
+  --m_outstanding;
+  ExpressRun& x = *m_xout[port];
+  if (x.waiting) {
+    tc.express_at[(now + 1) & (kExpressSlots - 1)].push_back(ExpressDelivery{&x});
+    ++tc.express_pending;
   }
 }
 
@@ -357,6 +380,7 @@ __attribute__((always_inline)) inline void Router::push(int port, int color, uin
 
 // Removes the head of buffer fi; a buffer fed by a neighbour returns that neighbour a credit
 // through its mailbox of this cycle's parity.
+template <bool kExpress>
 __attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, ThreadCtx& tc) {
   FifoMeta& f = m_fifo[fi];
   if (++f.head == m_depth) f.head = 0;
@@ -366,8 +390,12 @@ __attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, Thr
   if (!f.count) m_col[f.color].nonempty &= static_cast<uint8_t>(~port_bit(f.port));
   if (f.port < kNumLinkPorts) {
     if (Router* n = m_nbr[f.port]) {
-      n->m_mail[now & 1].cred[opposite(f.port)] |= 1u << f.color;
-      wake_neighbour(f.port, tc);
+      if (kExpress && __builtin_expect(m_xnbr_ports & port_bit(f.port), 0)) {
+        n->express_credit(opposite(f.port), f.color, now, tc);
+      } else {
+        n->m_mail[now & 1].cred[opposite(f.port)] |= 1u << f.color;
+        wake_neighbour(f.port, tc);
+      }
     }
   }
 }
@@ -477,8 +505,12 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
         ++m_outstanding;
         wake_neighbour(t, tc);
       }
-      m_nbr[p]->m_mail[now & 1].cred[opposite(p)] |= bit;  // it came over link p, so that neighbour exists
-      wake_neighbour(p, tc);
+      if (kExpress && __builtin_expect(m_xnbr_ports & port_bit(p), 0)) {
+        m_nbr[p]->express_credit(opposite(p), c, now, tc);
+      } else {
+        m_nbr[p]->m_mail[now & 1].cred[opposite(p)] |= bit;  // it came over link p, so that neighbour exists
+        wake_neighbour(p, tc);
+      }
       ++tc.moves;
     };
     auto through = [&](int p, int* c) {  // the output link if the arrival on p can pass, else -1
@@ -624,7 +656,7 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
       // cur_in stays as the round-robin reference; pending == 0 marks the color idle. A push
       // re-arms head selection, so only arm it here if more is already buffered.
       const bool more = m_fifo[fi].count > 1 || (cs.nonempty & ~port_bit(cs.cur_in));
-      pop(fi, now, tc);
+      pop<kExpress>(fi, now, tc);
       ++tc.popped;
       if (w.ctrl && m_route[c].npos > 1) {
         const ColorRoute& r = m_route[c];

@@ -62,6 +62,7 @@ struct ExpressRun {
   uint64_t last_exit = 0;            // the cycle the last one left (exited_n > 0)
   uint64_t last_entered = 0;         // its a_0
   bool waiting = false;              // the oldest is due; the last router had no credit for it
+  bool direct = false;               // the exit neighbour (same thread) hands its credits straight over
   bool entry_waiting = false;        // the first router waits for a wavelet that has not left
   uint64_t entry_at = 0;             // the next wavelet may enter from this cycle (kNever: unknown)
   std::vector<uint64_t> exits;       // e_k of the last (at least hops * depth + 2) wavelets
@@ -159,6 +160,9 @@ class alignas(64) Router {
   // (kNorth for N-S, kEast for E-W) when the router has no core or channel, else -1.
   int express_axis() const;
   void set_express(int in_port, ExpressRun* entering, int out_port, ExpressRun* leaving);
+  // The last router of an express line leaving on `port`: when the neighbour there is stepped by
+  // the same thread, it hands the credits it frees straight to this router (express_credit).
+  bool take_credits_directly(int port);
   // In cycle `now`, the oldest wavelet of line x, of which this router is the last, leaves if
   // it is due (e_k, ExpressRun) and this router has a credit for it: what its send on the exit
   // link would do (the neighbour's mailbox, this router's credit, the wake-up). Without the
@@ -173,7 +177,7 @@ class alignas(64) Router {
   // same cycle, so any visiting order and thread split give the same result.
   // Returns when to visit it again (see schedule()).
   uint64_t step(uint64_t now, ThreadCtx& tc) {
-    return m_xin_ports | m_xout_ports ? step_impl<true>(now, tc) : step_impl<false>(now, tc);
+    return m_xin_ports | m_xout_ports | m_xnbr_ports ? step_impl<true>(now, tc) : step_impl<false>(now, tc);
   }
   // The same, without (kExpress false) the bookkeeping of express lines starting or ending
   // here: the fabric calls that one directly when it has no express lines.
@@ -267,7 +271,9 @@ class alignas(64) Router {
   bool take_credits(int prev);  // the credits returned in the previous cycle; false if none
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
+  template <bool kExpress>
   void pop(int fi, uint64_t now, ThreadCtx& tc);
+  void express_credit(int port, int color, uint64_t now, ThreadCtx& tc);
   bool agent_and_channels(uint64_t now, ThreadCtx& tc, uint32_t ramp_full, uint32_t east_full, uint32_t west_full);
   // Makes the neighbour on link port p visit next cycle (the wake sets keep the visits in id order).
   void wake_neighbour(int p, ThreadCtx& tc) const {
@@ -301,6 +307,8 @@ class alignas(64) Router {
   bool m_has_chan = false;     // an I/O channel hangs off this router (edge rows only)
   uint8_t m_xin_ports = 0;     // link ports where an express line starts (m_xin)
   uint8_t m_xout_ports = 0;    // link ports where an express line ends (m_xout)
+  uint8_t m_xnbr_ports = 0;    // link ports to the last router of an express line in this thread:
+                               // the credits this router frees go straight to it (express_credit)
   uint8_t m_stall_ports = 0;   // ports that stalled in the last full visit (they stall in every slept cycle too)
   uint8_t m_sent_ports = 0;    // what left in the last cycle stepped (for traces), with m_out
   uint8_t m_depth = 1;         // router.buffer_depth, kept here to spare a load per access
