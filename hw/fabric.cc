@@ -240,6 +240,7 @@ void Fabric::build_express() {
         x->last->set_express(0, nullptr, dir, x.get());
         // An exit neighbour of the same thread hands its credits straight to the last router.
         x->direct = x->last->take_credits_directly(dir);
+        x->line.front()->let_neighbour_enter(opposite(dir), x.get());
         m_express.push_back(std::move(x));
       }
       run.clear();

@@ -115,6 +115,13 @@ bool Router::take_credits_directly(int port) {
   return true;
 }
 
+void Router::let_neighbour_enter(int port, ExpressRun* x) {
+  Router* u = m_nbr[port];
+  if (!u || u->m_owner != m_owner) return;
+  u->m_xent[opposite(port)] = x;
+  u->m_xent_ports |= port_bit(opposite(port));
+}
+
 // Wavelet `k` of line x enters it in cycle `now` (the first router sends it): it is due at the
 // exit `hops` cycles on, unless the ones ahead are still there then (express_try schedules it
 // after them).
@@ -630,6 +637,16 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
     if (kExpress && __builtin_expect(m_xin_ports & port_bit(cs.cur_in), 0) && n) {
       // Into the express line that starts here (its credit: express_entry_check).
       express_enter(*m_xin[cs.cur_in], out.payload, out.ctrl, now, tc);
+      ++tc.pushed;
+    } else if (kExpress && __builtin_expect(m_xent_ports & port_bit(p), 0) && cs.credit[p] == m_depth &&
+               now + 1 >= m_xent[p]->entry_at) {
+      // The line's first router would pass it on in the next cycle: it has nothing of ours
+      // buffered or on its way (the credit is whole) and may send it then (entry_at). So it
+      // enters the line now, as sent by that router in the next cycle; the credit that router
+      // would return in the next cycle is never short of one (depth >= 2), so it is not taken.
+      express_enter(*m_xent[p], out.payload, out.ctrl, now + 1, tc);
+      ++tc.color[c].forwarded;  // the first router's send
+      ++tc.express_forwarded;
       ++tc.pushed;
     } else if (n) {
       const int q = opposite(p);

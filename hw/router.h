@@ -40,8 +40,12 @@ class Router;
 // second router: a_1(k-d) + 1), which it checks at each visit (Router::express_entry_check),
 // so a line that backs up all the way holds the wavelets behind it in the first router, as it
 // would. The stall cycles of the routers between, a_j(k) - max(a_{j-1}(k) + 1, a_j(k-1) + 1)
-// each, are added to their counters when the wavelet leaves. The neighbours see the same
-// arrivals, credits and stalls as without it; what is not kept are the line's own forwarded
+// each, are added to their counters when the wavelet leaves. Where the neighbours at either end
+// are stepped by the same thread, the exit neighbour hands the credits it frees straight to the
+// last router (express_credit), and the entry neighbour's general path puts a wavelet straight
+// into the line when the first router would pass it on in the next cycle (its credit for that
+// router whole, entry_at reached), so neither end router is visited for them. The neighbours
+// see the same arrivals, credits and stalls as without it; what is not kept are the line's own forwarded
 // counts per port, peaks and trace records (which is why only runs that read none of them
 // allow it).
 struct ExpressRun {
@@ -163,6 +167,9 @@ class alignas(64) Router {
   // The last router of an express line leaving on `port`: when the neighbour there is stepped by
   // the same thread, it hands the credits it frees straight to this router (express_credit).
   bool take_credits_directly(int port);
+  // The first router of express line x, entered from `port`: when the neighbour there is stepped
+  // by the same thread, that neighbour's general path may put its sends straight into the line.
+  void let_neighbour_enter(int port, ExpressRun* x);
   // In cycle `now`, the oldest wavelet of line x, of which this router is the last, leaves if
   // it is due (e_k, ExpressRun) and this router has a credit for it: what its send on the exit
   // link would do (the neighbour's mailbox, this router's credit, the wake-up). Without the
@@ -177,7 +184,7 @@ class alignas(64) Router {
   // same cycle, so any visiting order and thread split give the same result.
   // Returns when to visit it again (see schedule()).
   uint64_t step(uint64_t now, ThreadCtx& tc) {
-    return m_xin_ports | m_xout_ports | m_xnbr_ports ? step_impl<true>(now, tc) : step_impl<false>(now, tc);
+    return m_xin_ports | m_xout_ports | m_xnbr_ports | m_xent_ports ? step_impl<true>(now, tc) : step_impl<false>(now, tc);
   }
   // The same, without (kExpress false) the bookkeeping of express lines starting or ending
   // here: the fabric calls that one directly when it has no express lines.
@@ -309,6 +316,8 @@ class alignas(64) Router {
   uint8_t m_xout_ports = 0;    // link ports where an express line ends (m_xout)
   uint8_t m_xnbr_ports = 0;    // link ports to the last router of an express line in this thread:
                                // the credits this router frees go straight to it (express_credit)
+  uint8_t m_xent_ports = 0;    // link ports to the first router of an express line in this thread:
+                               // this router's sends may enter the line directly (m_xent)
   uint8_t m_stall_ports = 0;   // ports that stalled in the last full visit (they stall in every slept cycle too)
   uint8_t m_sent_ports = 0;    // what left in the last cycle stepped (for traces), with m_out
   uint8_t m_depth = 1;         // router.buffer_depth, kept here to spare a load per access
@@ -358,6 +367,7 @@ class alignas(64) Router {
   // the port they leave on).
   ExpressRun* m_xin[kNumLinkPorts] = {};
   ExpressRun* m_xout[kNumLinkPorts] = {};
+  ExpressRun* m_xent[kNumLinkPorts] = {};
 
   // --- set-up and cold state ---
   std::unique_ptr<uint64_t[]> m_mem;
