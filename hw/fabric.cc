@@ -462,6 +462,8 @@ void Fabric::reset_stats() {
     for (ColorCounters& c : tc.color) c = ColorCounters{};
     tc.color_stall.clear();
   }
+  for (auto& x : m_express) x->stats_from = m_cycle;
+  for (ThreadCtx& tc : m_ctx) tc.express_forwarded = 0;  // (the routers' own counts start again too)
 }
 
 void Fabric::settle_agents() {

@@ -125,8 +125,8 @@ void Router::let_neighbour_enter(int port, ExpressRun* x) {
 // Wavelet `k` of line x enters it in cycle `now` (the first router sends it): it is due at the
 // exit `hops` cycles on, unless the ones ahead are still there then (express_try schedules it
 // after them).
-void Router::express_enter(ExpressRun& x, uint32_t payload, uint8_t ctrl, uint64_t now, ThreadCtx& tc) {
-  x.on_way.push_back(ExpressRun::Flight{now, payload, ctrl});
+void Router::express_enter(ExpressRun& x, uint32_t payload, uint8_t ctrl, uint64_t now, ThreadCtx& tc, bool direct) {
+  x.on_way.push_back(ExpressRun::Flight{now, payload, ctrl, static_cast<uint8_t>(direct)});
   ++x.entered_n;
   x.update_entry();
   tc.express_at[(now + static_cast<uint64_t>(x.hops)) & (kExpressSlots - 1)].push_back(ExpressDelivery{&x});
@@ -152,8 +152,11 @@ void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
   ++m_outstanding;
   wake_neighbour(t, tc);
   x.on_way.pop_front();
-  tc.color[c].forwarded += L;
-  tc.express_forwarded += L;
+  // The sends of the routers it passed (and of the first one, when it did not pass it itself):
+  // those at or after the last statistics reset.
+  const uint64_t sends = f.entered >= x.stats_from ? L + f.direct : express_sends_since(x, x.exited_n, f.entered, now, f.direct);
+  tc.color[c].forwarded += sends;
+  tc.express_forwarded += sends;
   ++tc.moves;
 
   // The stall cycles of the routers it passed (ExpressRun): a_j(k) - max(a_{j-1}(k) + 1,
@@ -179,6 +182,20 @@ void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
   }
 }
 
+uint64_t Router::express_sends_since(const ExpressRun& x, uint64_t k, uint64_t a0, uint64_t e, bool direct) {
+  const uint64_t L = static_cast<uint64_t>(x.hops), d = static_cast<uint64_t>(x.depth);
+  uint64_t n = direct && a0 >= x.stats_from ? 1 : 0;
+  for (uint64_t j = 1; j <= L; ++j) {
+    uint64_t a = e;
+    if (j < L) {
+      a = a0 + j;
+      if (k >= (L - j) * d) a = std::max(a, x.exit_of(k - (L - j) * d) + (L - j));
+    }
+    if (a >= x.stats_from) ++n;
+  }
+  return n;
+}
+
 void Router::add_express_stalls(ExpressRun& x, uint64_t k, uint64_t a0, uint64_t e, ThreadCtx& tc) {
   const uint64_t L = static_cast<uint64_t>(x.hops), d = static_cast<uint64_t>(x.depth);
   const bool first = k == 0;
@@ -196,6 +213,7 @@ void Router::add_express_stalls(ExpressRun& x, uint64_t k, uint64_t a0, uint64_t
     const uint64_t here = a(j, k, a0, e);
     uint64_t ready = below + 1;
     if (!first) ready = std::max(ready, a(j, k - 1, x.last_entered, x.last_exit) + 1);
+    ready = std::max(ready, x.stats_from);
     if (here > ready) {
       x.line[j]->s_stall[t] += here - ready;
       total += here - ready;
@@ -644,9 +662,7 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
       // buffered or on its way (the credit is whole) and may send it then (entry_at). So it
       // enters the line now, as sent by that router in the next cycle; the credit that router
       // would return in the next cycle is never short of one (depth >= 2), so it is not taken.
-      express_enter(*m_xent[p], out.payload, out.ctrl, now + 1, tc);
-      ++tc.color[c].forwarded;  // the first router's send
-      ++tc.express_forwarded;
+      express_enter(*m_xent[p], out.payload, out.ctrl, now + 1, tc, true);  // (its send counted at exit)
       ++tc.pushed;
     } else if (n) {
       const int q = opposite(p);

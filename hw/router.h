@@ -59,6 +59,7 @@ struct ExpressRun {
     uint64_t entered;                // the cycle the first router sent it (a_0)
     uint32_t payload;
     uint8_t ctrl;
+    uint8_t direct;                  // put in by the entry neighbour: the first router's send is counted at exit
   };
   std::deque<Flight> on_way;         // wavelets in the line, oldest first
   uint64_t entered_n = 0;            // wavelets that entered so far (the next one's index)
@@ -67,6 +68,7 @@ struct ExpressRun {
   uint64_t last_entered = 0;         // its a_0
   bool waiting = false;              // the oldest is due; the last router had no credit for it
   bool direct = false;               // the exit neighbour (same thread) hands its credits straight over
+  uint64_t stats_from = 0;           // stall cycles before this one are not counted (Fabric::reset_stats)
   bool entry_waiting = false;        // the first router waits for a wavelet that has not left
   uint64_t entry_at = 0;             // the next wavelet may enter from this cycle (kNever: unknown)
   std::vector<uint64_t> exits;       // e_k of the last (at least hops * depth + 2) wavelets
@@ -270,11 +272,12 @@ class alignas(64) Router {
     uint8_t valid[kNumLinkPorts];
   };
 
-  void express_enter(ExpressRun& x, uint32_t payload, uint8_t ctrl, uint64_t now, ThreadCtx& tc);
+  void express_enter(ExpressRun& x, uint32_t payload, uint8_t ctrl, uint64_t now, ThreadCtx& tc, bool direct = false);
   __attribute__((noinline)) bool express_entry_check(uint64_t now, ThreadCtx& tc);
   __attribute__((noinline)) void express_retry(uint64_t now, ThreadCtx& tc);
   void wake_self_at(uint64_t now, uint64_t at, ThreadCtx& tc);
   static void add_express_stalls(ExpressRun& x, uint64_t k, uint64_t a0, uint64_t e, ThreadCtx& tc);
+  static uint64_t express_sends_since(const ExpressRun& x, uint64_t k, uint64_t a0, uint64_t e, bool direct);
   bool take_credits(int prev);  // the credits returned in the previous cycle; false if none
   void select_head(int c, uint64_t now);
   uint32_t edge_full(int port, uint64_t now) const;  // ramp, I/O channel or nothing
