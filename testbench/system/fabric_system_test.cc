@@ -702,12 +702,14 @@ struct ExpressResult {
   uint64_t entry_stalls = 0;  // stall cycles of the first routers of the column's lower line and the row's eastbound one
 };
 
-ExpressResult run_express(bool express, int depth, int threads, double drain, uint64_t seed, uint64_t reset_at = 0) {
+ExpressResult run_express(bool express, int depth, int threads, double drain, uint64_t seed, uint64_t reset_at = 0,
+                          VisitOrder order = VisitOrder::kForward) {
   const int w = 40, h = 90, mid = 20, row = 60;
   HwConfig hw = test::small_config(w, h);
   hw.router.buffer_depth = depth;
   hw.router.express = express;
   hw.sim.threads = threads;
+  hw.sim.visit_order = order;
   Fabric f(hw);
   f.allow_express();
   TrafficAgentOptions fast = test::recording(), slow = test::recording();
@@ -813,6 +815,16 @@ TEST(Express, LinesMatchRouterByRouter) {
   EXPECT_EQ(hop.totals.forwarded, x.totals.forwarded);
   EXPECT_EQ(hop.counters, x.counters);
   expect_same_arrivals(x.logs, hop.logs);
+  // Whatever order the routers are visited in (the lines' ends and their neighbours included).
+  for (VisitOrder order : {VisitOrder::kReverse, VisitOrder::kShuffle}) {
+    for (int threads : {1, 2}) {
+      const ExpressResult o = run_express(true, 2, threads, 0.04, 12, 0, order);
+      const ExpressResult ref = run_express(false, 2, threads, 0.04, 12);
+      EXPECT_EQ(ref.totals.cycles, o.totals.cycles);
+      EXPECT_EQ(ref.counters, o.counters);
+      expect_same_arrivals(o.logs, ref.logs);
+    }
+  }
 }
 
 }  // namespace
