@@ -152,17 +152,16 @@ void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
   ++m_outstanding;
   wake_neighbour(t, tc);
   x.on_way.pop_front();
+  ++tc.moves;
+  const uint64_t k = x.exited_n;
   // The sends of the routers it passed (and of the first one, when it did not pass it itself):
   // those at or after the last statistics reset.
-  const uint64_t sends = f.entered >= x.stats_from ? L + f.direct : express_sends_since(x, x.exited_n, f.entered, now, f.direct);
+  const uint64_t sends = f.entered >= x.stats_from ? L + f.direct : express_sends_since(x, k, f.entered, now, f.direct);
   tc.color[c].forwarded += sends;
   tc.express_forwarded += sends;
-  ++tc.moves;
-
   // The stall cycles of the routers it passed (ExpressRun): a_j(k) - max(a_{j-1}(k) + 1,
   // a_j(k-1) + 1) at router j, a_L(k) = now. None when it left at its free-flow cycle (then
   // a_j(k) = a_0(k) + j, and the one before was a cycle ahead of it everywhere).
-  const uint64_t k = x.exited_n;
   if (now != f.entered + L) add_express_stalls(x, k, f.entered, now, tc);
 
   x.exits[k & x.exit_mask] = now;
@@ -183,37 +182,21 @@ void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
 }
 
 uint64_t Router::express_sends_since(const ExpressRun& x, uint64_t k, uint64_t a0, uint64_t e, bool direct) {
-  const uint64_t L = static_cast<uint64_t>(x.hops), d = static_cast<uint64_t>(x.depth);
   uint64_t n = direct && a0 >= x.stats_from ? 1 : 0;
-  for (uint64_t j = 1; j <= L; ++j) {
-    uint64_t a = e;
-    if (j < L) {
-      a = a0 + j;
-      if (k >= (L - j) * d) a = std::max(a, x.exit_of(k - (L - j) * d) + (L - j));
-    }
-    if (a >= x.stats_from) ++n;
+  for (uint64_t j = 1; j <= static_cast<uint64_t>(x.hops); ++j) {
+    if (x.send_cycle(j, k, a0, e) >= x.stats_from) ++n;
   }
   return n;
 }
 
 void Router::add_express_stalls(ExpressRun& x, uint64_t k, uint64_t a0, uint64_t e, ThreadCtx& tc) {
-  const uint64_t L = static_cast<uint64_t>(x.hops), d = static_cast<uint64_t>(x.depth);
-  const bool first = k == 0;
-  auto a = [&](uint64_t j, uint64_t i, uint64_t a0i, uint64_t ei) {
-    if (j == L) return ei;
-    uint64_t v = a0i + j;
-    const uint64_t back = (L - j) * d;
-    if (i >= back) v = std::max(v, x.exit_of(i - back) + (L - j));
-    return v;
-  };
   const int t = x.exit_port;
   uint64_t total = 0;
   uint64_t below = a0;  // a_{j-1}(k)
-  for (uint64_t j = 1; j <= L; ++j) {
-    const uint64_t here = a(j, k, a0, e);
-    uint64_t ready = below + 1;
-    if (!first) ready = std::max(ready, a(j, k - 1, x.last_entered, x.last_exit) + 1);
-    ready = std::max(ready, x.stats_from);
+  for (uint64_t j = 1; j <= static_cast<uint64_t>(x.hops); ++j) {
+    const uint64_t here = x.send_cycle(j, k, a0, e);
+    uint64_t ready = std::max(below + 1, x.stats_from);
+    if (k > 0) ready = std::max(ready, x.send_cycle(j, k - 1, x.last_entered, x.last_exit) + 1);
     if (here > ready) {
       x.line[j]->s_stall[t] += here - ready;
       total += here - ready;

@@ -2,6 +2,7 @@
 // a round-robin arbiter per output link, and credit backpressure. Plain C++, two-phase.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -75,6 +76,14 @@ struct ExpressRun {
   uint64_t exit_mask = 0;            // exits.size() - 1 (a power of two)
   static constexpr uint64_t kNever = ~uint64_t{0};
   uint64_t exit_of(uint64_t k) const { return exits[k & exit_mask]; }
+  // a_j(i), the cycle router j sent wavelet i (ExpressRun), from its a_0 and (j = L) its exit:
+  // a_0 + j, or later where the wavelet (L - j) * depth ahead left late.
+  uint64_t send_cycle(uint64_t j, uint64_t i, uint64_t a0, uint64_t e) const {
+    const uint64_t L = static_cast<uint64_t>(hops);
+    if (j == L) return e;
+    const uint64_t back = (L - j) * static_cast<uint64_t>(depth);
+    return i >= back ? std::max(a0 + j, exit_of(i - back) + (L - j)) : a0 + j;
+  }
   // entry_at for the next wavelet k: e_{k-Ld} + L (ExpressRun), once that one has left.
   void update_entry() {
     const uint64_t back = static_cast<uint64_t>(hops) * static_cast<uint64_t>(depth);
