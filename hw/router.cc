@@ -141,7 +141,7 @@ void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
   const int t = x.exit_port, c = x.color;
   ColorState& cs = m_col[c];
   if (!cs.credit[t]) {
-    x.waiting = true;  // this router's next visit with credits tries again
+    x.waiting = true;  // the credit's return tries again (express_credit, or this router's visit)
     return;
   }
   x.waiting = false;

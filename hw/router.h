@@ -135,7 +135,9 @@ struct alignas(64) ThreadCtx {
   uint64_t* next_bits = nullptr;  // wake_bits[(now + 1) & 1] while cycle `now` is stepped
   void mark(const Router* r);     // step r in the next cycle
   TimedWakes timed;  // routers asleep until a cycle (their core's wake cycle, a channel's slot)
-  // Wavelets leaving an express line, by cycle modulo kExpressSlots (more than any line's hops).
+  // Wavelets leaving an express line, by cycle modulo kExpressSlots. A wavelet is booked at most
+  // hops + 1 <= kExpressSlots cycles ahead (hops + 1 when the entry neighbour puts it in); the
+  // slot of the current cycle is emptied at its start, so a booking 64 ahead waits there.
   std::vector<ExpressDelivery> express_at[kExpressSlots];
   uint64_t express_pending = 0;    // entries in express_at
   uint64_t express_forwarded = 0;  // sends of the routers an express wavelet passed
