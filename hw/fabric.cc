@@ -235,6 +235,7 @@ void Fabric::build_express() {
         size_t ring = 1;
         while (ring < static_cast<size_t>(x->hops) * static_cast<size_t>(rc.buffer_depth) + 2) ring <<= 1;
         x->exits.assign(ring, 0);
+        x->flights.assign(ring, ExpressRun::Flight{});
         x->exit_mask = ring - 1;
         x->line.front()->set_express(opposite(dir), x.get(), 0, nullptr);
         x->last->set_express(0, nullptr, dir, x.get());

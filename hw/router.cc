@@ -126,7 +126,7 @@ void Router::let_neighbour_enter(int port, ExpressRun* x) {
 // exit `hops` cycles on, unless the ones ahead are still there then (express_try schedules it
 // after them).
 void Router::express_enter(ExpressRun& x, uint32_t payload, uint8_t ctrl, uint64_t now, ThreadCtx& tc, bool direct) {
-  x.on_way.push_back(ExpressRun::Flight{now, payload, ctrl, static_cast<uint8_t>(direct)});
+  x.flights[x.entered_n & x.exit_mask] = ExpressRun::Flight{now, payload, ctrl, static_cast<uint8_t>(direct)};
   ++x.entered_n;
   x.update_entry();
   tc.express_at[(now + static_cast<uint64_t>(x.hops)) & (kExpressSlots - 1)].push_back(ExpressDelivery{&x});
@@ -134,8 +134,8 @@ void Router::express_enter(ExpressRun& x, uint32_t payload, uint8_t ctrl, uint64
 }
 
 void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
-  if (x.on_way.empty()) return;
-  const ExpressRun::Flight f = x.on_way.front();
+  if (x.empty()) return;
+  const ExpressRun::Flight f = x.oldest();
   const uint64_t L = static_cast<uint64_t>(x.hops);
   if (f.entered + L > now || (x.exited_n && x.last_exit >= now)) return;  // not due (yet, or one left now)
   const int t = x.exit_port, c = x.color;
@@ -151,7 +151,6 @@ void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
   if (--cs.credit[t] == 0) m_blocked[t] |= 1u << c;
   ++m_outstanding;
   wake_neighbour(t, tc);
-  x.on_way.pop_front();
   ++tc.moves;
   const uint64_t k = x.exited_n;
   // The sends of the routers it passed (and of the first one, when it did not pass it itself):
@@ -170,7 +169,7 @@ void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
   x.last_exit = now;
   x.last_entered = f.entered;
   // The next one leaves one cycle later at the earliest (its own due cycle is scheduled already).
-  if (!x.on_way.empty() && x.on_way.front().entered + L <= now) {
+  if (!x.empty() && x.oldest().entered + L <= now) {
     tc.express_at[(now + 1) & (kExpressSlots - 1)].push_back(ExpressDelivery{&x});
     ++tc.express_pending;
   }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -62,9 +61,13 @@ struct ExpressRun {
     uint8_t ctrl;
     uint8_t direct;                  // put in by the entry neighbour: the first router's send is counted at exit
   };
-  std::deque<Flight> on_way;         // wavelets in the line, oldest first
+  // Wavelets in the line: wavelet k (entered, not left) in flights[k & exit_mask], the oldest
+  // at exited_n. At most hops * depth are in the line (update_entry), fewer than the ring holds.
+  std::vector<Flight> flights;
   uint64_t entered_n = 0;            // wavelets that entered so far (the next one's index)
   uint64_t exited_n = 0;             // wavelets that left so far
+  bool empty() const { return entered_n == exited_n; }
+  const Flight& oldest() const { return flights[exited_n & exit_mask]; }
   uint64_t last_exit = 0;            // the cycle the last one left (exited_n > 0)
   uint64_t last_entered = 0;         // its a_0
   bool waiting = false;              // the oldest is due; the last router had no credit for it
@@ -73,7 +76,7 @@ struct ExpressRun {
   bool entry_waiting = false;        // the first router waits for a wavelet that has not left
   uint64_t entry_at = 0;             // the next wavelet may enter from this cycle (kNever: unknown)
   std::vector<uint64_t> exits;       // e_k of the last (at least hops * depth + 2) wavelets
-  uint64_t exit_mask = 0;            // exits.size() - 1 (a power of two)
+  uint64_t exit_mask = 0;            // exits.size() - 1 (a power of two), also flights.size() - 1
   static constexpr uint64_t kNever = ~uint64_t{0};
   uint64_t exit_of(uint64_t k) const { return exits[k & exit_mask]; }
   // a_j(i), the cycle router j sent wavelet i (ExpressRun), from its a_0 and (j = L) its exit:
