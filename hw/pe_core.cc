@@ -35,11 +35,16 @@ PeCore::PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std:
   }
   m_dsd.resize(static_cast<size_t>(cfg.dsd_regs));
   const std::vector<int> inq = cfg.inq(), outq = cfg.outq();
+  size_t slots = 0;
+  for (int d : inq) slots += static_cast<size_t>(d);
+  for (int d : outq) slots += static_cast<size_t>(d);
+  m_qmem = std::make_unique<QSlot[]>(slots);
+  QSlot* next_slot = m_qmem.get();
   for (int q = 0; q < kNumInputQueues; ++q) {
     Queue& Q = m_inq[q];
     Q.depth = static_cast<uint32_t>(inq[static_cast<size_t>(q)]);
-    Q.slot.assign(Q.depth, 0);
-    Q.ready.assign(Q.depth, 0);
+    Q.slot = next_slot;
+    next_slot += Q.depth;
     Q.color = image.inq_color[q];
     if (Q.color >= 0) {
       m_queue_of_color[Q.color] = static_cast<int8_t>(q);
@@ -50,7 +55,8 @@ PeCore::PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std:
   for (int q = 0; q < kNumOutputQueues; ++q) {
     Queue& Q = m_outq[q];
     Q.depth = static_cast<uint32_t>(outq[static_cast<size_t>(q)]);
-    Q.slot.assign(Q.depth, 0);
+    Q.slot = next_slot;
+    next_slot += Q.depth;
     Q.color = image.outq_color[q];
     if (Q.color >= 0) {
       m_outq_of_color[Q.color] = static_cast<int8_t>(q);
@@ -151,8 +157,7 @@ uint64_t PeCore::deliver(const Wavelet& w, uint64_t ready) {
   Queue& q = m_inq[m_queue_of_color[w.color]];
   uint32_t tail = q.head + q.count;
   if (tail >= q.depth) tail -= q.depth;
-  q.slot[tail] = w.payload;
-  q.ready[tail] = ready;
+  q.slot[tail] = QSlot{ready, w.payload};
   if (++q.count == q.depth) m_full |= 1u << w.color;
   // A lazy core skips on: nothing it replays reads an input queue (the main thread runs an
   // SRAM-only op or pure scalar code and picks no task), and a microthread waiting for this
@@ -170,7 +175,7 @@ uint64_t PeCore::wavelet_wait(const VecOp& op) const {
     if (op.src[s].kind == kMemDsd) continue;
     const Queue& q = m_inq[op.src[s].queue];
     if (!q.count) return kNever;
-    if (q.ready[q.head] > next) until = std::max(until, q.ready[q.head]);
+    if (q.slot[q.head].ready > next) until = std::max(until, q.slot[q.head].ready);
   }
   return m_cfg.lazy ? until : 0;  // CoreConfig::lazy off: evaluated every cycle a wavelet is queued
 }
@@ -226,14 +231,14 @@ bool PeCore::pick_task(uint64_t now) {
   for (uint64_t m = m_data_task & ~m_blocked; m; m &= m - 1) {
     const int t = __builtin_ctzll(m);
     const Queue& q = m_inq[m_queue_of_color[m_color_of_task[t]]];
-    if (q.count && q.ready[q.head] <= now) cand |= uint64_t{1} << t;
+    if (q.count && q.slot[q.head].ready <= now) cand |= uint64_t{1} << t;
   }
   if (!cand) return false;
   const int t = __builtin_ctzll(cand);
   const uint64_t bit = uint64_t{1} << t;
   if (m_data_task & bit) {
     Queue& q = m_inq[m_queue_of_color[m_color_of_task[t]]];
-    m_gpr[15] = q.slot[q.head];
+    m_gpr[15] = q.slot[q.head].payload;
     if (++q.head == q.depth) q.head = 0;
     if (q.count-- == q.depth) m_full &= ~(1u << q.color);
     ++m_consumed;
@@ -625,7 +630,7 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
     if (q >= kNumOutputQueues) q -= kNumOutputQueues;
     Queue& Q = m_outq[q];
     if (!Q.count || ((ramp_full >> Q.color) & 1)) continue;
-    *out = Wavelet{Q.slot[Q.head], static_cast<uint8_t>(Q.color), false};
+    *out = Wavelet{Q.slot[Q.head].payload, static_cast<uint8_t>(Q.color), false};
     if (++Q.head == Q.depth) Q.head = 0;
     if (--Q.count == 0) m_outq_nonempty &= ~(1u << q);
     m_rr_outq = q + 1 == kNumOutputQueues ? 0 : q + 1;

@@ -67,9 +67,14 @@ class PeCore : public PeAgent {
     uint32_t base = 0;      // memory: byte address
     uint32_t len = 0;
   };
+  // A queue slot: the payload and (input queues) the cycle it becomes readable. The slots of all
+  // of a core's queues are one block (m_qmem), a queue's consecutive.
+  struct QSlot {
+    uint64_t ready;
+    uint32_t payload;
+  };
   struct Queue {
-    std::vector<uint32_t> slot;  // payloads
-    std::vector<uint64_t> ready; // input queues: cycle a slot becomes readable
+    QSlot* slot = nullptr;       // depth slots in m_qmem
     uint32_t head = 0, count = 0, depth = 0;
     int color = -1;
   };
@@ -182,6 +187,7 @@ class PeCore : public PeAgent {
   uint32_t m_ut_busy = 0;             // microthreads with an op in flight
 
   // Queues.
+  std::unique_ptr<QSlot[]> m_qmem;
   Queue m_inq[kNumInputQueues];
   Queue m_outq[kNumOutputQueues];
   uint32_t m_full = ~0u;              // colors the core cannot take now (start of cycle)

@@ -239,7 +239,7 @@ void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict
         raw[s] = read_elem(sram + mem_addr(d.base, d.stride, i, bytes), bytes);
       } else {
         Queue& q = m_inq[d.queue];
-        raw[s] = q.slot[q.head];
+        raw[s] = q.slot[q.head].payload;
         if (bytes == 2) raw[s] &= 0xffff;
         if (++q.head == q.depth) q.head = 0;
         if (q.count-- == q.depth) m_full &= ~(1u << q.color);
@@ -257,7 +257,7 @@ void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict
       Queue& q = m_outq[op.dst.queue];
       uint32_t tail = q.head + q.count;
       if (tail >= q.depth) tail -= q.depth;
-      q.slot[tail] = out;
+      q.slot[tail].payload = out;
       ++q.count;
       m_outq_nonempty |= 1u << op.dst.queue;
     }
@@ -323,7 +323,7 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
     const Dsd& d = op.src[s];
     if (d.kind == kMemDsd) continue;
     const Queue& q = m_inq[d.queue];
-    if (!q.count || q.ready[q.head] > now) return 0;  // waits for a wavelet
+    if (!q.count || q.slot[q.head].ready > now) return 0;  // waits for a wavelet
   }
   if (!op.sum && op.dst.kind != kMemDsd && m_outq[op.dst.queue].count == m_outq[op.dst.queue].depth) {
     return 0;  // output queue full
