@@ -18,7 +18,8 @@ class PeAgent {
   // Colors the agent cannot take from the router this cycle (start-of-cycle state). The router
   // reads this before it calls evaluate(), so a slot freed in cycle t is seen in cycle t+1.
   // It changes in evaluate() or deliver(), or at a cycle wake_cycle() names: a router whose
-  // heads wait on it sleeps until then.
+  // heads wait on it sleeps until then. The router keeps a copy, read again after each call of
+  // either and in a visit at or after the named cycle.
   virtual uint32_t full_colors() const = 0;
 
   // Evaluate phase of cycle `now`: consume what has arrived, and offer at most one wavelet for

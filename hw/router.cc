@@ -149,7 +149,6 @@ void Router::express_try(ExpressRun& x, uint64_t now, ThreadCtx& tc) {
   nm.arr[opposite(t)] = Arrival{f.payload, static_cast<uint8_t>(c), f.ctrl};
   nm.valid[opposite(t)] = 1;
   if (--cs.credit[t] == 0) m_blocked[t] |= 1u << c;
-  ++m_outstanding;
   wake_neighbour(t, tc);
   ++tc.moves;
   const uint64_t k = x.exited_n;
@@ -251,7 +250,6 @@ void Router::express_retry(uint64_t now, ThreadCtx& tc) {
 void Router::express_credit(int port, int color, uint64_t now, ThreadCtx& tc) {
   ++m_col[color].credit[port];
   m_blocked[port] &= ~(1u << color);
-  --m_outstanding;
   ExpressRun& x = *m_xout[port];
   if (x.waiting) {
     tc.express_at[(now + 1) & (kExpressSlots - 1)].push_back(ExpressDelivery{&x});
@@ -353,7 +351,7 @@ void Router::select_head(int c, uint64_t now) {
 }
 
 uint32_t Router::edge_full(int port, uint64_t now) const {
-  if (port == kRamp) return m_agent ? m_agent->full_colors() : ~0u;
+  if (port == kRamp) return m_agent_full;  // ~0 without an agent
   if (const EdgeChannel* ch = m_chan[port]) return ch->fabric_can_take(now) ? 0u : ~0u;
   return ~0u;
 }
@@ -420,7 +418,6 @@ __attribute__((always_inline)) inline bool Router::take_credits(int prev) {
     cred[p] = 0;
     m_blocked[p] &= ~back;
     for (uint32_t b = back; b; b &= b - 1) ++m_col[ctz(b)].credit[p];
-    m_outstanding -= static_cast<uint32_t>(__builtin_popcount(back));
   }
   return true;
 }
@@ -437,12 +434,13 @@ __attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t n
     if (m_agent_due != kAgentIdle) ++tc.moves;  // busy, or a wake-up is due: not a deadlock
   } else if (m_agent) {
     Wavelet w;
-    const uint32_t full_before = m_want[kRamp] ? m_agent->full_colors() : 0;
+    const uint32_t full_before = m_agent_full;
     const uint32_t r = m_agent->evaluate(now, ramp_full, &w);
     if (r) ++tc.moves;
+    m_agent_full = m_agent->full_colors();
     // The agent matters to this router's heads only through what it offers and the room in its
     // queues (heads waiting for the ramp).
-    if ((r & PeAgent::kOffered) || (m_want[kRamp] && m_agent->full_colors() != full_before)) changed = true;
+    if ((r & PeAgent::kOffered) || (m_want[kRamp] && m_agent_full != full_before)) changed = true;
     if (r & PeAgent::kOffered) {
       push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(m_cfg->ramp_latency), now);
       ++tc.injected;
@@ -509,7 +507,6 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
         nm.arr[opposite(t)] = a;
         nm.valid[opposite(t)] = 1;
         if (--cs.credit[t] == 0) m_blocked[t] |= bit;
-        ++m_outstanding;
         wake_neighbour(t, tc);
       }
       if (kExpress && __builtin_expect(m_xnbr_ports & port_bit(p), 0)) {
@@ -566,6 +563,9 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
   const RouterConfig& cfg = *m_cfg;
   uint32_t arrived;
   std::memcpy(&arrived, m_mail[prev].valid, sizeof arrived);
+  // A head waits for the ramp and the agent is due: its queues may have opened by themselves at
+  // a cycle it named (PeAgent::full_colors), so the copy is read again.
+  if (m_want[kRamp] && m_agent && now >= m_agent_due) m_agent_full = m_agent->full_colors();
   if (m_can_sleep && !(arrived | static_cast<uint32_t>(credits)) &&
       !(m_want[kRamp] && (m_want[kRamp] & ~edge_full(kRamp, now)))) {
     // Visited for its core or a channel alone: its last visit changed nothing and nothing came
@@ -652,11 +652,11 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
       nm.arr[q] = out;
       nm.valid[q] = 1;
       if (--cs.credit[p] == 0) m_blocked[p] |= bit;
-      ++m_outstanding;
       ++tc.pushed;  // in flight from here (on the link, then in n's buffer)
       wake_neighbour(p, tc);
     } else if (p == kRamp) {
       const uint64_t due = m_agent->deliver(w, now + static_cast<uint64_t>(cfg.ramp_latency));
+      m_agent_full = m_agent->full_colors();
       if (due < m_agent_due) m_agent_due = due;  // an arrival: evaluate the agent then (0: this cycle)
       ++tc.delivered;
     } else {

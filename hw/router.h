@@ -172,7 +172,10 @@ class alignas(64) Router {
     m_chan[port] = ch;
     if (ch) m_has_chan = true;
   }
-  void set_agent(PeAgent* agent) { m_agent = agent; }
+  void set_agent(PeAgent* agent) {
+    m_agent = agent;
+    m_agent_full = agent ? agent->full_colors() : ~0u;
+  }
   PeAgent* agent() const { return m_agent; }
   void allocate_buffers();  // once routes are final
   void link_wakes();        // once every router has its wake-set bit (m_word, m_bit)
@@ -323,7 +326,7 @@ class alignas(64) Router {
   uint32_t m_occupancy = 0;
   uint32_t m_needs_head = 0;   // colors without a head in service that may have one waiting
   uint32_t m_stall_colors = 0; // colors that stalled in the last full visit
-  uint32_t m_outstanding = 0;  // wavelets sent on links whose credit has not come back
+  uint32_t m_agent_full = ~0u; // the agent's full_colors() (it changes in evaluate and deliver only); ~0 without one
   uint32_t m_blocked[kNumLinkPorts] = {};  // colors with no credit left on each output link
   uint32_t m_nbr_wake[kNumLinkPorts] = {}; // the neighbours' wake-set bits (word * 64 + bit)
   bool m_straight = false;     // no core, no channel, one-cycle hops (see step())
