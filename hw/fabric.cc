@@ -273,6 +273,7 @@ bool Fabric::wake_edge(const EdgeChannel& ch, int color) {
                       " (row " + std::to_string(ch.row()) + "): color " + std::to_string(color) +
                       " is not routed into the fabric at " + pe_name(x, ch.row()));
   }
+  r->channel_has_input(ch.side());
   if (m_finalized) wake(r);
   return m_finalized;
 }

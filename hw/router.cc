@@ -66,7 +66,8 @@ void Router::allocate_buffers() {
                          !(r.pos[0].rx & port_bit(kRamp)) && tx == port_bit(t) && t < kNumLinkPorts && m_nbr[t];
     m_col[c].through = static_cast<int8_t>(through ? t : -1);
   }
-  m_straight = !m_agent && !m_has_chan && m_cfg->hop_latency == 1 && m_cfg->straight_path;
+  const bool chan = std::any_of(std::begin(m_chan), std::end(m_chan), [](const EdgeChannel* c) { return c != nullptr; });
+  m_straight = !m_agent && !chan && m_cfg->hop_latency == 1 && m_cfg->straight_path;
   // One block: buffer bookkeeping, then slots (both 8-byte aligned).
   m_depth = static_cast<uint8_t>(m_cfg->buffer_depth);
   const size_t depth = m_depth;
@@ -304,16 +305,14 @@ void Router::reset_stats(uint64_t cycles) {
 uint64_t Router::schedule(uint64_t next) const {
   if (m_occupancy && !m_can_sleep) return next;
   uint64_t at = 0;  // the earliest cycle something is due (0: nothing)
-  if (m_has_chan) {
-    for (int p : {kEast, kWest}) {
-      const EdgeChannel* ch = m_chan[p];
-      if (!ch || !ch->has_inject_work()) continue;
-      const uint64_t slot = ch->offer_cycle(next);  // the host's pushes do not move it
-      if (slot > next) {
-        if (!at || slot < at) at = slot;
-      } else if (!((m_full_in[p] >> ch->fabric_offer(next)->color) & 1) || !m_agent) {
-        return next;
-      }
+  for (uint32_t m = m_chan_in; m; m &= m - 1) {  // the channels with something to inject
+    const int p = ctz(m);
+    const EdgeChannel* ch = m_chan[p];
+    const uint64_t slot = ch->offer_cycle(next);  // the host's pushes do not move it
+    if (slot > next) {
+      if (!at || slot < at) at = slot;
+    } else if (!((m_full_in[p] >> ch->fabric_offer(next)->color) & 1) || !m_agent) {
+      return next;
     }
   }
   if (!m_agent) return at;
@@ -451,14 +450,15 @@ __attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t n
       m_agent_due = t ? t : kAgentIdle;
     }
   }
-  if (m_has_chan) {
-    for (int p : {kEast, kWest}) {
+  if (m_chan_in) {
+    for (uint32_t m = m_chan_in; m; m &= m - 1) {  // the channels with something to inject
+      const int p = ctz(m);
       EdgeChannel* ch = m_chan[p];
-      if (!ch) continue;
       const Wavelet* offer = ch->fabric_offer(now);
       if (!offer || (((p == kEast ? east_full : west_full) >> offer->color) & 1)) continue;
       const Wavelet w = *offer;
       ch->fabric_took_offer(now);
+      if (!ch->has_inject_work()) m_chan_in &= static_cast<uint8_t>(~port_bit(p));
       push(p, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(m_cfg->hop_latency), now);
       ++tc.injected;
       ++tc.pushed;

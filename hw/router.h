@@ -168,10 +168,10 @@ class alignas(64) Router {
   const ColorRoute* route(int color) const;  // nullptr when the color is not routed here
   uint32_t routed_colors() const { return m_routed; }
   void connect(int port, Router* neighbour) { m_nbr[port] = neighbour; }
-  void connect_channel(int port, EdgeChannel* ch) {
-    m_chan[port] = ch;
-    if (ch) m_has_chan = true;
-  }
+  void connect_channel(int port, EdgeChannel* ch) { m_chan[port] = ch; }
+  // The channel on `port` has wavelets to inject (Fabric::wake_edge, when its queue was empty);
+  // the router forgets it when a take empties that queue.
+  void channel_has_input(int port) { m_chan_in |= port_bit(port); }
   void set_agent(PeAgent* agent) {
     m_agent = agent;
     m_agent_full = agent ? agent->full_colors() : ~0u;
@@ -331,7 +331,7 @@ class alignas(64) Router {
   uint32_t m_nbr_wake[kNumLinkPorts] = {}; // the neighbours' wake-set bits (word * 64 + bit)
   bool m_straight = false;     // no core, no channel, one-cycle hops (see step())
   bool m_can_sleep = false;    // the last step changed nothing and every head waits on another PE
-  bool m_has_chan = false;     // an I/O channel hangs off this router (edge rows only)
+  uint8_t m_chan_in = 0;       // ports whose I/O channel has wavelets queued to inject
   uint8_t m_xin_ports = 0;     // link ports where an express line starts (m_xin)
   uint8_t m_xout_ports = 0;    // link ports where an express line ends (m_xout)
   uint8_t m_xnbr_ports = 0;    // link ports to the last router of an express line in this thread:
