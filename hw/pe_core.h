@@ -91,6 +91,7 @@ class PeCore : public PeAgent {
     bool sum = false;           // vsum: no destination
     bool one_per_step = false;  // a fabric operand or a stride other than 1: one element per step
     bool mem_only = false;      // every operand in SRAM
+    bool f32 = false;           // every operand fp32
     bool conflict_known = false, conflict_full = false;  // a full step's bank self-conflict
     uint8_t reads = 0;          // memory sources (one SRAM read each per step)
     uint8_t writes = 0;         // 1 for a memory destination
@@ -126,6 +127,9 @@ class PeCore : public PeAgent {
   template <bool kMemOnly>
   void finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict);
   static float apply(VecOp& op, const float* v, bool* raw_copy);
+  // finish_step's one element of an op whose operands are all fp32 (one with a fabric operand
+  // steps one element at a time).
+  void element_f32(VecOp& op);
   // finish_step's element loop for the common all-fp32, all-SRAM ops; false when it does not apply.
   bool elements_f32(VecOp& op, uint32_t k);
   void complete_main();

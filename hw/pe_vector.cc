@@ -119,6 +119,8 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
   if (!sum && (op.dst.kind != kMemDsd || op.dst.stride != 1)) op.one_per_step = true;
   op.port_cycles = static_cast<uint8_t>(std::max(1, (op.reads + m_cfg.read_ports - 1) / m_cfg.read_ports));
   op.mem_only = op.reads == op.nsrc && (sum || op.dst.kind == kMemDsd);
+  op.f32 = sum || in.fmt2 == NumFormat::kF32;
+  for (int k = 0; k < op.nsrc; ++k) op.f32 = op.f32 && op.sfmt[k] == NumFormat::kF32;
   // When every memory source advances by the same bytes per element, their banks keep their
   // relative places: a full step's self-conflict is the same for the whole op.
   op.conflict_known = false;
@@ -220,6 +222,40 @@ bool PeCore::elements_f32(VecOp& op, uint32_t k) {
   }
 }
 
+inline void PeCore::element_f32(VecOp& op) {
+  uint8_t* const sram = m_sram.get();
+  const uint32_t i = op.done;
+  uint32_t raw[3] = {0, 0, 0};
+  float v[3] = {0, 0, 0};
+  for (int s = 0; s < op.nsrc; ++s) {
+    const Dsd& d = op.src[s];
+    if (d.kind == kMemDsd) {
+      std::memcpy(&raw[s], sram + mem_addr(d.base, d.stride, i, 4), 4);
+    } else {
+      Queue& q = m_inq[d.queue];
+      raw[s] = q.slot[q.head].payload;
+      if (++q.head == q.depth) q.head = 0;
+      if (q.count-- == q.depth) m_full &= ~(1u << q.color);
+      ++m_consumed;
+    }
+    v[s] = f32_from_bits(raw[s]);
+  }
+  bool raw_copy = false;
+  const float r = apply(op, v, &raw_copy);
+  if (op.sum) return;
+  const uint32_t out = raw_copy ? raw[0] : f32_bits(r);
+  if (op.dst.kind == kMemDsd) {
+    std::memcpy(sram + mem_addr(op.dst.base, op.dst.stride, i, 4), &out, 4);
+  } else {
+    Queue& q = m_outq[op.dst.queue];
+    uint32_t tail = q.head + q.count;
+    if (tail >= q.depth) tail -= q.depth;
+    q.slot[tail].payload = out;
+    ++q.count;
+    m_outq_nonempty |= 1u << op.dst.queue;
+  }
+}
+
 // The data movement and arithmetic of one step of k elements, then the op's progress. kMemOnly:
 // every operand is in SRAM (run_solo), so the fabric branches drop out.
 template <bool kMemOnly>
@@ -227,7 +263,11 @@ void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict
   const int bias = m_cfg.cb16_bias;
   const NumFormat dfmt = op.in.fmt2;
   uint8_t* const sram = m_sram.get();
-  const bool fast = kMemOnly && k > 1 && elements_f32(op, k);  // whole runs of run_solo
+  bool fast = kMemOnly && k > 1 && elements_f32(op, k);  // whole runs of run_solo
+  if (!kMemOnly && k == 1 && op.f32) {
+    element_f32(op);
+    fast = true;
+  }
   for (uint32_t e = 0; !fast && e < k; ++e) {
     const uint32_t i = op.done + e;
     uint32_t raw[3] = {0, 0, 0};
