@@ -306,7 +306,7 @@ void Fabric::step_phase(int t, uint64_t now) {
     if (t > next) {
       if (r->m_timed_at != t) {  // one entry per wake-up cycle, however often it is visited meanwhile
         r->m_timed_at = t;
-        tc.timed.push(now, t, r->id());
+        tc.timed.push(now, t, r->wake_index());
       }
     } else if (t) {
       tc.mark(r);
@@ -366,8 +366,8 @@ void Fabric::end_cycle(uint64_t now) {
     pushed += tc.pushed;
     popped += tc.popped;
     // Routers whose agent's busy stretch ends now rejoin (unless something woke them already).
-    tc.timed.take(now, [&](uint32_t id, uint64_t c) {
-      Router* r = m_routers[id].get();
+    tc.timed.take(now, [&](uint32_t k, uint64_t c) {
+      Router* r = m_by_bit[k];
       if (r->m_timed_at == c) r->m_timed_at = 0;
       mark_between(c, r);
     });

@@ -210,7 +210,7 @@ void Router::wake_self_at(uint64_t now, uint64_t at, ThreadCtx& tc) {
     tc.mark(this);
   } else if (m_timed_at != at) {
     m_timed_at = at;
-    tc.timed.push(now, at, m_id);
+    tc.timed.push(now, at, wake_index());
   }
 }
 

@@ -160,6 +160,8 @@ class alignas(64) Router {
   Router(uint32_t id, int x, int y, const RouterConfig& cfg);
 
   uint32_t id() const { return m_id; }
+  // Its place in the wake sets, word * 64 + bit (Fabric::m_by_bit): what the timed list keeps.
+  uint32_t wake_index() const { return m_word * 64u + static_cast<uint32_t>(__builtin_ctzll(m_bit)); }
   int x() const { return m_x; }
   int y() const { return m_y; }
 

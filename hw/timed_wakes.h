@@ -1,6 +1,7 @@
-// Routers asleep until a given cycle (ThreadCtx::timed): one bucket per cycle for the next
-// kSlots cycles, and a heap for wake-ups further out. Each entry comes out in the cycle it
-// names, once; the order within a cycle does not matter (they set wake bits).
+// Routers asleep until a given cycle (ThreadCtx::timed), by their place in the wake sets
+// (Router::wake_index): one bucket per cycle for the next kSlots cycles, and a heap for wake-ups
+// further out. Each entry comes out in the cycle it names, once; the order within a cycle does
+// not matter (they set wake bits).
 #pragma once
 
 #include <array>
@@ -13,11 +14,11 @@
 namespace wafersim {
 
 //   TimedWakes w;
-//   w.push(now, now + 40, id);                  // during cycle `now`
-//   w.take(now, [](uint32_t id, uint64_t c) {});  // after cycle `now`: the entries of now + 1
+//   w.push(now, now + 40, k);                  // during cycle `now`
+//   w.take(now, [](uint32_t k, uint64_t c) {});  // after cycle `now`: the entries of now + 1
 class TimedWakes {
  public:
-  // During cycle `now`: router `id` wakes at cycle `at` (> now + 1).
+  // During cycle `now`: router `id` (its wake index) wakes at cycle `at` (> now + 1).
   void push(uint64_t now, uint64_t at, uint32_t id) {
     ++m_count;
     if (at - now <= kSlots) {
