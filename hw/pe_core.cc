@@ -540,7 +540,8 @@ void PeCore::update_lazy(uint64_t now) {
   } else {
     t = std::max(m_next_exec, now + 1);
   }
-  m_lazy_until = std::min(pure_run_end(t), ut_wake);
+  // (pure_run_end(t) >= t: a microthread's wake-up no later than t ends the window anyway.)
+  m_lazy_until = ut_wake <= t ? ut_wake : std::min(pure_run_end(t), ut_wake);
   if (m_lazy_until > now + 1) m_lazy = kLazyOn;
 }
 
