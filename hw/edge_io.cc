@@ -8,8 +8,8 @@ namespace wafersim {
 
 EdgeChannel::EdgeChannel(Fabric* fabric, int side, int index, int row, int depth,
                          double wavelets_per_cycle)
-    : m_depth(static_cast<size_t>(depth)),
-      m_in(m_depth),
+    : m_in(static_cast<size_t>(depth)),
+      m_depth(static_cast<size_t>(depth)),
       m_out(m_depth),
       m_period(wavelets_per_cycle >= 1.0 ? 1.0 : 1.0 / wavelets_per_cycle),
       m_fabric(fabric),
@@ -32,6 +32,7 @@ bool EdgeChannel::try_inject(const Wavelet& w) {
     // Throws if the edge router does not route this color in; true once the fabric is final.
     if (m_fabric->wake_edge(*this, w.color)) m_checked_colors |= bit;
   }
+  if (m_in.empty()) m_in_front = w;
   m_in.push_back(w);
   return true;
 }
@@ -45,6 +46,7 @@ bool EdgeChannel::try_receive(Wavelet* w) {
 
 void EdgeChannel::fabric_took_offer(uint64_t now) {
   m_in.pop_front();
+  if (!m_in.empty()) m_in_front = m_in.front();
   m_in_next = next_slot(m_in_next, now);
   ++m_injected;
   if (m_took) m_took->fetch_or(m_took_bit, std::memory_order_relaxed);  // routers of any thread

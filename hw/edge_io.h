@@ -47,7 +47,7 @@ class BoundedQueue {
 //   EdgeChannel* ch = fabric.channel(kEast, 0);
 //   if (!ch->try_inject({payload, color, false})) { /* fabric backed up: retry next cycle */ }
 //   Wavelet w; while (ch->try_receive(&w)) consume(w);
-class EdgeChannel {
+class alignas(64) EdgeChannel {
  public:
   EdgeChannel(Fabric* fabric, int side, int index, int row, int depth, double wavelets_per_cycle);
 
@@ -77,7 +77,7 @@ class EdgeChannel {
   // Fabric side; called by the owning edge router only.
   bool fabric_can_take(uint64_t now) const { return m_out.size() < m_depth && rate_ok(m_out_next, now); }
   const Wavelet* fabric_offer(uint64_t now) const {
-    return !m_in.empty() && rate_ok(m_in_next, now) ? &m_in.front() : nullptr;
+    return !m_in.empty() && rate_ok(m_in_next, now) ? &m_in_front : nullptr;
   }
   void fabric_took_offer(uint64_t now);
   void fabric_deliver(const Wavelet& w, uint64_t now, uint64_t ready);
@@ -92,10 +92,13 @@ class EdgeChannel {
   static bool rate_ok(double next, uint64_t now) { return static_cast<double>(now) >= next; }
   double next_slot(double next, uint64_t now) const;
 
-  // What the edge router reads on its visits first.
-  size_t m_depth;
-  double m_in_next = 0, m_out_next = 0;
+  // What the edge router reads on its visits first, in the first cache line: whether there is
+  // an offer, its rate slot and (a copy of m_in's head) the wavelet itself.
+  double m_in_next = 0;
+  Wavelet m_in_front;  // m_in.front() while m_in is not empty
   BoundedQueue<Wavelet> m_in;
+  size_t m_depth;
+  double m_out_next = 0;
   BoundedQueue<std::pair<uint64_t, Wavelet>> m_out;  // (ready cycle, wavelet)
   double m_period;  // cycles per wavelet
   bool m_auto_drain = false, m_record = false;
