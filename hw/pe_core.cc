@@ -357,7 +357,7 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
       // Its first step is in this cycle. With every operand in SRAM and no microthread busy
       // (none can start before it ends), all its steps run now (run_solo, as evaluate() would
       // run them from the next cycle on; the first step has the ports and banks to itself).
-      if (m_main_op.mem_only && !m_ut_busy) run_solo(now, m_main_op);
+      if (m_main_op.active && m_main_op.mem_only && !m_ut_busy) run_solo(now, m_main_op);
       else step_vector(now, m_main_op, res);
       if (!m_main_op.active) complete_main();
       return true;
