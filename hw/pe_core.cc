@@ -237,11 +237,7 @@ bool PeCore::pick_task(uint64_t now) {
   const int t = __builtin_ctzll(cand);
   const uint64_t bit = uint64_t{1} << t;
   if (m_data_task & bit) {
-    Queue& q = m_inq[m_queue_of_color[m_color_of_task[t]]];
-    m_gpr[15] = q.slot[q.head].payload;
-    if (++q.head == q.depth) q.head = 0;
-    if (q.count-- == q.depth) m_full &= ~(1u << q.color);
-    ++m_consumed;
+    m_gpr[15] = take_input(m_inq[m_queue_of_color[m_color_of_task[t]]]);
   } else {
     m_activated &= ~bit;
   }

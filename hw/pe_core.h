@@ -130,6 +130,23 @@ class PeCore : public PeAgent {
   // finish_step's one element of an op whose operands are all fp32 (one with a fabric operand
   // steps one element at a time).
   void element_f32(VecOp& op);
+  // Takes the head of an input queue (its slot frees for the router: m_full).
+  uint32_t take_input(Queue& q) {
+    const uint32_t v = q.slot[q.head].payload;
+    if (++q.head == q.depth) q.head = 0;
+    if (q.count-- == q.depth) m_full &= ~(1u << q.color);
+    ++m_consumed;
+    return v;
+  }
+  // Appends to output queue q (the caller checked it has room).
+  void put_output(int q, uint32_t v) {
+    Queue& Q = m_outq[q];
+    uint32_t tail = Q.head + Q.count;
+    if (tail >= Q.depth) tail -= Q.depth;
+    Q.slot[tail].payload = v;
+    ++Q.count;
+    m_outq_nonempty |= 1u << q;
+  }
   // finish_step's element loop for the common all-fp32, all-SRAM ops; false when it does not apply.
   bool elements_f32(VecOp& op, uint32_t k);
   void complete_main();

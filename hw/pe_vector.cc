@@ -232,11 +232,7 @@ inline void PeCore::element_f32(VecOp& op) {
     if (d.kind == kMemDsd) {
       std::memcpy(&raw[s], sram + mem_addr(d.base, d.stride, i, 4), 4);
     } else {
-      Queue& q = m_inq[d.queue];
-      raw[s] = q.slot[q.head].payload;
-      if (++q.head == q.depth) q.head = 0;
-      if (q.count-- == q.depth) m_full &= ~(1u << q.color);
-      ++m_consumed;
+      raw[s] = take_input(m_inq[d.queue]);
     }
     v[s] = f32_from_bits(raw[s]);
   }
@@ -247,12 +243,7 @@ inline void PeCore::element_f32(VecOp& op) {
   if (op.dst.kind == kMemDsd) {
     std::memcpy(sram + mem_addr(op.dst.base, op.dst.stride, i, 4), &out, 4);
   } else {
-    Queue& q = m_outq[op.dst.queue];
-    uint32_t tail = q.head + q.count;
-    if (tail >= q.depth) tail -= q.depth;
-    q.slot[tail].payload = out;
-    ++q.count;
-    m_outq_nonempty |= 1u << op.dst.queue;
+    put_output(op.dst.queue, out);
   }
 }
 
@@ -278,12 +269,8 @@ void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict
       if (kMemOnly || d.kind == kMemDsd) {
         raw[s] = read_elem(sram + mem_addr(d.base, d.stride, i, bytes), bytes);
       } else {
-        Queue& q = m_inq[d.queue];
-        raw[s] = q.slot[q.head].payload;
+        raw[s] = take_input(m_inq[d.queue]);
         if (bytes == 2) raw[s] &= 0xffff;
-        if (++q.head == q.depth) q.head = 0;
-        if (q.count-- == q.depth) m_full &= ~(1u << q.color);
-        ++m_consumed;
       }
       v[s] = widen(op.sfmt[s], raw[s], bias);
     }
@@ -294,12 +281,7 @@ void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict
     if (kMemOnly || op.dst.kind == kMemDsd) {
       std::memcpy(sram + mem_addr(op.dst.base, op.dst.stride, i, op.dbytes), &out, op.dbytes);
     } else {
-      Queue& q = m_outq[op.dst.queue];
-      uint32_t tail = q.head + q.count;
-      if (tail >= q.depth) tail -= q.depth;
-      q.slot[tail].payload = out;
-      ++q.count;
-      m_outq_nonempty |= 1u << op.dst.queue;
+      put_output(op.dst.queue, out);
     }
   }
   op.done += k;
