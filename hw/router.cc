@@ -450,21 +450,19 @@ __attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t n
       m_agent_due = t ? t : kAgentIdle;
     }
   }
-  if (m_chan_in) {
-    for (uint32_t m = m_chan_in; m; m &= m - 1) {  // the channels with something to inject
-      const int p = ctz(m);
-      EdgeChannel* ch = m_chan[p];
-      const Wavelet* offer = ch->fabric_offer(now);
-      if (!offer || (((p == kEast ? east_full : west_full) >> offer->color) & 1)) continue;
-      const Wavelet w = *offer;
-      ch->fabric_took_offer(now);
-      if (!ch->has_inject_work()) m_chan_in &= static_cast<uint8_t>(~port_bit(p));
-      push(p, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(m_cfg->hop_latency), now);
-      ++tc.injected;
-      ++tc.pushed;
-      ++tc.moves;
-      changed = true;
-    }
+  for (uint32_t m = m_chan_in; m; m &= m - 1) {  // the channels with something to inject
+    const int p = ctz(m);
+    EdgeChannel* ch = m_chan[p];
+    const Wavelet* offer = ch->fabric_offer(now);
+    if (!offer || (((p == kEast ? east_full : west_full) >> offer->color) & 1)) continue;
+    const Wavelet w = *offer;
+    ch->fabric_took_offer(now);
+    if (!ch->has_inject_work()) m_chan_in &= static_cast<uint8_t>(~port_bit(p));
+    push(p, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(m_cfg->hop_latency), now);
+    ++tc.injected;
+    ++tc.pushed;
+    ++tc.moves;
+    changed = true;
   }
   return changed;
 }
