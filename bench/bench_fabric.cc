@@ -82,6 +82,7 @@ int sc_main(int argc, char** argv) {
                         {"active_pe_cycles_per_s", static_cast<double>(active) / s},
                         {"injected", t.injected},
                         {"delivered", t.delivered},
+                        {"forwarded", t.forwarded},
                         {"peak_rss_kb", ru.ru_maxrss}};
     std::cout << j.dump() << std::endl;
   } catch (const std::exception& e) {
