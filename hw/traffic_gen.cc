@@ -338,6 +338,17 @@ TrafficPlan program_traffic(Fabric& fabric, const TrafficConfig& cfg) {
     hotspot(c, 3);
     random_flows(c, 4, used);
   }
+  // A region too small for its pattern places nothing: say so rather than run an empty fabric.
+  if (c.plan.flows == 0 && c.plan.skipped == 0 && p != "file" && !(p == "random" && cfg.flows == 0)) {
+    std::ostringstream os;
+    os << "traffic pattern " << p << " makes no flow in the " << c.reg.width() << " x " << c.reg.height()
+       << (cfg.region.empty() ? " fabric" : " region (traffic.region)");
+    if (p == "neighbour") os << ": it needs a side longer than traffic.hops = " << cfg.hops;
+    else if (p == "row-broadcast") os << ": it needs at least 2 PEs in a row";
+    else if (p == "column-broadcast") os << ": it needs at least 2 PEs in a column";
+    else os << ": it needs at least 2 PEs";
+    throw ConfigError(os.str());
+  }
   c.b.apply();
   if (p == "file") {
     for (const Router* r : fabric.routers()) c.colors_used |= r->routed_colors();

@@ -106,6 +106,33 @@ TEST(RouteFile, MissingFileIsAClearError) {
   }
 }
 
+// A pattern that the fabric or region is too small for is an error, not an empty run.
+TEST(Traffic, PatternWithNoFlowIsAClearError) {
+  auto error = [](const std::string& pattern, int w, int h, int hops, const std::string& region) {
+    Fabric f(small_config(w, h));
+    TrafficConfig tc;
+    tc.pattern = pattern;
+    tc.hops = hops;
+    tc.region = region;
+    try {
+      program_traffic(f, tc);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string n = error("neighbour", 4, 4, 8, "");
+  EXPECT_TRUE(contains(n, "traffic pattern neighbour makes no flow in the 4 x 4 fabric")) << n;
+  EXPECT_TRUE(contains(n, "longer than traffic.hops = 8")) << n;
+  EXPECT_EQ(error("neighbour", 4, 4, 3, ""), "");  // 3 hops fit
+  EXPECT_EQ(error("neighbour", 9, 1, 8, ""), "");  // one row long enough
+  const std::string r = error("row-broadcast", 8, 8, 8, "2:2,0:7");
+  EXPECT_TRUE(contains(r, "in the 1 x 8 region (traffic.region): it needs at least 2 PEs in a row")) << r;
+  EXPECT_EQ(error("column-broadcast", 8, 8, 8, "2:2,0:7"), "");
+  EXPECT_TRUE(contains(error("column-broadcast", 8, 1, 8, ""), "at least 2 PEs in a column"));
+  EXPECT_TRUE(contains(error("random", 8, 8, 8, "3:3,3:3"), "random makes no flow in the 1 x 1 region"));
+}
+
 TEST(Watchdog, MustOutlastTheSlowestChannel) {
   HwConfig cfg = small_config(8, 8);
   cfg.io.channel_gbps = 0.05;  // one wavelet per 544 cycles at 850 MHz
