@@ -105,7 +105,7 @@ void add_sim_options(po::options_description& d, HwConfig& hw, std::string& visi
 
 void add_stats_options(po::options_description& d, StatsOptions& st, TraceOptions& tr) {
   d.add_options()
-      ("stats.out", po::value(&st.out)->default_value(st.out), "results directory")
+      ("stats.out,o", po::value(&st.out)->default_value(st.out), "results directory (also -o)")
       ("stats.warmup", po::value(&st.warmup)->default_value(st.warmup), "cycles before the counters restart")
       ("stats.interval", po::value(&st.interval)->default_value(st.interval), "also write stats every N cycles (0 = at the end only)")
       ("trace.vcd", po::value(&tr.vcd)->default_value(tr.vcd), "VCD file to write (empty = no trace)")

@@ -224,6 +224,17 @@ TEST(ConfigParse, DefaultsAreTheWse2Figures) {
   EXPECT_EQ(cfg.traffic.pattern, "random");
 }
 
+// -o is --stats.out, as -o is the output directory of train, compile and kernel.
+TEST(ConfigParse, ShortOutputOptionIsStatsOut) {
+  FabricRunConfig cfg;
+  std::ostringstream out;
+  ASSERT_TRUE(parse_fabric_options({"-o", "there"}, &cfg, out));
+  EXPECT_EQ(cfg.stats.out, "there");
+  RunConfig run;
+  ASSERT_TRUE(parse_run_options({"prog", "-o", "here"}, &run, out));
+  EXPECT_EQ(run.stats.out, "here");
+}
+
 TEST(ConfigParse, ErrorsAreConfigErrors) {
   FabricRunConfig cfg;
   std::ostringstream out;
