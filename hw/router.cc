@@ -1,6 +1,7 @@
 #include "hw/router.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 #include "hw/edge_io.h"
@@ -127,6 +128,9 @@ void Router::let_neighbour_enter(int port, ExpressRun* x) {
 // exit `hops` cycles on, unless the ones ahead are still there then (express_try schedules it
 // after them).
 void Router::express_enter(ExpressRun& x, uint32_t payload, uint8_t ctrl, uint64_t now, ThreadCtx& tc, bool direct) {
+  // The entry rule keeps at most hops * depth wavelets in a line, fewer than its ring holds.
+  assert(x.entered_n - x.exited_n <= static_cast<uint64_t>(x.hops) * static_cast<uint64_t>(x.depth) &&
+         x.entered_n - x.exited_n <= x.exit_mask);
   x.flights[x.entered_n & x.exit_mask] = ExpressRun::Flight{now, payload, ctrl, static_cast<uint8_t>(direct)};
   ++x.entered_n;
   x.update_entry();
