@@ -222,6 +222,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     const long long last = state.step + c.steps;
     const long long every = c.log_every ? c.log_every : std::max<long long>(1, c.steps / 20);
     std::string losses_csv = "step,mean_loss,cycles\n";
+    const FabricTotals traffic0 = t.fabric().totals();  // (a whole-fabric scan: before the host timer)
     const auto h0 = std::chrono::steady_clock::now();
     uint64_t cycles0 = t.cycles();
     double window_loss = 0, last_loss = 0;
@@ -288,6 +289,9 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
                        fixed(rep["pe_cycles_per_host_second"].get<double>() / 1e6, 2) + " M PE-cycles/s\n" +
                        "  input backpressure   " + std::to_string(t.input_refused()) +
                        " host-cycles in which a channel refused the input worker\n";
+    FabricTraffic traffic;
+    traffic.add(traffic0, t.fabric().totals());
+    report_fabric_traffic(traffic, cycles, rep, text);
     if (c.eval && test.count > 0) {
       const double acc = test_accuracy(g, r.compiled.plan, c, final_state, test);
       rep["test_accuracy_pct"] = acc;

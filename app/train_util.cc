@@ -59,6 +59,21 @@ void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, c
   write_text(std::filesystem::path(c.out) / "config.ini", c.resolved_ini);
 }
 
+void FabricTraffic::add(const FabricTotals& before, const FabricTotals& after) {
+  sends += after.forwarded - before.forwarded;
+  injected += after.injected - before.injected;
+  delivered += after.delivered - before.delivered;
+}
+
+void report_fabric_traffic(const FabricTraffic& t, uint64_t cycles, nlohmann::json& rep, std::string& text) {
+  const double per_cycle = cycles ? static_cast<double>(t.sends) / static_cast<double>(cycles) : 0.0;
+  rep["fabric"] = {{"router_sends", t.sends}, {"injected", t.injected}, {"delivered", t.delivered},
+                   {"router_sends_per_cycle", per_cycle}};
+  text += "  fabric traffic       " + std::to_string(t.sends) + " router sends (links, ramps, channels; " +
+          fixed(per_cycle, 1) + " per cycle), " + std::to_string(t.injected) + " wavelets injected, " +
+          std::to_string(t.delivered) + " delivered\n";
+}
+
 void finish_run_report(const TrainConfig& c, double wall_seconds, nlohmann::json& rep, std::string text, std::ostream& out) {
   text += "  wall time            " + fixed(wall_seconds, 1) + " s (compile, train, evaluate)\n";
   rep["wall_seconds"] = wall_seconds;

@@ -10,6 +10,7 @@
 #include "app/options.h"
 #include "compiler/kernel_graph.h"
 #include "compiler/onnx_model.h"
+#include "hw/fabric.h"
 #include "tlm/dataset.h"
 
 namespace wafersim {
@@ -24,6 +25,16 @@ void write_text(const std::filesystem::path& p, const std::string& s);  // atomi
 long long checkpoint_number(const compiler::OnnxModel& m, const TrainConfig& c, const char* key);
 // The compile report (JSON and text) and the resolved configuration, into c.out.
 void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text);
+// The wafers' traffic over a run: FabricTotals' counts between two readings, summed over the
+// systems (a reading is whole-fabric, so take it outside the cycle loop).
+struct FabricTraffic {
+  uint64_t sends = 0;      // router sends: link hops, ramp deliveries, channel transfers
+  uint64_t injected = 0;   // wavelets into the fabric from cores and channels
+  uint64_t delivered = 0;  // wavelets out of it to cores and channels
+  void add(const FabricTotals& before, const FabricTotals& after);
+};
+// Into the run report: "fabric" in the JSON and one text line.
+void report_fabric_traffic(const FabricTraffic& t, uint64_t cycles, nlohmann::json& rep, std::string& text);
 // The end of a training run: the wall time into the report, the report printed and written
 // (run_report.json and .txt, atomically) into c.out.
 void finish_run_report(const TrainConfig& c, double wall_seconds, nlohmann::json& rep, std::string text, std::ostream& out);

@@ -264,6 +264,8 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   long long window = 0;
   out << "training " << c.steps << " steps of " << B << " samples on " << c.ws.systems << " system(s), weight streaming ("
       << train.count << " in the training set)\n";
+  std::vector<FabricTotals> traffic0;
+  for (int i = 0; i < t.systems(); ++i) traffic0.push_back(t.system(i).fabric().totals());
   const auto h0 = Clock::now();
   while (t.steps_done() < last) {
     const tlm::WsStepResult s = t.step();
@@ -344,6 +346,9 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   text += "  host time            " + fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s; outside the wafers' cycle loops " +
           fixed(100.0 * (host - t.wafer_seconds()) / host, 2) + " % of it (host models " + fixed(100.0 * t.host_model_seconds() / host, 2) +
           " %, the rest SystemC, TLM, the input workers)\n";
+  FabricTraffic traffic;  // of every system
+  for (int i = 0; i < t.systems(); ++i) traffic.add(traffic0[static_cast<size_t>(i)], t.system(i).fabric().totals());
+  report_fabric_traffic(traffic, cycles, rep, text);
   if (c.eval && test.count > 0) {
     const auto w = t.weights(), bs = t.biases();
     long long right = 0;

@@ -89,6 +89,14 @@ TEST_F(TrainCli, DeterministicAcrossRunsAndThreadCounts) {
   train({"--train.steps", "3", "--train.eval", "0", "--sim.threads", "2", "-o", b.string()});
   EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv"));
   EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx"));
+  // The fabric's traffic (run report) is the same count whatever the threads, and adds up: every
+  // wavelet delivered was sent by a router, and something was injected.
+  auto traffic = [](const fs::path& d) { return nlohmann::json::parse(slurp(d / "run_report.json")).at("fabric"); };
+  const nlohmann::json ta = traffic(a);
+  EXPECT_EQ(ta, traffic(b));
+  EXPECT_GT(ta.at("injected").get<uint64_t>(), 0u);
+  EXPECT_GE(ta.at("router_sends").get<uint64_t>(), ta.at("delivered").get<uint64_t>());
+  EXPECT_GT(ta.at("delivered").get<uint64_t>(), 0u);
   // A different seed shuffles differently.
   const fs::path c = tmp_path("tr_det3");
   fs::remove_all(c);

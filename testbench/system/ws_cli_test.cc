@@ -164,6 +164,7 @@ TEST_F(WsCli, ExpressLinesChangeNoResult) {
     const nlohmann::json ra = report(a), rb = report(b);
     EXPECT_EQ(ra, rb) << ra.dump(1) << "\n" << rb.dump(1);
     EXPECT_GT(ra.value("cycles", 0), 0);
+    EXPECT_GT(ra.at("fabric").at("router_sends").get<uint64_t>(), 0u);  // the lines' sends are counted alike
   }
 }
 
