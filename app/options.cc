@@ -365,7 +365,10 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
         ("data.std", po::value(&c.norm.std)->default_value(c.norm.std), "")
         ("trace.vcd", po::value(&c.trace.vcd)->default_value(c.trace.vcd), "VCD file of the run (empty = no trace; slows the run)")
         ("trace.region", po::value(&c.trace.region)->default_value(c.trace.region),
-         "x0:x1,y0:y1 of traced PEs (required with trace.vcd)");
+         "x0:x1,y0:y1 of traced PEs (required with trace.vcd)")
+        ("stats.fabric", po::value(&c.fabric_stats)->default_value(c.fabric_stats),
+         "write the wafer's port, color and per-PE counters over the steps to OUT/fabric (weight streaming: "
+         "OUT/fabric/system_K, and no express lines, so slower); scripts/plot_fabric_heatmaps draws them");
   }
   add_fabric_options(fabric, c.hw);
   add_router_options(router, c.hw);

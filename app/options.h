@@ -80,6 +80,7 @@ struct TrainConfig {
   tlm::Normalize norm;
   bool eval = true;
   TraceOptions trace;  // VCD of a region of PEs during training
+  bool fabric_stats = false;  // the wafers' counters and per-PE matrices over the steps, into OUT/fabric
   // Weight streaming and the cluster.
   compiler::WsOptions ws;         // batch and systems are copied in from train.batch and --systems
   bool prefetch = true;           // request the next layer's weights while this one streams

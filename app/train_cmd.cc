@@ -222,6 +222,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     const long long last = state.step + c.steps;
     const long long every = c.log_every ? c.log_every : std::max<long long>(1, c.steps / 20);
     std::string losses_csv = "step,mean_loss,cycles\n";
+    if (c.fabric_stats) t.fabric().reset_stats();  // the counters cover the training steps
     const FabricTotals traffic0 = t.fabric().totals();  // (a whole-fabric scan: before the host timer)
     const auto h0 = std::chrono::steady_clock::now();
     uint64_t cycles0 = t.cycles();
@@ -292,6 +293,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     FabricTraffic traffic;
     traffic.add(traffic0, t.fabric().totals());
     report_fabric_traffic(traffic, cycles, rep, text);
+    if (c.fabric_stats) write_run_fabric_stats(t.fabric(), fs::path(c.out) / "fabric", text);
     if (c.eval && test.count > 0) {
       const double acc = test_accuracy(g, r.compiled.plan, c, final_state, test);
       rep["test_accuracy_pct"] = acc;

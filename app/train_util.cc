@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "hw/atomic_file.h"
+#include "hw/fabric_stats.h"
 
 namespace wafersim {
 
@@ -72,6 +73,12 @@ void report_fabric_traffic(const FabricTraffic& t, uint64_t cycles, nlohmann::js
   text += "  fabric traffic       " + std::to_string(t.sends) + " router sends (links, ramps, channels; " +
           fixed(per_cycle, 1) + " per cycle), " + std::to_string(t.injected) + " wavelets injected, " +
           std::to_string(t.delivered) + " delivered\n";
+}
+
+void write_run_fabric_stats(const Fabric& f, const std::filesystem::path& dir, std::string& text) {
+  std::filesystem::create_directories(dir);
+  write_fabric_stats(f, dir.string());
+  text += "  fabric counters      " + dir.string() + "/{stats.json,pe_*.csv} (scripts/plot_fabric_heatmaps " + dir.string() + ")\n";
 }
 
 void finish_run_report(const TrainConfig& c, double wall_seconds, nlohmann::json& rep, std::string text, std::ostream& out) {

@@ -35,6 +35,9 @@ struct FabricTraffic {
 };
 // Into the run report: "fabric" in the JSON and one text line.
 void report_fabric_traffic(const FabricTraffic& t, uint64_t cycles, nlohmann::json& rep, std::string& text);
+// --stats.fabric: the fabric's counters (hw/fabric_stats.h) into `dir` (created), and the line
+// that says so into the report's text.
+void write_run_fabric_stats(const Fabric& f, const std::filesystem::path& dir, std::string& text);
 // The end of a training run: the wall time into the report, the report printed and written
 // (run_report.json and .txt, atomically) into c.out.
 void finish_run_report(const TrainConfig& c, double wall_seconds, nlohmann::json& rep, std::string text, std::ostream& out);

@@ -244,7 +244,9 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   long long first = 0;
   // The data order needs the seed before the trainer exists; a resumed run takes it from the checkpoint.
   if (!c.resume.empty()) seed = static_cast<uint64_t>(checkpoint_number(m, c, "wafersim.seed"));
-  tlm::WsTrainer t("cluster", c.hw, g, b.compiled, train, c.norm, seed, 0, mx, c.swarmx, links);
+  HwConfig hw = c.hw;
+  if (c.fabric_stats) hw.router.express = false;  // the relay routers' own counters are wanted
+  tlm::WsTrainer t("cluster", hw, g, b.compiled, train, c.norm, seed, 0, mx, c.swarmx, links);
   if (!c.resume.empty()) {
     first = restore_ws(m, g, c, mx, t, &seed);
     t.set_steps_done(first);
@@ -265,7 +267,10 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   out << "training " << c.steps << " steps of " << B << " samples on " << c.ws.systems << " system(s), weight streaming ("
       << train.count << " in the training set)\n";
   std::vector<FabricTotals> traffic0;
-  for (int i = 0; i < t.systems(); ++i) traffic0.push_back(t.system(i).fabric().totals());
+  for (int i = 0; i < t.systems(); ++i) {
+    if (c.fabric_stats) t.system(i).fabric().reset_stats();  // the counters cover the training steps
+    traffic0.push_back(t.system(i).fabric().totals());
+  }
   const auto h0 = Clock::now();
   while (t.steps_done() < last) {
     const tlm::WsStepResult s = t.step();
@@ -349,6 +354,9 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   FabricTraffic traffic;  // of every system
   for (int i = 0; i < t.systems(); ++i) traffic.add(traffic0[static_cast<size_t>(i)], t.system(i).fabric().totals());
   report_fabric_traffic(traffic, cycles, rep, text);
+  for (int i = 0; c.fabric_stats && i < t.systems(); ++i) {
+    write_run_fabric_stats(t.system(i).fabric(), fs::path(c.out) / "fabric" / ("system_" + std::to_string(i)), text);
+  }
   if (c.eval && test.count > 0) {
     const auto w = t.weights(), bs = t.biases();
     long long right = 0;

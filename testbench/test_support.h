@@ -75,6 +75,19 @@ inline std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
+// The sum of a CSV matrix of counts (the pe_*.csv files); -1 when it cannot be read.
+inline long long csv_sum(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  if (!f) return -1;
+  long long sum = 0;
+  std::string cell;
+  while (std::getline(f, cell, ',')) {
+    std::istringstream line(cell);  // the last cell of a row holds the newline and the next row's first
+    for (long long v; line >> v;) sum += v;
+  }
+  return sum;
+}
+
 // The step lines of a training run's losses.csv, from step `from` on.
 inline std::vector<std::string> loss_lines(const std::filesystem::path& dir, long long from) {
   std::istringstream in(slurp(dir / "losses.csv"));

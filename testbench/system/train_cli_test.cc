@@ -104,6 +104,24 @@ TEST_F(TrainCli, DeterministicAcrossRunsAndThreadCounts) {
   EXPECT_NE(slurp(a / "losses.csv"), slurp(c / "losses.csv"));
 }
 
+// --stats.fabric writes the fabric's counters over the training steps: every router send the run
+// report counts is in the per-PE matrix, and the results are those of a run without it.
+TEST_F(TrainCli, FabricStatsCoverTheSteps) {
+  const fs::path a = tmp_path("tr_fs1"), b = tmp_path("tr_fs2");
+  for (const auto& d : {a, b}) fs::remove_all(d);
+  train({"--train.steps", "2", "--train.eval", "0", "--stats.fabric", "true", "-o", a.string()});
+  train({"--train.steps", "2", "--train.eval", "0", "-o", b.string()});
+  const nlohmann::json rep = nlohmann::json::parse(slurp(a / "run_report.json"));
+  const long long sends = rep.at("fabric").at("router_sends").get<long long>();
+  EXPECT_GT(sends, 0);
+  EXPECT_EQ(csv_sum(a / "fabric" / "pe_forwarded.csv"), sends);
+  const nlohmann::json st = nlohmann::json::parse(slurp(a / "fabric" / "stats.json"));
+  EXPECT_EQ(st.at("cycles").get<uint64_t>() - st.at("counters_since_cycle").get<uint64_t>(), rep.at("cycles").get<uint64_t>());
+  EXPECT_FALSE(fs::exists(b / "fabric"));
+  EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv"));
+  EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx"));
+}
+
 // The compile report's overall samples/s against the measured rate of the same run, on two
 // models and placements (docs/compiler.md quotes the figures).
 TEST_F(TrainCli, EstimateWithinFifteenPercentOfMeasured) {

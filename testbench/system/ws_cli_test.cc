@@ -168,6 +168,24 @@ TEST_F(WsCli, ExpressLinesChangeNoResult) {
   }
 }
 
+// --stats.fabric in weight streaming: one directory per system, whose per-PE sends add up to
+// the run report's (the relay routers' own, express lines being off), and the same results.
+TEST_F(WsCli, FabricStatsPerSystem) {
+  const fs::path a = tmp_path("ws_fs1"), b = tmp_path("ws_fs2");
+  for (const auto& d : {a, b}) fs::remove_all(d);
+  train_ok(with(kWs, {"--train.steps", "1", "--systems", "2", "--stats.fabric", "true", "-o", a.string()}));
+  train_ok(with(kWs, {"--train.steps", "1", "--systems", "2", "-o", b.string()}));
+  const nlohmann::json rep = nlohmann::json::parse(slurp(a / "run_report.json"));
+  const long long s0 = csv_sum(a / "fabric" / "system_0" / "pe_forwarded.csv");
+  const long long s1 = csv_sum(a / "fabric" / "system_1" / "pe_forwarded.csv");
+  EXPECT_GT(s0, 0);
+  EXPECT_GT(s1, 0);
+  EXPECT_EQ(s0 + s1, rep.at("fabric").at("router_sends").get<long long>());
+  EXPECT_EQ(rep.at("fabric"), nlohmann::json::parse(slurp(b / "run_report.json")).at("fabric"));
+  EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv"));
+  EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx"));
+}
+
 // Lazy cores (core.lazy, PeCore::m_lazy) change nothing a training run reports, in either mode:
 // the same losses, weights, cycles, time split and per-layer busy/stall figures as cores
 // evaluated in every cycle they can move.
