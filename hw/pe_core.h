@@ -124,6 +124,7 @@ class PeCore : public PeAgent {
   template <bool kTrack>
   uint64_t pure_run(uint64_t t, uint32_t unknown, uint64_t dlo, uint64_t dhi) const;
   bool solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const;
+  bool solo_banks_periodic(const VecOp& op) const;
   template <bool kMemOnly>
   void finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict);
   static float apply(VecOp& op, const float* v, bool* raw_copy);

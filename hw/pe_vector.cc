@@ -308,14 +308,38 @@ bool PeCore::solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const {
   return false;
 }
 
+// Whether the source addresses of elements op.done .. op.total - 1 stay in [0, 2^32) (mem_addr
+// does not wrap): then each source's word index grows by a fixed amount per step, and so a full
+// step's banks, and its self-conflict, repeat every sram_banks steps.
+bool PeCore::solo_banks_periodic(const VecOp& op) const {
+  for (int s = 0; s < op.nsrc; ++s) {
+    const Dsd& d = op.src[s];
+    const int64_t step = int64_t{d.stride} * op.sbytes[s];
+    const int64_t first = int64_t{d.base} + int64_t{op.done} * step, last = int64_t{d.base} + int64_t{op.total - 1} * step;
+    if (std::min(first, last) < 0 || std::max(first, last) > int64_t{UINT32_MAX}) return false;
+  }
+  return true;
+}
+
 uint64_t PeCore::solo_cycles(const VecOp& op) const {
   const uint32_t per = op.one_per_step ? 1u : static_cast<uint32_t>(op.rate);
   const uint32_t left = op.total - op.done;
+  const uint32_t steps = left / per;  // full steps
+  const uint32_t nb = static_cast<uint32_t>(m_cfg.sram_banks);
   uint64_t cycles = 0;
   uint32_t i = op.done;
   if (op.conflict_known || op.reads < 2 || op.reads > m_cfg.read_ports) {
-    const uint32_t steps = left / per;
     cycles = uint64_t{steps} * (op.port_cycles + (op.conflict_known && op.conflict_full ? 1u : 0u));
+    i += steps * per;
+  } else if (steps > nb && solo_banks_periodic(op)) {
+    // The conflicts of the first sram_banks full steps are those of every later period.
+    uint32_t in_period = 0, in_rest = 0;
+    for (uint32_t j = 0; j < nb; ++j) {
+      const bool c = solo_conflict(op, i + j * per, per);
+      in_period += c;
+      if (j < steps % nb) in_rest += c;
+    }
+    cycles = uint64_t{steps} * op.port_cycles + uint64_t{steps / nb} * in_period + in_rest;
     i += steps * per;
   }
   while (i < op.total) {

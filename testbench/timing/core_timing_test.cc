@@ -137,6 +137,33 @@ TEST(CoreTiming, ReadsOfOneBankInOneStepCostACycle) {
   EXPECT_EQ(vector_cycles(more_banks, "vadd.fp16 d3, d0, d1", "fp16", 16, 48), 4u);
 }
 
+// Sources that advance at different rates (stride 1 and 2) collide in some steps and not in
+// others. A solo op's timing (all its steps at once, PeCore::solo_cycles, by the banks' period)
+// must count every step as the rule does: one cycle, plus one when the two reads share a bank.
+TEST(CoreTiming, MixedStrideBankConflictsCountEveryStep) {
+  const int n = 45;
+  for (int banks : {8, 6, 16}) {
+    for (int gap : {0, 4, 8, 20, 36}) {
+      CoreRig rig(1);
+      rig.hw().core.sram_banks = banks;
+      const int a = 4096, b = 8192 + gap;
+      PeCore* c = rig.add(0, 0, ".task 0, main, active\n.org " + std::to_string(a) + "\n.space x, fp32, " + std::to_string(n) +
+                                    "\n.org " + std::to_string(b) + "\n.space z, fp32, " + std::to_string(2 * n) +
+                                    "\n.org 16400\n.space y, fp32, " + std::to_string(n) +
+                                    "\nmain:\n dmem d0, x, " + std::to_string(n) + ", 1\n dmem d1, z, " + std::to_string(n) +
+                                    ", 2\n dmem d3, y, " + std::to_string(n) + ", 1\n vadd.fp32 d3, d0, d1\n halt\n");
+      uint64_t expect = 0;  // one element a step (a strided operand); each read is 2 words
+      for (int i = 0; i < n; ++i) {
+        const int wa = a / 2 + 2 * i, wb = b / 2 + 4 * i;
+        const bool clash = wa % banks == wb % banks || wa % banks == (wb + 1) % banks || (wa + 1) % banks == wb % banks;
+        expect += 1 + (clash ? 1 : 0);
+      }
+      const uint64_t start = static_cast<uint64_t>(rig.hw().core.decode_latency) + 3;
+      EXPECT_EQ(rig.halt_cycle(c) - start, expect) << banks << " banks, gap " << gap;
+    }
+  }
+}
+
 TEST(CoreTiming, StridedOperandsMoveOneElementPerCycle) {
   CoreRig rig(1);
   PeCore* c = rig.add(0, 0, R"(
