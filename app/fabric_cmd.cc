@@ -58,9 +58,7 @@ sc_core::sc_time clock_period(double mhz) {
 
 sc_core::sc_trace_file* open_vcd(const std::string& path) {
   if (path.empty()) return nullptr;
-  std::string base = path;
-  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".vcd") == 0) base.resize(base.size() - 4);
-  sc_core::sc_trace_file* tf = sc_core::sc_create_vcd_trace_file(base.c_str());
+  sc_core::sc_trace_file* tf = sc_core::sc_create_vcd_trace_file(vcd_base(path).c_str());
   tf->set_time_unit(1, sc_core::SC_PS);
   return tf;
 }

@@ -21,9 +21,10 @@ const char kUsage[] =
     "  run      run a fabric program of PE firmware until it finishes (wafersim run --help)\n"
     "  kernel   write a kernel of the library as a fabric program (wafersim kernel --help)\n"
     "  compile  compile an ONNX model for the wafer: validate, place, route, report (wafersim compile --help)\n"
-    "  train    train an ONNX model on the simulated wafer, layer-pipelined (wafersim train --help)\n"
+    "  train    train an ONNX model on the simulated wafer, layer-pipelined or weight streaming (wafersim train --help)\n"
     "\n"
-    "Every option can also come from an INI file (--config FILE); the command line wins.\n";
+    "Every dotted option (fabric.width, train.steps, ...) can also come from an INI file (--config FILE,\n"
+    "[fabric] width = 64); the command line wins. The model, --mode and --systems are command-line only.\n";
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 #include "app/options.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -112,6 +113,31 @@ void add_stats_options(po::options_description& d, StatsOptions& st, TraceOption
       ("trace.region", po::value(&tr.region)->default_value(tr.region), "x0:x1,y0:y1 of traced PEs (required with trace.vcd)");
 }
 
+// What the option parser lets through but no option of wafersim takes: a negative number for
+// an unsigned option (it would wrap around to a huge one), a value that is not a finite number
+// for a floating-point one, and (without positional options) a bare argument.
+void check_values(const po::parsed_options& parsed, const po::variables_map& vm, bool positional, const std::string& where) {
+  for (const po::option& o : parsed.options) {
+    if (o.string_key.empty() || (!positional && o.position_key >= 0)) {
+      throw ConfigError(where + "unexpected argument '" + (o.original_tokens.empty() ? std::string() : o.original_tokens.back()) +
+                        "' (this command takes options only)");
+    }
+    if (!vm.count(o.string_key)) continue;
+    const boost::any& v = vm[o.string_key].value();
+    const bool is_unsigned = boost::any_cast<uint32_t>(&v) || boost::any_cast<uint64_t>(&v);
+    for (const std::string& tok : o.value) {
+      const auto first = tok.find_first_not_of(" \t");
+      if (is_unsigned && first != std::string::npos && tok[first] == '-') {
+        throw ConfigError(where + o.string_key + " must not be negative, got " + tok);
+      }
+    }
+    double d = 0;
+    if (auto p = boost::any_cast<double>(&v)) d = *p;
+    else if (auto q = boost::any_cast<float>(&v)) d = *q;
+    if (!std::isfinite(d)) throw ConfigError(where + o.string_key + " must be a finite number, got " + format_value(v));
+  }
+}
+
 // Parses the command line (and the INI file it names) into `vm`; false after printing help.
 bool parse_into(const std::vector<std::string>& args, const po::options_description& all,
                 const po::options_description& file_opts, const po::positional_options_description* pos,
@@ -120,17 +146,25 @@ bool parse_into(const std::vector<std::string>& args, const po::options_descript
     po::command_line_parser parser(args);
     parser.options(all);
     if (pos) parser.positional(*pos);
-    po::store(parser.run(), vm);
+    const po::parsed_options cmdline = parser.run();
+    po::store(cmdline, vm);
     if (vm.count("help")) {
       out << all << "\n";
       return false;
     }
+    check_values(cmdline, vm, pos != nullptr, "");
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(path, ec)) {
+        throw ConfigError("config file '" + path + "' " + (std::filesystem::exists(path, ec) ? "is not a regular file" : "does not exist"));
+      }
       std::ifstream in(path);
       if (!in) throw ConfigError("cannot read config file '" + path + "'");
       try {
-        po::store(po::parse_config_file(in, file_opts, /*allow_unregistered=*/false), vm);
+        const po::parsed_options file = po::parse_config_file(in, file_opts, /*allow_unregistered=*/false);
+        po::store(file, vm);
+        check_values(file, vm, false, "config file '" + path + "': ");
       } catch (const po::error& e) {
         throw ConfigError("config file '" + path + "': " + e.what());
       }
@@ -142,11 +176,30 @@ bool parse_into(const std::vector<std::string>& args, const po::options_descript
   return true;
 }
 
+}  // namespace
+
+std::string vcd_base(const std::string& path) {
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".vcd") == 0) return path.substr(0, path.size() - 4);
+  return path;
+}
+
+namespace {
+
 void check_trace(const TraceOptions& tr, const HwConfig& hw) {
   if (!tr.vcd.empty() && tr.region.empty()) {
     throw ConfigError("trace.vcd needs trace.region (x0:x1,y0:y1): tracing is limited to a region of PEs");
   }
   if (!tr.region.empty()) parse_region(tr.region, hw.fabric.width, hw.fabric.height, "trace.region");
+  if (tr.vcd.empty()) return;
+  // SystemC reports a trace file it cannot open on stdout and goes on: check (and make its
+  // directory) first. It writes BASE.vcd for trace.vcd BASE or BASE.vcd (open_vcd).
+  const std::filesystem::path file(vcd_base(tr.vcd) + ".vcd");
+  std::error_code ec;
+  if (tr.vcd.back() == '/' || std::filesystem::is_directory(tr.vcd, ec) || file.filename() == ".vcd") {
+    throw ConfigError("trace.vcd '" + tr.vcd + "' names a directory, not a file");
+  }
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  if (!std::ofstream(file)) throw ConfigError("cannot write trace.vcd '" + file.string() + "'");
 }
 
 }  // namespace
@@ -283,6 +336,31 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
   if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, allreduce, reduce, broadcast, elementwise, pingpong)");
   c.hw.validate();
+  if (c.out.empty()) throw ConfigError("-o needs the directory to write the program to");
+  // Shapes the kernels can be built for, checked before anything is allocated.
+  if (c.w < 1 || c.h < 1 || c.w > 4096 || c.h > 4096) throw ConfigError("kernel.w and kernel.h must be in [1, 4096]");
+  constexpr uint64_t kMaxPes = uint64_t{1} << 20;  // a WSE-3 has 762 x 1172 = 893,064
+  if (uint64_t(c.w) * uint64_t(c.h) > kMaxPes) {
+    throw ConfigError("kernel.w x kernel.h = " + std::to_string(uint64_t(c.w) * uint64_t(c.h)) + " PEs; at most " +
+                      std::to_string(kMaxPes) + " (a WSE-2 has 753,972)");
+  }
+  const uint64_t sram = static_cast<uint64_t>(c.hw.core.sram_kb) * 1024;
+  if (c.len < 1 || c.len > sram / 2) {
+    throw ConfigError("kernel.len must be in [1, " + std::to_string(sram / 2) + "] (16-bit elements in core.sram_kb), got " + std::to_string(c.len));
+  }
+  if (c.reps < 1 || c.rounds < 1) throw ConfigError("kernel.reps and kernel.rounds must be at least 1");
+  if (c.distance < 1 || c.distance > 4095) throw ConfigError("kernel.distance must be in [1, 4095] (the two PEs share one row of at most 4096)");
+  if (c.kernel == "gemv") {
+    if (c.m < 1 || c.n < 1) throw ConfigError("kernel.m and kernel.n must be at least 1");
+    if (c.h + 1 > 4096) throw ConfigError("gemv uses kernel.h + 1 rows (x enters on the row above): kernel.h must be at most 4095");
+    const uint64_t elems = uint64_t{c.m} * uint64_t{c.n};
+    if (elems * 2 > uint64_t(c.w) * uint64_t(c.h) * sram || elems > (uint64_t{1} << 30)) {
+      throw ConfigError("gemv: A (kernel.m x kernel.n = " + std::to_string(elems) + " elements) " +
+                        (elems > (uint64_t{1} << 30) ? std::string("is over 2^30 elements")
+                                                     : "does not fit the SRAM of " + std::to_string(c.w) + " x " +
+                                                           std::to_string(c.h) + " PEs: use more PEs (kernel.w, kernel.h)"));
+    }
+  }
   return true;
 }
 
@@ -392,13 +470,39 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   if (c.mode != "layer-pipelined" && c.mode != "weight-streaming" && c.mode != "auto") {
     throw ConfigError("mode '" + c.mode + "' is unknown (layer-pipelined, weight-streaming or auto)");
   }
+  // Options that the run would ignore are errors, not silently dropped.
+  if (c.validate_only && c.compile_only) throw ConfigError("--validate-only and --compile-only exclude each other");
+  if (train && vm.count("resume")) {
+    if (c.resume.empty()) throw ConfigError("--resume needs the checkpoint file to continue from");
+    if (vm.count("model") && !vm["model"].defaulted()) {
+      throw ConfigError("give a model or --resume, not both: the checkpoint is the model, with its weights");
+    }
+  }
+  if (c.mode == "layer-pipelined") {
+    for (const auto& opt : ws.options()) {
+      const std::string& key = opt->long_name();
+      if (!vm.count(key)) continue;
+      boost::any def;  // a default value (as a run's config.ini repeats it) changes nothing
+      const bool at_default = opt->semantic()->apply_default(def) && format_value(def) == format_value(vm[key].value());
+      if (!at_default) {
+        throw ConfigError(key + " applies to weight streaming only (--mode weight-streaming or auto), not to layer-pipelined mode");
+      }
+    }
+  }
+  if (train && c.data == "fashion-mnist") {
+    for (const char* key : {"data.train_x", "data.train_y", "data.test_x", "data.test_y"}) {
+      if (vm.count(key)) throw ConfigError(std::string(key) + " is read with data.source idx or npy only, not fashion-mnist");
+    }
+  }
   if (c.ws.systems < 1 || c.ws.systems > 1024) throw ConfigError("--systems must be in 1..1024, got " + std::to_string(c.ws.systems));
   if (c.ws.systems > 1 && c.mode == "layer-pipelined") {
     throw ConfigError("--systems " + std::to_string(c.ws.systems) + " needs weight-streaming mode (layer-pipelined runs on one system)");
   }
   if (c.ws.columns < 0 || c.ws.rows < 0) throw ConfigError("ws.columns and ws.rows must be >= 0");
   if (c.quantum_cycles < 1 || c.quantum_cycles > 100000000) throw ConfigError("ws.quantum_cycles must be in 1..100000000");
-  if (c.input_workers < 1) throw ConfigError("input.workers must be at least 1, got " + std::to_string(c.input_workers));
+  if (c.input_workers < 1 || c.input_workers > 1024) {
+    throw ConfigError("input.workers must be in 1..1024, got " + std::to_string(c.input_workers));
+  }
   if (!(c.worker_gbps > 0) || !(c.slow_worker_gbps >= 0)) throw ConfigError("input.worker_gbps must be > 0 and input.slow_worker_gbps >= 0");
   if (c.compile.place.batch < 1 || c.compile.place.batch > 65535) throw ConfigError("train.batch must be in 1..65535");
   if (c.compile.place.max_pes < 0) throw ConfigError("compile.max_pes must be >= 0");

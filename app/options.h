@@ -28,6 +28,9 @@ struct TraceOptions {
   std::string vcd;     // VCD file ("" = no trace)
   std::string region;  // x0:x1,y0:y1
 };
+// The name SystemC's VCD writer takes for trace.vcd PATH (it appends ".vcd"): PATH without a
+// trailing ".vcd".
+std::string vcd_base(const std::string& path);
 
 // Everything one `wafersim fabric` run uses, resolved from defaults, the INI file and the
 // command line (command line wins).

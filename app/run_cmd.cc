@@ -215,7 +215,6 @@ int kernel_command(const std::vector<std::string>& args, std::ostream& out, std:
       for (size_t i = 0; i < pes; ++i) v.push_back(vec(n, integers));
       return v;
     };
-    if (c.w < 1 || c.h < 1 || c.w > 4096 || c.h > 4096) throw ConfigError("kernel.w and kernel.h must be in [1, 4096]");
     const size_t pes = static_cast<size_t>(c.w) * static_cast<size_t>(c.h);
     FabricProgram prog;
     prog.name = c.kernel;

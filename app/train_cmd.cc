@@ -85,10 +85,11 @@ ModelState restore_checkpoint(const OnnxModel& m, const KernelGraph& g, const Tr
   auto meta = [&](const char* k) { return checkpoint_number(m, c, k); };
   ModelState state = ModelState::from_graph(g);
   state.step = meta("wafersim.step");
+  check_checkpoint_hyper(m, c);
   *seed = static_cast<uint64_t>(meta("wafersim.seed"));
-  if (meta("wafersim.batch") != c.compile.place.batch) {
-    throw ConfigError("the checkpoint was trained with batch " + std::to_string(meta("wafersim.batch")) +
-                      "; resume with --train.batch " + std::to_string(meta("wafersim.batch")));
+  if (checkpoint_number(m, c, "wafersim.batch", 1) != c.compile.place.batch) {
+    throw ConfigError("the checkpoint was trained with batch " + std::to_string(checkpoint_number(m, c, "wafersim.batch", 1)) +
+                      "; resume with --train.batch " + std::to_string(checkpoint_number(m, c, "wafersim.batch", 1)));
   }
   for (size_t l = 0; l < g.layers.size(); ++l) {
     const DenseKernel& d = g.layers[l];

@@ -1,5 +1,6 @@
 #include "app/train_util.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "hw/atomic_file.h"
@@ -43,13 +44,39 @@ tlm::Dataset load_data(const TrainConfig& c, bool train) {
 
 void write_text(const std::filesystem::path& p, const std::string& s) { write_file_atomic(p.string(), s); }
 
-long long checkpoint_number(const OnnxModel& m, const TrainConfig& c, const char* key) {
+long long checkpoint_number(const OnnxModel& m, const TrainConfig& c, const char* key, long long lo) {
   auto it = m.metadata.find(key);
   if (it == m.metadata.end()) throw ConfigError(c.resume + " is not a wafersim checkpoint (no " + key + " metadata)");
+  long long v = 0;
+  size_t used = 0;
   try {
-    return std::stoll(it->second);
+    v = std::stoll(it->second, &used);
   } catch (const std::exception&) {
-    throw ConfigError(c.resume + ": metadata " + key + " = '" + it->second + "' is not a number");
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size()) {
+    throw ConfigError(c.resume + ": metadata " + key + " = '" + it->second + "' is not a whole number");
+  }
+  if (v < lo) throw ConfigError(c.resume + ": metadata " + key + " = " + it->second + " is out of range (at least " + std::to_string(lo) + ")");
+  return v;
+}
+
+void check_checkpoint_hyper(const OnnxModel& m, const TrainConfig& c) {
+  for (const char* key : {"wafersim.lr", "wafersim.momentum"}) {
+    auto it = m.metadata.find(key);
+    if (it == m.metadata.end()) continue;  // informational (the run's own train.lr and train.momentum apply)
+    double v = 0;
+    size_t used = 0;
+    try {
+      v = std::stod(it->second, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    const bool lr = std::string(key) == "wafersim.lr";
+    if (used == 0 || used != it->second.size() || !std::isfinite(v) || (lr ? !(v > 0) : !(v >= 0 && v < 1))) {
+      throw ConfigError(c.resume + ": metadata " + key + " = '" + it->second + "' is not " +
+                        (lr ? "a positive number" : "a number in [0, 1)") + ": the checkpoint is damaged");
+    }
   }
 }
 

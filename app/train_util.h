@@ -20,9 +20,12 @@ std::string fixed(double v, int prec);  // fixed-point with prec decimals
 void print_graph(const compiler::KernelGraph& g, std::ostream& out);
 tlm::Dataset load_data(const TrainConfig& c, bool train);  // train or test set; empty if not configured
 void write_text(const std::filesystem::path& p, const std::string& s);  // atomically
-// A numeric metadata entry of the checkpoint being resumed (c.resume); ConfigError when it is
-// missing or not a number.
-long long checkpoint_number(const compiler::OnnxModel& m, const TrainConfig& c, const char* key);
+// A whole-number metadata entry of the checkpoint being resumed (c.resume); ConfigError when it
+// is missing, not a whole number or below `lo`.
+long long checkpoint_number(const compiler::OnnxModel& m, const TrainConfig& c, const char* key, long long lo = 0);
+// ConfigError when the checkpoint's wafersim.lr or wafersim.momentum (informational) is not a
+// valid value: a sign of a damaged file.
+void check_checkpoint_hyper(const compiler::OnnxModel& m, const TrainConfig& c);
 // The compile report (JSON and text) and the resolved configuration, into c.out.
 void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text);
 // The wafers' traffic over a run: FabricTotals' counts between two readings, summed over the

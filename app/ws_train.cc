@@ -148,10 +148,11 @@ long long restore_ws(const OnnxModel& m, const KernelGraph& g, const TrainConfig
                       "resume it with --mode layer-pipelined");
   }
   const long long step = checkpoint_number(m, c, "wafersim.step");
+  check_checkpoint_hyper(m, c);
   *seed = static_cast<uint64_t>(checkpoint_number(m, c, "wafersim.seed"));
-  if (checkpoint_number(m, c, "wafersim.batch") != c.ws.batch) {
-    throw ConfigError("the checkpoint was trained with batch " + std::to_string(checkpoint_number(m, c, "wafersim.batch")) +
-                      "; resume with --train.batch " + std::to_string(checkpoint_number(m, c, "wafersim.batch")));
+  if (checkpoint_number(m, c, "wafersim.batch", 1) != c.ws.batch) {
+    throw ConfigError("the checkpoint was trained with batch " + std::to_string(checkpoint_number(m, c, "wafersim.batch", 1)) +
+                      "; resume with --train.batch " + std::to_string(checkpoint_number(m, c, "wafersim.batch", 1)));
   }
   auto opt = m.metadata.find("wafersim.optimizer");
   if (opt == m.metadata.end() || opt->second != c.memx.optimizer) {

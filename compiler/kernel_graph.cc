@@ -1,5 +1,7 @@
 #include "compiler/kernel_graph.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -20,6 +22,12 @@ const OnnxTensor* float_init(const OnnxModel& m, const std::string& name, const 
   if (it->second.elem_type != kOnnxFloat) {
     throw CompileError(node_ref(n) + ": initializer '" + name + "' has dtype " +
                        onnx_elem_type_name(it->second.elem_type) + "; only float (fp32) weights are supported");
+  }
+  const auto& v = it->second.f32;
+  const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != v.end()) {
+    throw CompileError(node_ref(n) + ": initializer '" + name + "' holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
+                       " (element " + std::to_string(bad - v.begin()) + "); weights must be finite numbers");
   }
   return &it->second;
 }
@@ -81,6 +89,9 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
                        "'); only the batch dimension (0) may be: export with a fixed sample shape");
   }
   if (in->dims.empty()) throw CompileError(m.path + ": input '" + in->name + "' has no shape; export with a fixed sample shape");
+  if (feat < 1 || feat > (int64_t{1} << 30)) {
+    throw CompileError(m.path + ": input '" + in->name + "' has " + std::to_string(feat) + " features per sample; need 1 to 2^30");
+  }
   g.in_features = static_cast<int>(feat);
 
   Flow f{in->name, g.in_features};
@@ -139,12 +150,14 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         trans_b = tb && tb->i != 0;
         if (const OnnxAttr* a = n.attr("alpha")) d.alpha = a->f;
         if (const OnnxAttr* b = n.attr("beta")) d.beta = b->f;
+        if (!std::isfinite(d.alpha) || !std::isfinite(d.beta)) { unsupported(n, "alpha and beta must be finite numbers"); continue; }
         if (d.alpha == 0) { unsupported(n, "alpha = 0 makes the weights meaningless"); continue; }
       }
       d.weight = w->name;
       d.weight_in_out = !trans_b;
       d.in = static_cast<int>(trans_b ? w->dims[1] : w->dims[0]);
       d.out = static_cast<int>(trans_b ? w->dims[0] : w->dims[1]);
+      if (d.out < 1) { unsupported(n, "weight '" + w->name + "' " + dims_str(w->dims) + " has no outputs"); continue; }
       if (d.in != f.features) {
         unsupported(n, "weight '" + w->name + "' " + dims_str(w->dims) + " expects " + std::to_string(d.in) +
                            " input features, the layer before gives " + std::to_string(f.features));
@@ -238,6 +251,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   if (g.layers.empty() && g.unsupported.empty()) {
     throw CompileError(m.path + ": the model has no Gemm or MatMul layer to compile");
   }
+  if (m.outputs.empty()) throw CompileError(m.path + ": the graph has no output (a model exports at least its logits)");
   if (loss_option == "graph" && g.loss_node.empty()) {
     throw CompileError(m.path + ": --train.loss graph, but the graph has no SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss");
   }

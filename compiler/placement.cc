@@ -93,6 +93,10 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   if (opt.max_pes < 0) throw CompileError("compile.max_pes must be 0 (the whole fabric) or positive");
   const long sram = static_cast<long>(hw.core.sram_kb) * 1024;
   const long long budget = opt.max_pes > 0 ? opt.max_pes : static_cast<long long>(W) * H;
+  if (sram <= kCodeBytes) {
+    throw CompileError("core.sram_kb = " + std::to_string(hw.core.sram_kb) + " leaves no room for data: the kernels' code takes " +
+                       std::to_string(kCodeBytes / 1024) + " KB of every PE's SRAM");
+  }
 
   // Enough SRAM at all? Weights and momentum take 8 bytes per parameter, plus one tile's
   // buffers and code on every PE.

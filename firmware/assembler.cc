@@ -387,7 +387,8 @@ int64_t Assembler::ranged(const Piece& p, unsigned allow, int64_t lo, int64_t hi
 uint8_t Assembler::reg(const Piece& p, char kind) const {
   const int limit = kind == 'r' ? kNumGprs : m_target.dsd_regs;
   const std::string want = std::string(kind == 'r' ? "general register " : "descriptor register ") +
-                           kind + "0.." + kind + std::to_string(limit - 1);
+                           kind + "0.." + kind + std::to_string(limit - 1) +
+                           (kind == 'r' ? "" : " (the target has core.dsd_regs = " + std::to_string(limit) + ")");
   if (register_like(p.text) && p.text[0] == kind) {
     const std::string digits = p.text.substr(1);
     if (digits.size() <= 3 && (digits.size() == 1 || digits[0] != '0') &&

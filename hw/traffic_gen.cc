@@ -1,9 +1,12 @@
 #include "hw/traffic_gen.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+
+#include <unistd.h>
 
 namespace wafersim {
 namespace {
@@ -51,6 +54,7 @@ void TrafficConfig::validate() const {
   if (flows < 0 || flows > 1000000) throw ConfigError("traffic.flows must be in [0, 1000000], got " + std::to_string(flows));
   if (!(drain_prob > 0 && drain_prob <= 1)) throw ConfigError("traffic.drain_prob must be in (0, 1], got " + std::to_string(drain_prob));
   if (!(stall_prob >= 0 && stall_prob < 1)) throw ConfigError("traffic.stall_prob must be in [0, 1), got " + std::to_string(stall_prob));
+  if (hotspot_channel < -1) throw ConfigError("traffic.hotspot_channel must be -1 (the middle one) or a channel index, got " + std::to_string(hotspot_channel));
 }
 
 TrafficBuilder::TrafficBuilder(Fabric& fabric, const TrafficAgentOptions& opts) : m_fabric(fabric), m_opts(opts) {}
@@ -249,6 +253,10 @@ void hotspot(Ctx& c, int color) {
 
 int read_route_file(const std::string& path, TrafficBuilder& b, const Fabric& fabric, double default_rate,
                     uint64_t default_count) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw ConfigError("route file '" + path + "' is not a regular file");
+  }
   std::ifstream in(path);
   if (!in) throw ConfigError("cannot read route file '" + path + "'");
   std::string line;
@@ -259,6 +267,7 @@ int read_route_file(const std::string& path, TrafficBuilder& b, const Fabric& fa
     std::istringstream is(line);
     std::string kw;
     if (!(is >> kw)) continue;
+    if (kw != "route" && kw != "flow") throw ConfigError(where + "unknown statement '" + kw + "' (route or flow)");
     int x, y, color;
     if (!(is >> x >> y >> color)) throw ConfigError(where + "expected '" + kw + " X Y COLOR ...'");
     if (!fabric.contains(x, y)) throw ConfigError(where + "PE (" + std::to_string(x) + ", " + std::to_string(y) + ") is outside the fabric");
@@ -292,19 +301,31 @@ int read_route_file(const std::string& path, TrafficBuilder& b, const Fabric& fa
       for (std::string t; is >> t;) rest.push_back(t);
       if (rest.size() > 3) throw ConfigError(where + "unexpected '" + rest[3] + "'");
       try {
-        if (rest.size() > 0) f.rate = std::stod(rest[0]);
-        if (rest.size() > 1) f.count = std::stoull(rest[1]);
-        if (rest.size() > 2) f.ctrl_every = static_cast<uint32_t>(std::stoul(rest[2]));
+        // Whole tokens only; COUNT and CTRL_EVERY are not negative (stoull would wrap -1 around).
+        size_t used = 0;
+        auto whole = [&](const std::string& t) {
+          if (used != t.size() || t[0] == '-') throw std::invalid_argument(t);
+        };
+        if (rest.size() > 0) {
+          f.rate = std::stod(rest[0], &used);
+          if (used != rest[0].size()) throw std::invalid_argument(rest[0]);
+        }
+        if (rest.size() > 1) f.count = std::stoull(rest[1], &used), whole(rest[1]);
+        if (rest.size() > 2) {
+          const unsigned long long e = std::stoull(rest[2], &used);
+          whole(rest[2]);
+          if (e > 0xffffffffu) throw std::out_of_range(rest[2]);
+          f.ctrl_every = static_cast<uint32_t>(e);
+        }
       } catch (const std::exception&) {
-        throw ConfigError(where + "flow takes numbers: RATE COUNT CTRL_EVERY");
+        throw ConfigError(where + "flow takes numbers: RATE (0, 1], COUNT >= 0, CTRL_EVERY >= 0");
       }
       if (!(f.rate > 0 && f.rate <= 1)) throw ConfigError(where + "rate must be in (0, 1]");
       b.agent(x, y).add_flow(f);
       ++flows;
-    } else {
-      throw ConfigError(where + "unknown statement '" + kw + "' (route or flow)");
     }
   }
+  if (flows == 0) throw ConfigError("route file '" + path + "' has no flow statement: nothing would be sent");
   return flows;
 }
 
@@ -320,6 +341,25 @@ TrafficPlan program_traffic(Fabric& fabric, const TrafficConfig& cfg) {
         TrafficBuilder(fabric, ao), TrafficPlan{cfg.pattern}};
   std::vector<uint32_t> used;
   const auto& p = cfg.pattern;
+  // The patterns that route every PE of the region take about 2-4 KB of host memory per PE
+  // (router, buffers, traffic agent, counters; 757 x 996 neighbour: 3.1 GB). Say so before a
+  // fabric that cannot fit this machine's memory is built, rather than exhaust it.
+  if (p != "random" && p != "hotspot" && p != "file") {
+    constexpr double kBytesPerPe = 4500;
+    const double need = kBytesPerPe * static_cast<double>(c.reg.width()) * static_cast<double>(c.reg.height());
+    const double limit = cfg.host_memory_gb > 0 ? cfg.host_memory_gb * 1e9
+                                                : 0.8 * static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                                                      static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    if (limit > 0 && need > limit) {
+      std::ostringstream os;
+      os.precision(3);
+      os << "traffic pattern " << p << " routes all " << c.reg.width() << " x " << c.reg.height() << " PEs"
+         << (cfg.region.empty() ? "" : " of traffic.region") << ": about " << need / 1e9
+         << " GB of host memory, more than the " << limit / 1e9
+         << " GB this machine allows (80 % of its memory); use a smaller fabric or traffic.region";
+      throw ConfigError(os.str());
+    }
+  }
   if (p == "neighbour") neighbour(c);
   if (p == "row-broadcast") broadcast(c, true, 0);
   if (p == "column-broadcast") broadcast(c, false, 0);
@@ -339,13 +379,14 @@ TrafficPlan program_traffic(Fabric& fabric, const TrafficConfig& cfg) {
     random_flows(c, 4, used);
   }
   // A region too small for its pattern places nothing: say so rather than run an empty fabric.
-  if (c.plan.flows == 0 && c.plan.skipped == 0 && p != "file" && !(p == "random" && cfg.flows == 0)) {
+  if (c.plan.flows == 0 && c.plan.skipped == 0 && p != "file") {
     std::ostringstream os;
     os << "traffic pattern " << p << " makes no flow in the " << c.reg.width() << " x " << c.reg.height()
        << (cfg.region.empty() ? " fabric" : " region (traffic.region)");
     if (p == "neighbour") os << ": it needs a side longer than traffic.hops = " << cfg.hops;
     else if (p == "row-broadcast") os << ": it needs at least 2 PEs in a row";
     else if (p == "column-broadcast") os << ": it needs at least 2 PEs in a column";
+    else if (p == "random" && cfg.flows == 0) os << ": traffic.flows is 0";
     else os << ": it needs at least 2 PEs";
     throw ConfigError(os.str());
   }

@@ -33,6 +33,7 @@ struct TrafficConfig {
   int hotspot_channel = -1;        // East channel the hotspot drains into; -1 = the middle one
   bool record = false;             // agents keep every arrival (for scoreboards)
   std::string routes;              // file: route file to program (see docs/fabric.md)
+  double host_memory_gb = 0;       // what a pattern routing every PE may take; 0 = 80 % of this machine's memory
   void validate() const;
 };
 

@@ -610,7 +610,10 @@ void WsTrainer::runner(int i) {
         }
         if (s.now() - start > m_limit) {
           throw std::runtime_error("weight-streaming minibatch " + std::to_string(m_step + 1) + " did not finish within " +
-                                   std::to_string(m_limit) + " cycles on system " + std::to_string(i) + ": the wafer is stuck");
+                                   std::to_string(m_limit) + " cycles on system " + std::to_string(i) +
+                                   " (20 times the compile estimate, plus 1000000): either the wafer is stuck, or the host "
+                                   "side (input.*, memoryx.*, swarmx.*, edge_bridge.* rates and latencies) is set too slow "
+                                   "for a minibatch to finish in that bound");
         }
       }
       qk.inc(m_period * static_cast<double>(s.settle()));

@@ -170,6 +170,42 @@ TEST_F(TrainCli, BadInputIsAClearError) {
   write_mlp(small, MlpSpec{{16, 8, 10}, "Relu", 1, 13});
   EXPECT_EQ(train_command({small, "--train.steps", "1"}, out, err), 2);
   EXPECT_NE(err.str().find("784 features"), std::string::npos) << err.str();
+  // Options the run would ignore.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> ignored = {
+      {{"--resume", ""}, "--resume needs the checkpoint file"},
+      {{WAFERSIM_DEMO_MODEL_PATH, "--resume", "x.onnx"}, "give a model or --resume, not both"},
+      {{"--data.train_x", "/tmp/x"}, "data.train_x is read with data.source idx or npy only"},
+      {{"--memoryx.optimizer", "adam"}, "memoryx.optimizer applies to weight streaming only"},
+  };
+  for (const auto& [args, msg] : ignored) {
+    err.str("");
+    EXPECT_EQ(train_command(args, out, err), 2) << args[0];
+    EXPECT_NE(err.str().find(msg), std::string::npos) << err.str();
+  }
+}
+
+// A damaged checkpoint's metadata (a negative step used to crash the resume) is a usage error
+// naming the entry.
+TEST_F(TrainCli, DamagedCheckpointMetadataIsAClearError) {
+  const fs::path d = tmp_path("tr_meta");
+  fs::remove_all(d);
+  train({"--train.steps", "1", "--train.eval", "0", "-o", d.string()});
+  const std::string ck = (d / "checkpoint.onnx").string();
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
+      {{{"wafersim.step", "-5"}}, "wafersim.step = -5 is out of range (at least 0)"},
+      {{{"wafersim.step", "3x"}}, "wafersim.step = '3x' is not a whole number"},
+      {{{"wafersim.batch", "0"}}, "wafersim.batch = 0 is out of range (at least 1)"},
+      {{{"wafersim.lr", "abc"}}, "wafersim.lr = 'abc' is not a positive number"},
+      {{{"wafersim.momentum", "2"}}, "wafersim.momentum = '2' is not a number in [0, 1)"},
+  };
+  for (const auto& [meta, msg] : cases) {
+    const std::string broken = (d / "broken.onnx").string();
+    compiler::write_onnx_with_weights(ck, broken, {}, {}, meta);
+    std::ostringstream out, err;
+    EXPECT_EQ(train_command({"--resume", broken, "--train.steps", "1", "--train.eval", "0", "-o", (d / "r").string()}, out, err), 2)
+        << msg;
+    EXPECT_NE(err.str().find(msg), std::string::npos) << err.str();
+  }
 }
 
 }  // namespace

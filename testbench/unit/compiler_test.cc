@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -325,7 +326,13 @@ TEST(Compiler, BadOptionsAreUsageErrorsNamingTheOption) {
       {{"--mode", "weight-streaming", "--swarmx.fanout", "1"}, "swarmx.fanout must be 2 or 4"},
       {{"--mode", "weight-streaming", "--memoryx.optimizer", "lamb"}, "optimizer 'lamb' is unknown"},
       {{"--mode", "weight-streaming", "--train.batch", "6", "--systems", "4"}, "must split equally over 4 systems"},
-      {{"--mode", "weight-streaming", "--input.workers", "0"}, "input.workers must be at least 1"},
+      {{"--mode", "weight-streaming", "--input.workers", "0"}, "input.workers must be in 1..1024"},
+      {{"--mode", "weight-streaming", "--input.workers", "100000"}, "input.workers must be in 1..1024"},
+      {{"--mode", "layer-pipelined", "--memoryx.optimizer", "adam"}, "memoryx.optimizer applies to weight streaming only"},
+      {{"--mode", "layer-pipelined", "--ws.columns", "4"}, "ws.columns applies to weight streaming only"},
+      {{"--compile-only", "--validate-only"}, "--validate-only and --compile-only exclude each other"},
+      {{"--sim.seed", "-1"}, "sim.seed must not be negative, got -1"},
+      {{"--fabric.clock_mhz", "nan"}, "fabric.clock_mhz must be a finite number, got nan"},
   };
   for (const auto& [args, key] : cases) {
     Args a = args;
@@ -334,6 +341,25 @@ TEST(Compiler, BadOptionsAreUsageErrorsNamingTheOption) {
     EXPECT_EQ(r.rc, kExitUsage) << args[0];
     EXPECT_TRUE(contains(r.err, key)) << args[0] << ": " << r.err;
   }
+}
+
+// A weight or bias that holds NaN or an infinity makes a model malformed: a usage error naming
+// the node and the initializer, not a run whose every loss is NaN.
+TEST(Compiler, NonFiniteWeightsAreRejected) {
+  const std::string model = mlp("mlp_finite", {16, 8, 4});
+  const compiler::OnnxModel m = compiler::import_onnx(model);
+  for (const float bad : {std::nanf(""), INFINITY}) {
+    for (const auto& [name, t] : m.initializers) {
+      std::vector<float> v = t.f32;
+      v.back() = bad;
+      const std::string broken = model_path("mlp_nonfinite");
+      compiler::write_onnx_with_weights(model, broken, {{name, v}}, {}, {});
+      const CmdResult r = compile({broken, "--compile-only"});
+      EXPECT_EQ(r.rc, kExitUsage) << name;
+      EXPECT_TRUE(contains(r.err, "initializer '" + name + "' holds " + (std::isnan(bad) ? "NaN" : "an infinity"))) << r.err;
+    }
+  }
+  EXPECT_EQ(compile({model, "--compile-only"}).rc, kExitOk);
 }
 
 // --- --compile-only: the report and the program ---

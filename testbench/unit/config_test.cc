@@ -1,6 +1,7 @@
 // Options of `wafersim fabric`: parsing, ranges, INI files, precedence and usage errors.
 // Every error here is caught before the SystemC model is elaborated, and each test makes at
 // most one run_fabric_command call.
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -241,6 +242,61 @@ TEST(ConfigParse, ErrorsAreConfigErrors) {
   EXPECT_THROW(parse_fabric_options({"--no-such-option"}, &cfg, out), ConfigError);
   FabricRunConfig cfg2;
   EXPECT_THROW(parse_fabric_options({"--router.ramp_latency", "65"}, &cfg2, out), ConfigError);
+}
+
+// What the option parser itself lets through: a negative number for an unsigned option (it
+// would wrap around), a value that is not a finite number, a stray argument, a directory for
+// the INI file; each a ConfigError naming the option, on the command line and in an INI file.
+std::string parse_error(const Args& args) {
+  FabricRunConfig cfg;
+  std::ostringstream out;
+  try {
+    parse_fabric_options(args, &cfg, out);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConfigParse, NegativeUnsignedValuesAreRejected) {
+  for (const char* key : {"--sim.seed", "--sim.cycles", "--sim.watchdog_cycles", "--traffic.count", "--stats.warmup",
+                          "--stats.interval"}) {
+    const std::string e = parse_error({key, "-1"});
+    EXPECT_NE(e.find(std::string(key + 2) + " must not be negative, got -1"), std::string::npos) << key << ": " << e;
+  }
+  EXPECT_NE(parse_error({"--sim.seed=-7"}).find("sim.seed must not be negative"), std::string::npos);
+  const std::string ini = test::test_tmp_dir() + "/neg.ini";
+  test::write_text(ini, "[sim]\nseed = -3\n");
+  const std::string e = parse_error({"--config", ini});
+  EXPECT_NE(e.find("neg.ini': sim.seed must not be negative, got -3"), std::string::npos) << e;
+  EXPECT_EQ(parse_error({"--sim.seed", "5", "--traffic.hotspot_channel", "-1"}), "");  // signed options keep -1
+}
+
+TEST(ConfigParse, NonFiniteNumbersAreRejected) {
+  EXPECT_NE(parse_error({"--fabric.clock_mhz", "nan"}).find("fabric.clock_mhz must be a finite number, got nan"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--io.channel_gbps", "nan"}).find("io.channel_gbps must be a finite number"), std::string::npos);
+  EXPECT_NE(parse_error({"--traffic.rate", "inf"}).find("traffic.rate must be a finite number"), std::string::npos);
+  const std::string ini = test::test_tmp_dir() + "/nan.ini";
+  test::write_text(ini, "[io]\nchannel_gbps = nan\n");
+  EXPECT_NE(parse_error({"--config", ini}).find("io.channel_gbps must be a finite number"), std::string::npos);
+}
+
+TEST(ConfigParse, StrayArgumentsAndDirectoriesAreRejected) {
+  EXPECT_NE(parse_error({"routes.txt"}).find("unexpected argument 'routes.txt'"), std::string::npos);
+  EXPECT_NE(parse_error({"--config", test::test_tmp_dir()}).find("is not a regular file"), std::string::npos);
+  EXPECT_NE(parse_error({"--traffic.hotspot_channel", "-5"}).find("traffic.hotspot_channel must be -1"), std::string::npos);
+}
+
+TEST(ConfigParse, TraceFileMustBeWritableFile) {
+  const std::string dir = test::test_tmp_dir();
+  EXPECT_NE(parse_error({"--trace.vcd", dir + "/", "--trace.region", "0:1,0:1"}).find("names a directory"), std::string::npos);
+  EXPECT_NE(parse_error({"--trace.vcd", dir, "--trace.region", "0:1,0:1"}).find("names a directory"), std::string::npos);
+  test::write_text(dir + "/plain", "x");
+  EXPECT_NE(parse_error({"--trace.vcd", dir + "/plain/t.vcd", "--trace.region", "0:1,0:1"}).find("cannot write trace.vcd"),
+            std::string::npos);
+  EXPECT_EQ(parse_error({"--trace.vcd", dir + "/new/t.vcd", "--trace.region", "0:1,0:1"}), "");  // its directory is made
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/new"));
 }
 
 TEST(ConfigStructs, HwConfigValidateNamesTheKey) {

@@ -230,5 +230,33 @@ TEST(KernelCommand, RejectsUnknownKernelsAndShapes) {
   EXPECT_NE(e.find("elementwise op 'tanh' is unknown"), std::string::npos) << e;
 }
 
+// Shapes no fabric can hold, or that would wrap around, are usage errors before anything is
+// built (a 4096 x 4096 gemv used to run out of memory; kernel.len -1 to hang).
+TEST(KernelCommand, RejectsShapesBeforeBuildingThem) {
+  const std::string out = tmp_path("kernel_cmd_shapes");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"reduce", "--kernel.len", "-1"}, "kernel.len must not be negative"},
+      {{"gemv", "--kernel.m", "-1"}, "kernel.m must not be negative"},
+      {{"broadcast", "--kernel.len", "0"}, "kernel.len must be in [1, 24576]"},
+      {{"reduce", "--kernel.len", "1000000"}, "kernel.len must be in [1, 24576]"},
+      {{"gemv", "--kernel.w", "4096", "--kernel.h", "4096"}, "16777216 PEs; at most 1048576"},
+      {{"gemv", "--kernel.w", "8", "--kernel.h", "4096", "--kernel.n", "8"}, "kernel.h must be at most 4095"},
+      {{"gemv", "--kernel.m", "65536", "--kernel.n", "65536"}, "is over 2^30 elements"},
+      {{"pingpong", "--kernel.distance", "99999"}, "kernel.distance must be in [1, 4095]"},
+      {{"pingpong", "--kernel.rounds", "0"}, "kernel.rounds must be at least 1"},
+      {{"gemv", "--kernel.reps", "0"}, "kernel.reps and kernel.rounds must be at least 1"},
+  };
+  for (const auto& [args, msg] : cases) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"-o", out});
+    std::ostringstream o, e;
+    EXPECT_EQ(kernel_command(a, o, e), kExitUsage) << args[0] << " " << args[1];
+    EXPECT_NE(e.str().find(msg), std::string::npos) << e.str();
+  }
+  std::ostringstream o, e;
+  EXPECT_EQ(kernel_command({"gemv", "-o", ""}, o, e), kExitUsage);
+  EXPECT_NE(e.str().find("-o needs the directory"), std::string::npos) << e.str();
+}
+
 }  // namespace
 }  // namespace wafersim::test

@@ -91,6 +91,30 @@ TEST(RouteFile, MalformedStatementsAreRejected) {
   EXPECT_TRUE(contains(route_file_error("route 0 0 1 R E\nroute 1 0 1 W R\nflow 0 0 1 2.0\n"), "rate must be in (0, 1]"));
   EXPECT_TRUE(contains(route_file_error("route 0 0 1 R E\nroute 1 0 1 W R\nflow 0 0 1 x\n"), "flow takes numbers"));
   EXPECT_TRUE(contains(route_file_error("route 0 0 1 R E\nroute 1 0 1 W R\nflow 0 0 1 1 1 1 1\n"), "unexpected '1'"));
+  // The statement is checked before its coordinates; counts are whole, non-negative numbers.
+  EXPECT_TRUE(contains(route_file_error("bogus 9 9 9\n"), "unknown statement 'bogus'"));
+  const std::string two = "route 0 0 1 R E\nroute 1 0 1 W R\n";
+  EXPECT_TRUE(contains(route_file_error(two + "flow 0 0 1 1 -1\n"), "flow takes numbers"));
+  EXPECT_TRUE(contains(route_file_error(two + "flow 0 0 1 1 5 -1\n"), "flow takes numbers"));
+  EXPECT_TRUE(contains(route_file_error(two + "flow 0 0 1 1x\n"), "flow takes numbers"));
+  EXPECT_TRUE(contains(route_file_error(two + "flow 0 0 1 1 5x\n"), "flow takes numbers"));
+  EXPECT_EQ(route_file_error(two + "flow 0 0 1 0.5 5 2\n"), "");
+  // A file that sends nothing is an error, not an empty run.
+  EXPECT_TRUE(contains(route_file_error(""), "has no flow statement"));
+  EXPECT_TRUE(contains(route_file_error(two), "has no flow statement"));
+}
+
+TEST(RouteFile, DirectoryIsAClearError) {
+  Fabric f(small_config(4, 4));
+  TrafficConfig tc;
+  tc.pattern = "file";
+  tc.routes = test::test_tmp_dir();
+  try {
+    program_traffic(f, tc);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "is not a regular file")) << e.what();
+  }
 }
 
 TEST(RouteFile, MissingFileIsAClearError) {
@@ -131,6 +155,37 @@ TEST(Traffic, PatternWithNoFlowIsAClearError) {
   EXPECT_EQ(error("column-broadcast", 8, 8, 8, "2:2,0:7"), "");
   EXPECT_TRUE(contains(error("column-broadcast", 8, 1, 8, ""), "at least 2 PEs in a column"));
   EXPECT_TRUE(contains(error("random", 8, 8, 8, "3:3,3:3"), "random makes no flow in the 1 x 1 region"));
+}
+
+TEST(Traffic, RandomWithNoFlowsIsAClearError) {
+  Fabric f(small_config(8, 8));
+  TrafficConfig tc;
+  tc.pattern = "random";
+  tc.flows = 0;
+  try {
+    program_traffic(f, tc);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "traffic.flows is 0")) << e.what();
+  }
+}
+
+// A pattern that routes every PE of a fabric too large for the host's memory is refused before
+// anything is built (4096 x 4096 x the neighbour pattern would take about 75 GB; here the limit
+// is lowered to 0.01 GB, which a 64 x 64 fabric, about 0.018 GB, exceeds).
+TEST(Traffic, FabricTooLargeForHostMemoryIsAClearError) {
+  Fabric f(small_config(64, 64));
+  TrafficConfig tc;
+  tc.pattern = "neighbour";
+  tc.host_memory_gb = 0.01;
+  try {
+    program_traffic(f, tc);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "64 x 64 PEs: about 0.0184 GB of host memory, more than the 0.01 GB")) << e.what();
+  }
+  tc.region = "0:31,0:31";  // a region of it fits
+  EXPECT_NO_THROW(program_traffic(f, tc));
 }
 
 TEST(Watchdog, MustOutlastTheSlowestChannel) {
