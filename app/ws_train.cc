@@ -228,10 +228,6 @@ void ws_compile(const TrainConfig& c, const KernelGraph& g, std::ostream& out) {
 void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, const std::string& model_path,
               std::ostream& out) {
   const auto t0 = Clock::now();
-  if (!c.trace.vcd.empty()) {
-    throw ConfigError("--trace.vcd is not available in weight-streaming mode yet (the wafers run inside the cluster's "
-                      "SystemC threads); trace a layer-pipelined run, or use the run report's time split");
-  }
   uint64_t seed = c.hw.sim.seed;
   WsBuild b = build(c, g);
   out << b.text;
@@ -246,12 +242,18 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   // The data order needs the seed before the trainer exists; a resumed run takes it from the checkpoint.
   if (!c.resume.empty()) seed = static_cast<uint64_t>(checkpoint_number(m, c, "wafersim.seed"));
   HwConfig hw = c.hw;
-  if (c.fabric_stats) hw.router.express = false;  // the relay routers' own counters are wanted
+  // The relay routers' own counters (stats) or sends (traces) are wanted: no express lines.
+  if (c.fabric_stats || !c.trace.vcd.empty()) hw.router.express = false;
   tlm::WsTrainer t("cluster", hw, g, b.compiled, train, c.norm, seed, 0, mx, c.swarmx, links);
   if (!c.resume.empty()) {
     first = restore_ws(m, g, c, mx, t, &seed);
     t.set_steps_done(first);
     out << "resuming from " << c.resume << " after step " << first << " (seed " << seed << ")\n";
+  }
+  sc_core::sc_trace_file* tf = nullptr;
+  if (!c.trace.vcd.empty()) {
+    tf = open_vcd(c.trace.vcd);
+    t.trace(tf, train_trace_region(c));
   }
   if (c.progress_seconds > 0) t.set_progress([&out](const std::string& line) { out << line << std::flush; }, c.progress_seconds);
   const double f = c.hw.fabric.clock_mhz * 1e6;
@@ -299,6 +301,7 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
     }
   }
   const double host = secs_since(h0);
+  if (tf) sc_core::sc_close_vcd_trace_file(tf);
   write_ws_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, mx, t, c, seed);
   write_text(fs::path(c.out) / "losses.csv", csv);
 

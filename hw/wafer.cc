@@ -48,18 +48,33 @@ void PeProbe::trace(sc_core::sc_trace_file* tf, const Fabric& fabric) const {
   for (int q = 0; q < 6; ++q) sc_core::sc_trace(tf, m_outq[q], base + ".core.outq" + std::to_string(q), 8);
 }
 
+void make_probes(sc_core::sc_vector<PeProbe>& probes, const Region& reg) {
+  const size_t n = static_cast<size_t>(reg.width()) * reg.height();
+  probes.init(n, [reg](const char*, size_t i) {
+    const int x = reg.x0 + static_cast<int>(i % reg.width()), y = reg.y0 + static_cast<int>(i / reg.width());
+    return new PeProbe(("pe_" + std::to_string(x) + "_" + std::to_string(y)).c_str(), x, y);
+  });
+}
+
+FabricProbes::FabricProbes(sc_core::sc_module_name name, const Region& region) : sc_module(name), m_probes("probe") {
+  make_probes(m_probes, region);
+}
+
+void FabricProbes::trace(sc_core::sc_trace_file* tf, const Fabric& fabric) {
+  sc_core::sc_trace(tf, m_traced_cycle, std::string(name()) + ".cycle");
+  for (const PeProbe& p : m_probes) p.trace(tf, fabric);
+}
+
+void FabricProbes::sample(const Fabric& fabric, uint64_t now) {
+  m_traced_cycle = now;
+  for (PeProbe& p : m_probes) p.sample(fabric, now);
+}
+
 Wafer::Wafer(sc_core::sc_module_name name, Fabric& fabric, uint64_t cycles, const Region* trace_region)
     : sc_module(name), clk("clk"), m_fabric(fabric), m_stop_at(fabric.cycle() + cycles), m_probes("probe") {
   // Stopping at the requested cycle is the normal end of a run, not news.
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-  if (trace_region) {
-    const Region reg = *trace_region;
-    const size_t n = static_cast<size_t>(reg.width()) * reg.height();
-    m_probes.init(n, [reg](const char*, size_t i) {
-      const int x = reg.x0 + static_cast<int>(i % reg.width()), y = reg.y0 + static_cast<int>(i / reg.width());
-      return new PeProbe(("pe_" + std::to_string(x) + "_" + std::to_string(y)).c_str(), x, y);
-    });
-  }
+  if (trace_region) make_probes(m_probes, *trace_region);
   SC_HAS_PROCESS(Wafer);
   SC_METHOD(tick);
   sensitive << clk.pos();

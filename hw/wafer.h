@@ -42,6 +42,23 @@ class PeProbe : public sc_core::sc_module {
   uint32_t m_inq[8] = {}, m_outq[6] = {};
 };
 
+// Probes of a region's PEs, named pe_X_Y, as children of the module under construction.
+void make_probes(sc_core::sc_vector<PeProbe>& probes, const Region& region);
+
+// The probes of a fabric that another process steps (a weight-streaming runner, which samples
+// them after each cycle and then waits one clock period): the signals of Wafer's probes and the
+// cycle, under this module's name (wafer_0.pe_X_Y, ...).
+class FabricProbes : public sc_core::sc_module {
+ public:
+  FabricProbes(sc_core::sc_module_name name, const Region& region);
+  void trace(sc_core::sc_trace_file* tf, const Fabric& fabric);
+  void sample(const Fabric& fabric, uint64_t now);
+
+ private:
+  sc_core::sc_vector<PeProbe> m_probes;
+  uint64_t m_traced_cycle = 0;
+};
+
 // Not a process per PE (see docs/fabric.md): one SC_METHOD on the clock steps the plain-C++
 // fabric, so a 757 x 996 wafer costs what its active PEs cost.
 //

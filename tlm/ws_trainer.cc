@@ -139,11 +139,16 @@ int WsSystem::passes_entered() const {
 uint64_t WsSystem::settle() {
   constexpr uint64_t kSettle = 256;
   uint64_t k = 0;
-  while (m_fabric->in_flight() != 0) {
+  auto step = [&] {
+    const uint64_t now = m_fabric->cycle();
     m_fabric->step();
+    if (m_on_step) m_on_step(now);
+  };
+  while (m_fabric->in_flight() != 0) {
+    step();
     if (++k > 1000000) throw std::runtime_error("weight streaming: a wafer does not settle after a minibatch");
   }
-  for (uint64_t i = 0; i < kSettle; ++i) m_fabric->step();
+  for (uint64_t i = 0; i < kSettle; ++i) step();
   m_now += k + kSettle;
   m_time.compute += k + kSettle;
   if (!m_pass_time.empty()) m_pass_time.back().compute += k + kSettle;
@@ -259,7 +264,9 @@ bool WsSystem::cycle() {
     }
   }
   m_rr = m_rr + 1 == n ? 0 : m_rr + 1;
+  const uint64_t stepped = m_fabric->cycle();
   m_fabric->step();
+  if (m_on_step) m_on_step(stepped);
   bool gstall = false;
   // The channels hold nothing to take: none did after the last pass, and nothing came since.
   const uint64_t delivered = m_fabric->channel_deliveries();
@@ -561,6 +568,19 @@ void WsTrainer::chief() {
   }
 }
 
+void WsTrainer::trace(sc_core::sc_trace_file* tf, const Region& region) {
+  for (size_t i = 0; i < m_sys.size(); ++i) {
+    m_probes.push_back(std::make_unique<FabricProbes>(("wafer_" + std::to_string(i)).c_str(), region));
+    FabricProbes* probes = m_probes.back().get();
+    WsSystem& s = *m_sys[i];
+    probes->trace(tf, s.fabric());
+    s.set_on_step([this, probes, &s](uint64_t now) {
+      probes->sample(s.fabric(), now);
+      sc_core::wait(m_period);
+    });
+  }
+}
+
 // A system's wafer, temporally decoupled: one clock period of local time per cycle, in sync
 // with the kernel at least once per quantum. After the last result it settles, then WRITEs its
 // gradients and loss into SwarmX (which blocks until every system's contribution is in and the
@@ -586,9 +606,10 @@ void WsTrainer::runner(int i) {
       };
       const auto step0 = Clock::now();
       int reported = 0;  // passes already reported (system 0)
+      const bool traced = !m_probes.empty();  // then each cycle waits its period (m_on_step)
       while (!s.done()) {
         s.cycle();
-        qk.inc(m_period);
+        if (!traced) qk.inc(m_period);
         if (i == 0 && m_progress && (s.now() & 0xffff) == 0) {
           const int in = s.passes_entered();
           if (in > reported) {
@@ -616,7 +637,8 @@ void WsTrainer::runner(int i) {
                                    "for a minibatch to finish in that bound");
         }
       }
-      qk.inc(m_period * static_cast<double>(s.settle()));
+      const uint64_t settled = s.settle();
+      if (!traced) qk.inc(m_period * static_cast<double>(settled));
       sync();
       std::vector<std::vector<float>> dw, db;
       float loss = 0;

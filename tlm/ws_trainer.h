@@ -32,6 +32,7 @@
 #include "compiler/ws_codegen.h"
 #include "firmware/program.h"
 #include "hw/fabric.h"
+#include "hw/wafer.h"
 #include "tlm/input_stream.h"
 #include "tlm/input_worker.h"
 #include "tlm/memoryx.h"
@@ -95,6 +96,9 @@ class WsSystem {
   // After the last result: steps until nothing is in flight and 256 cycles more (the cores'
   // bookkeeping), so that every minibatch starts from the same state. Returns the cycles.
   uint64_t settle();
+  // Called after every cycle the wafer steps (cycle() and settle()), with that cycle: a traced
+  // run samples its probes there and waits one clock period.
+  void set_on_step(std::function<void(uint64_t)> f) { m_on_step = std::move(f); }
   void add_grad_reduce(uint64_t cycles) {
     m_time.grad_reduce += cycles;
     if (!m_pass_time.empty()) m_pass_time.back().grad_reduce += cycles;
@@ -121,6 +125,7 @@ class WsSystem {
     Kind kind;
   };
   static_assert(sizeof(Item) == 8, "Item stays packed");
+  std::function<void(uint64_t)> m_on_step;
   std::vector<std::vector<float>> m_x;  // this minibatch's samples, as they arrive
   std::vector<int> m_label;
   std::vector<uint64_t> m_sample_from;  // cycle each sample may enter (max: not yet arrived)
@@ -207,6 +212,10 @@ class WsTrainer : public sc_core::sc_module {
     m_progress = std::move(report);
     m_progress_secs = every_seconds;
   }
+  // VCD trace of `region` on every system's wafer (wafer_K.pe_X_Y): the runners then sync with
+  // the kernel every cycle (results do not change: with prefetch they do not depend on the
+  // quantum). Call before the first step().
+  void trace(sc_core::sc_trace_file* tf, const Region& region);
 
  private:
   struct Port;    // a system's bridge: SwarmX's broadcast and the input workers' samples in, gradients out
@@ -224,6 +233,7 @@ class WsTrainer : public sc_core::sc_module {
   std::vector<std::unique_ptr<WsSystem>> m_sys;
   std::unique_ptr<SwarmX> m_swarmx;
   std::vector<std::unique_ptr<Port>> m_ports;
+  std::vector<std::unique_ptr<FabricProbes>> m_probes;  // per system, when traced
   std::vector<std::unique_ptr<InputStream>> m_workers;  // W per system
   std::vector<int> m_wid, m_bid;
   int m_loss_id = -1;

@@ -3,6 +3,8 @@
 // layer-pipelined on the demo network (Fashion-MNIST), and the cluster's bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -186,6 +188,34 @@ TEST_F(WsCli, FabricStatsPerSystem) {
   EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx"));
 }
 
+// A VCD trace of a region in weight streaming: each system's probes under wafer_K.pe_X_Y, one
+// time step per cycle over the whole run, and the same results as without the trace (the
+// runners then sync every cycle; with prefetch, results do not depend on the quantum).
+TEST_F(WsCli, VcdTraceOfARegionPerSystem) {
+  const fs::path a = tmp_path("ws_vcd"), b = tmp_path("ws_novcd");
+  for (const auto& d : {a, b}) fs::remove_all(d);
+  const std::string vcd = (a / "t.vcd").string();
+  train_ok(with(kWs, {"--train.steps", "1", "--systems", "2", "--train.batch", "16", "--trace.vcd", vcd,
+                      "--trace.region", "0:1,24:26", "-o", a.string()}));  // the first feature row's PE is (0, 25)
+  train_ok(with(kWs, {"--train.steps", "1", "--systems", "2", "--train.batch", "16", "-o", b.string()}));
+  EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv"));
+  EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx"));
+  const std::string v = slurp(vcd);
+  for (const char* scope : {"$scope module wafer_0 $end", "$scope module wafer_1 $end", "$scope module pe_1_26 $end",
+                            "$scope module out_R $end", "$scope module core $end"}) {
+    EXPECT_NE(v.find(scope), std::string::npos) << scope;
+  }
+  EXPECT_GT(std::count(v.begin(), v.end(), '#'), 1000) << "time steps";
+  // The last time step is the run's last cycle: cycles x the clock period (1176 ps at 850 MHz).
+  const nlohmann::json rep = nlohmann::json::parse(slurp(a / "run_report.json"));
+  const size_t last = v.rfind("\n#");
+  ASSERT_NE(last, std::string::npos);
+  const uint64_t t_last = std::stoull(v.substr(last + 2));
+  const uint64_t cycles = rep.at("cycles").get<uint64_t>();
+  EXPECT_GE(t_last, (cycles - rep.at("time_split_cycles").at("grad_reduce").get<uint64_t>()) * 1176) << t_last;
+  EXPECT_LE(t_last, cycles * 1176 + 1176) << t_last;
+}
+
 // Lazy cores (core.lazy, PeCore::m_lazy) change nothing a training run reports, in either mode:
 // the same losses, weights, cycles, time split and per-layer busy/stall figures as cores
 // evaluated in every cycle they can move.
@@ -363,7 +393,7 @@ TEST(WsCompile, ClusterBadInputIsAClearError) {
       {{"--mode", "weight-streaming", "--swarmx.fanout", "1"}, "swarmx.fanout must be 2 or 4"},
       {{"--mode", "weight-streaming", "--memoryx.optimizer", "adagrad"}, "optimizer 'adagrad' is unknown"},
       {{"--mode", "weight-streaming", "--memoryx.capacity_gb", "0.0001", "--train.steps", "1"}, "too large for MemoryX"},
-      {{"--mode", "weight-streaming", "--trace.vcd", "x.vcd", "--trace.region", "0:1,0:1"}, "not available in weight-streaming mode"},
+      {{"--mode", "weight-streaming", "--trace.vcd", "x.vcd", "--trace.region", "0:1,0:9999"}, "trace.region"},
   };
   for (const auto& c : cases) {
     const CliRun r = cmd(true, c.args);
