@@ -8,6 +8,7 @@
 
 #include <sys/resource.h>
 
+#include "app/interrupt.h"
 #include "app/options.h"
 #include "hw/atomic_file.h"
 #include "hw/fabric_stats.h"
@@ -94,10 +95,12 @@ int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, 
   if (tf) wafer.trace(tf);
   uint64_t active_pe_cycles = 0;
   const StatsOptions st = cfg.stats;
+  InterruptGuard interrupt;  // SIGINT/SIGTERM: stop after this cycle, write the stats so far
   wafer.on_cycle([&](Fabric& fab) {
     active_pe_cycles += fab.active_routers();
     if (st.warmup && fab.cycle() == st.warmup) fab.reset_stats();
     if (st.interval && fab.cycle() % st.interval == 0) write_fabric_stats(fab, st.out);
+    if (InterruptGuard::requested()) sc_core::sc_stop();
   });
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -121,6 +124,10 @@ int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, 
   if (!wafer.error().empty()) {
     err << "wafersim fabric: error: " << wafer.error() << "\n";
     return wafer.deadlocked() ? kExitDeadlock : kExitRuntime;
+  }
+  if (InterruptGuard::requested()) {
+    err << "wafersim fabric: interrupted at cycle " << f.cycle() << " of " << cfg.hw.sim.cycles << "; the stats cover those cycles\n";
+    return rc == kExitOk ? InterruptGuard::exit_code() : rc;
   }
   return rc;
 }

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "app/fabric_cmd.h"
+#include "app/interrupt.h"
 #include "app/options.h"
 #include "app/train_util.h"
 #include "app/ws_train.h"
@@ -83,6 +84,11 @@ void write_checkpoint(const std::string& src, const std::string& dst, const Kern
 // step and seed (metadata). Throws ConfigError for anything missing or inconsistent.
 ModelState restore_checkpoint(const OnnxModel& m, const KernelGraph& g, const TrainConfig& c, uint64_t* seed) {
   auto meta = [&](const char* k) { return checkpoint_number(m, c, k); };
+  auto mode = m.metadata.find("wafersim.mode");
+  if (mode != m.metadata.end() && mode->second == "weight-streaming") {
+    throw ConfigError(c.resume + " was written in weight-streaming mode (its optimizer state is MemoryX's, not the "
+                      "wafer's); resume it with --mode weight-streaming");
+  }
   ModelState state = ModelState::from_graph(g);
   state.step = meta("wafersim.step");
   check_checkpoint_hyper(m, c);
@@ -180,8 +186,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     require_supported(g);
     if (c.validate_only) return kExitOk;
     if (resolve_mode(c, g, out) == "weight-streaming") {
-      ws_train(c, m, g, model_path, out);
-      return kExitOk;
+      return ws_train(c, m, g, model_path, out);
     }
     ModelState state = ModelState::from_graph(g);
     if (!c.resume.empty()) {
@@ -230,7 +235,8 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     double window_loss = 0, last_loss = 0;
     long long window = 0;
     out << "training " << c.steps << " steps of " << B << " samples (" << train.count << " in the training set)\n";
-    while (t.steps_done() < last) {
+    InterruptGuard interrupt;  // SIGINT/SIGTERM: stop after this step, write what there is
+    while (t.steps_done() < last && !InterruptGuard::requested()) {
       const tlm::StepResult s = t.step();
       losses_csv += std::to_string(s.step) + "," + exact(s.mean_loss) + "," + std::to_string(s.cycles) + "\n";
       window_loss += s.mean_loss;
@@ -249,20 +255,26 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
       }
       if (c.checkpoint_every && s.step % c.checkpoint_every == 0 && s.step != last) {
         write_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, t.read_state(), c, seed);
+        write_text(fs::path(c.out) / "losses.csv", losses_csv);  // the losses up to the checkpoint
       }
     }
     const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count();
     if (tf) sc_core::sc_close_vcd_trace_file(tf);
+    const long long ran = t.steps_done() - state.step;  // c.steps, unless interrupted
+    if (ran == 0) {
+      out << "interrupted before the first step finished: nothing more to write\n";
+      return InterruptGuard::exit_code();
+    }
     const ModelState final_state = t.read_state();
     write_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, final_state, c, seed);
     write_text(fs::path(c.out) / "losses.csv", losses_csv);
 
     // Report: measured next to the compile report's estimate.
     const uint64_t cycles = t.cycles() - cycles0;
-    const double samples = static_cast<double>(c.steps) * B;
+    const double samples = static_cast<double>(ran) * B;
     const double measured = samples / (static_cast<double>(cycles) / f);
     nlohmann::json rep;
-    rep["steps"] = c.steps;
+    rep["steps"] = ran;
     rep["samples"] = samples;
     rep["cycles"] = cycles;
     rep["measured_samples_per_s"] = measured;
@@ -283,7 +295,8 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
                       {"compute_utilisation_pct", 100.0 * macs / (l.p_in * l.p_out * static_cast<double>(cycles) * c.hw.core.fmac_fp32)}});
     }
     rep["kernels"] = kern;
-    std::string text = "Run report\n  steps " + std::to_string(c.steps) + " x batch " + std::to_string(B) + ", " +
+    if (InterruptGuard::requested()) rep["interrupted_after_step"] = t.steps_done();
+    std::string text = "Run report\n  steps " + std::to_string(ran) + " x batch " + std::to_string(B) + ", " +
                        std::to_string(cycles) + " cycles\n  measured samples/s   " + fixed(measured, 1) +
                        " (simulated, at " + fixed(c.hw.fabric.clock_mhz, 0) + " MHz)\n  estimated samples/s  " +
                        fixed(r.report["overall_samples_per_s"].get<double>(), 1) + " (compile report)\n  host time            " +
@@ -295,7 +308,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     traffic.add(traffic0, t.fabric().totals());
     report_fabric_traffic(traffic, cycles, rep, text);
     if (c.fabric_stats) write_run_fabric_stats(t.fabric(), fs::path(c.out) / "fabric", text);
-    if (c.eval && test.count > 0) {
+    if (c.eval && test.count > 0 && !InterruptGuard::requested()) {
       const double acc = test_accuracy(g, r.compiled.plan, c, final_state, test);
       rep["test_accuracy_pct"] = acc;
       rep["test_samples"] = test.count;
@@ -306,8 +319,12 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
       text += "  " + k["name"].get<std::string>() + ": busy " + fixed(k["busy_pct"].get<double>(), 1) + " %, MAC utilisation " +
               fixed(k["compute_utilisation_pct"].get<double>(), 1) + " %\n";
     }
+    if (InterruptGuard::requested()) {
+      text += "  interrupted          after step " + std::to_string(t.steps_done()) + " of " + std::to_string(last) +
+              " (no test accuracy); --resume " + (fs::path(c.out) / "checkpoint.onnx").string() + " goes on from there\n";
+    }
     finish_run_report(c, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), rep, text, out);
-    return kExitOk;
+    return InterruptGuard::requested() ? InterruptGuard::exit_code() : kExitOk;
   } catch (const CompileError& e) {
     err << "wafersim train: error: " << e.what() << "\n";
     return kExitUsage;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "app/fabric_cmd.h"
+#include "app/interrupt.h"
 #include "app/train_util.h"
 #include "compiler/placement.h"
 #include "compiler/ws_codegen.h"
@@ -225,7 +226,7 @@ void ws_compile(const TrainConfig& c, const KernelGraph& g, std::ostream& out) {
   out << "compiled in " << fixed(secs, 2) << " s; report" << (c.compile_only ? ", program" : "") << " in " << c.out << "/\n";
 }
 
-void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, const std::string& model_path,
+int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, const std::string& model_path,
               std::ostream& out) {
   const auto t0 = Clock::now();
   uint64_t seed = c.hw.sim.seed;
@@ -275,7 +276,8 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
     traffic0.push_back(t.system(i).fabric().totals());
   }
   const auto h0 = Clock::now();
-  while (t.steps_done() < last) {
+  InterruptGuard interrupt;  // SIGINT/SIGTERM: stop after this step, write what there is
+  while (t.steps_done() < last && !InterruptGuard::requested()) {
     const tlm::WsStepResult s = t.step();
     cycles += s.cycles;
     total += s.time;
@@ -298,20 +300,26 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
     }
     if (c.checkpoint_every && s.step % c.checkpoint_every == 0 && s.step != last) {
       write_ws_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, mx, t, c, seed);
+      write_text(fs::path(c.out) / "losses.csv", csv);  // the losses up to the checkpoint
     }
   }
   const double host = secs_since(h0);
   if (tf) sc_core::sc_close_vcd_trace_file(tf);
+  const long long ran = t.steps_done() - first;  // c.steps, unless interrupted
+  if (ran == 0) {
+    out << "interrupted before the first step finished: nothing more to write\n";
+    return InterruptGuard::exit_code();
+  }
   write_ws_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, mx, t, c, seed);
   write_text(fs::path(c.out) / "losses.csv", csv);
 
-  const double samples = static_cast<double>(c.steps) * B;
+  const double samples = static_cast<double>(ran) * B;
   const double measured = samples / (static_cast<double>(cycles) / f);
   const double estimated = b.report["overall_samples_per_s"].get<double>();
   nlohmann::json rep;
   rep["mode"] = "weight-streaming";
   rep["systems"] = c.ws.systems;
-  rep["steps"] = c.steps;
+  rep["steps"] = ran;
   rep["samples"] = samples;
   rep["cycles"] = cycles;
   rep["time_split_cycles"] = time_json(total);
@@ -338,7 +346,7 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   rep["final_loss"] = last_loss;
   const uint64_t tt = total.total();
   std::string text = "Run report (weight streaming, " + std::to_string(c.ws.systems) + " system(s))\n  steps " +
-                     std::to_string(c.steps) + " x batch " + std::to_string(B) + ", " + std::to_string(cycles) +
+                     std::to_string(ran) + " x batch " + std::to_string(B) + ", " + std::to_string(cycles) +
                      " cycles\n  measured samples/s   " + fixed(measured, 1) + " (simulated, at " +
                      fixed(c.hw.fabric.clock_mhz, 0) + " MHz)\n  estimated samples/s  " + fixed(estimated, 1) +
                      " (compile report)\n  time split (system 0): compute " + pct(total.compute, tt) + " %, weight stream " +
@@ -361,7 +369,7 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
   for (int i = 0; c.fabric_stats && i < t.systems(); ++i) {
     write_run_fabric_stats(t.system(i).fabric(), fs::path(c.out) / "fabric" / ("system_" + std::to_string(i)), text);
   }
-  if (c.eval && test.count > 0) {
+  if (c.eval && test.count > 0 && !InterruptGuard::requested()) {
     const auto w = t.weights(), bs = t.biases();
     long long right = 0;
     std::vector<float> xn(test.count * test.features);
@@ -381,7 +389,14 @@ void ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, co
     text += "  test accuracy        " + fixed(acc, 2) + " % of " + std::to_string(test.count) +
             " (host forward pass with MemoryX's weights)\n";
   }
+  if (InterruptGuard::requested()) {
+    rep["interrupted_after_step"] = t.steps_done();
+    text += "  interrupted          after step " + std::to_string(t.steps_done()) + " of " + std::to_string(last) +
+            " (no test accuracy); --resume " + (fs::path(c.out) / "checkpoint.onnx").string() +
+            " --mode weight-streaming goes on from there\n";
+  }
   finish_run_report(c, secs_since(t0), rep, text, out);
+  return InterruptGuard::requested() ? InterruptGuard::exit_code() : 0;
 }
 
 }  // namespace wafersim

@@ -19,8 +19,9 @@ std::string resolve_mode(const TrainConfig& c, const compiler::KernelGraph& g, s
 void ws_compile(const TrainConfig& c, const compiler::KernelGraph& g, std::ostream& out);
 
 // Trains in weight-streaming mode on c.ws.systems wafers. `m` is the ONNX file training starts
-// from (the model, or the checkpoint being resumed). Throws on errors.
-void ws_train(const TrainConfig& c, const compiler::OnnxModel& m, const compiler::KernelGraph& g,
-              const std::string& model_path, std::ostream& out);
+// from (the model, or the checkpoint being resumed). Throws on errors. Returns the exit code:
+// 0, or 128 + the signal when SIGINT/SIGTERM stopped it early (its outputs are written).
+int ws_train(const TrainConfig& c, const compiler::OnnxModel& m, const compiler::KernelGraph& g,
+             const std::string& model_path, std::ostream& out);
 
 }  // namespace wafersim

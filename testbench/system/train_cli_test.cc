@@ -3,10 +3,14 @@
 // against the measured rate.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -182,6 +186,34 @@ TEST_F(TrainCli, BadInputIsAClearError) {
     EXPECT_EQ(train_command(args, out, err), 2) << args[0];
     EXPECT_NE(err.str().find(msg), std::string::npos) << err.str();
   }
+}
+
+// SIGINT during training: the run stops after the step in progress, writes its checkpoint,
+// losses and report for the steps it finished, and exits 130; resuming from that checkpoint
+// gives what an uninterrupted run gives, bit for bit.
+TEST_F(TrainCli, InterruptedRunWritesWhatItHasAndResumes) {
+  const fs::path a = tmp_path("tr_int"), b = tmp_path("tr_int_resumed"), full = tmp_path("tr_int_full");
+  for (const auto& d : {a, b, full}) fs::remove_all(d);
+  int rc = -1;
+  std::ostringstream out, err;
+  std::thread run([&] {
+    rc = train_command({"--train.steps", "100000", "--train.checkpoint_every", "1", "--train.eval", "0", "-o", a.string()},
+                       out, err);
+  });
+  while (!fs::exists(a / "losses.csv")) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // step 1 is done
+  std::raise(SIGINT);
+  run.join();
+  ASSERT_EQ(rc, 130) << out.str() << err.str();
+  const nlohmann::json rep = nlohmann::json::parse(slurp(a / "run_report.json"));
+  const long long n = rep.at("interrupted_after_step").get<long long>();
+  ASSERT_GE(n, 1);
+  EXPECT_EQ(rep.at("steps").get<long long>(), n);
+  EXPECT_EQ(compiler::import_onnx((a / "checkpoint.onnx").string()).metadata.at("wafersim.step"), std::to_string(n));
+  const std::string losses = slurp(a / "losses.csv");
+  EXPECT_EQ(std::count(losses.begin(), losses.end(), '\n'), n + 1) << losses;
+  train({"--resume", (a / "checkpoint.onnx").string(), "--train.steps", "2", "--train.eval", "0", "-o", b.string()});
+  train({"--train.steps", std::to_string(n + 2), "--train.eval", "0", "-o", full.string()});
+  expect_same_weights(full / "checkpoint.onnx", b / "checkpoint.onnx");
 }
 
 // A damaged checkpoint's metadata (a negative step used to crash the resume) is a usage error

@@ -113,6 +113,11 @@ TEST_F(WsCli, ResumeFromMemoryXCheckpointIsBitIdentical) {
   // Losses, cycles and the time split of steps 3..4.
   EXPECT_EQ(loss_lines(a, 3), loss_lines(c, 3));
   EXPECT_EQ(compiler::import_onnx((a / "checkpoint.onnx").string()).metadata.at("wafersim.mode"), "weight-streaming");
+  // Resumed without --mode (layer-pipelined): the checkpoint says which mode it needs.
+  const CliRun lp = cmd(true, {"--resume", (b / "checkpoint.onnx").string(), "--train.steps", "1", "-o", c.string()});
+  EXPECT_EQ(lp.rc, 2);
+  EXPECT_NE(lp.err.find("was written in weight-streaming mode"), std::string::npos) << lp.err;
+  EXPECT_NE(lp.err.find("resume it with --mode weight-streaming"), std::string::npos) << lp.err;
 }
 
 TEST_F(WsCli, AdamResumesBitIdentically) {
