@@ -199,7 +199,9 @@ void check_trace(const TraceOptions& tr, const HwConfig& hw) {
     throw ConfigError("trace.vcd '" + tr.vcd + "' names a directory, not a file");
   }
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
-  if (!std::ofstream(file)) throw ConfigError("cannot write trace.vcd '" + file.string() + "'");
+  const bool existed = std::filesystem::exists(file, ec);
+  if (!std::ofstream(file, std::ios::app)) throw ConfigError("cannot write trace.vcd '" + file.string() + "'");
+  if (!existed) std::filesystem::remove(file, ec);  // the run writes it
 }
 
 }  // namespace
