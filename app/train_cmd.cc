@@ -75,7 +75,8 @@ void write_checkpoint(const std::string& src, const std::string& dst, const Kern
                            {"wafersim.seed", std::to_string(seed)},
                            {"wafersim.batch", std::to_string(c.compile.place.batch)},
                            {"wafersim.lr", fixed(c.compile.hyper.lr, 9)},
-                           {"wafersim.momentum", fixed(c.compile.hyper.momentum, 9)}});
+                           {"wafersim.momentum", fixed(c.compile.hyper.momentum, 9)},
+                           {"wafersim.config", checkpoint_config(c)}});
 }
 
 
@@ -191,7 +192,8 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     ModelState state = ModelState::from_graph(g);
     if (!c.resume.empty()) {
       state = restore_checkpoint(m, g, c, &seed);
-      out << "resuming from " << c.resume << " after step " << state.step << " (seed " << seed << ")\n";
+      out << "resuming from " << c.resume << " after step " << state.step << " (seed " << seed << ")\n"
+          << resume_option_changes(m, c);
     }
     const tlm::Dataset train = load_data(c, true);
     tlm::Dataset test;

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
 
 #include "hw/atomic_file.h"
 #include "hw/fabric_stats.h"
@@ -78,6 +81,60 @@ void check_checkpoint_hyper(const OnnxModel& m, const TrainConfig& c) {
                         (lr ? "a positive number" : "a number in [0, 1)") + ": the checkpoint is damaged");
     }
   }
+}
+
+namespace {
+
+// "section.key" -> value of a resolved configuration (options.cc's resolved_ini), without the
+// options that change no result.
+std::map<std::string, std::string> result_options(const std::string& ini) {
+  static const std::set<std::string> kNoResult = {
+      "train.steps", "train.log_every", "train.checkpoint_every", "train.eval", "train.progress_seconds",
+      "sim.threads", "sim.visit_order", "sim.watchdog_cycles", "sim.cycles", "sim.seed",  // the seed is the checkpoint's
+      "router.express", "core.lazy", "stats.fabric", "trace.vcd", "trace.region"};
+  std::map<std::string, std::string> v;
+  std::istringstream in(ini);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const auto eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    const std::string key = section + "." + line.substr(0, eq);
+    if (!kNoResult.count(key)) v[key] = line.substr(eq + 3);
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string checkpoint_config(const TrainConfig& c) {
+  std::string text;
+  for (const auto& [key, value] : result_options(c.resolved_ini)) text += key + " = " + value + "\n";
+  return text;
+}
+
+std::string resume_option_changes(const OnnxModel& m, const TrainConfig& c) {
+  auto it = m.metadata.find("wafersim.config");
+  if (it == m.metadata.end()) return "";
+  std::map<std::string, std::string> before;
+  std::istringstream in(it->second);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find(" = ");
+    if (eq != std::string::npos) before[line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  std::string changes;
+  for (const auto& [key, value] : result_options(c.resolved_ini)) {
+    auto b = before.find(key);
+    if (b == before.end() || b->second == value) continue;
+    changes += (changes.empty() ? "" : ", ") + key + " = " + value + " (was " + b->second + ")";
+  }
+  if (changes.empty()) return "";
+  return "note: options that differ from the run that wrote the checkpoint: " + changes +
+         "; the results will differ from an uninterrupted run\n";
 }
 
 void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text) {

@@ -26,6 +26,14 @@ long long checkpoint_number(const compiler::OnnxModel& m, const TrainConfig& c, 
 // ConfigError when the checkpoint's wafersim.lr or wafersim.momentum (informational) is not a
 // valid value: a sign of a damaged file.
 void check_checkpoint_hyper(const compiler::OnnxModel& m, const TrainConfig& c);
+// The options a checkpoint records (metadata wafersim.config): "section.key = value" lines of
+// the resolved configuration, without those that change no result (steps, logging, threads,
+// visiting order, express lines, lazy cores, traces), so that checkpoints of equal runs stay
+// byte-identical.
+std::string checkpoint_config(const TrainConfig& c);
+// Resuming: the recorded options whose value differs now, as a note to print ("" when none
+// does, or the checkpoint records none); they make the resumed run differ from an uninterrupted one.
+std::string resume_option_changes(const compiler::OnnxModel& m, const TrainConfig& c);
 // The compile report (JSON and text) and the resolved configuration, into c.out.
 void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text);
 // The wafers' traffic over a run: FabricTotals' counts between two readings, summed over the

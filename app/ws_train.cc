@@ -136,7 +136,8 @@ void write_ws_checkpoint(const std::string& src, const std::string& dst, const K
                            {"wafersim.batch", std::to_string(c.ws.batch)},
                            {"wafersim.optimizer", c.memx.optimizer},
                            {"wafersim.lr", fixed(c.memx.lr, 9)},
-                           {"wafersim.momentum", fixed(c.memx.momentum, 9)}});
+                           {"wafersim.momentum", fixed(c.memx.momentum, 9)},
+                           {"wafersim.config", checkpoint_config(c)}});
 }
 
 // Puts the checkpoint's optimizer state into MemoryX (the weights are already there: they are
@@ -249,7 +250,8 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
   if (!c.resume.empty()) {
     first = restore_ws(m, g, c, mx, t, &seed);
     t.set_steps_done(first);
-    out << "resuming from " << c.resume << " after step " << first << " (seed " << seed << ")\n";
+    out << "resuming from " << c.resume << " after step " << first << " (seed " << seed << ")\n"
+        << resume_option_changes(m, c);
   }
   sc_core::sc_trace_file* tf = nullptr;
   if (!c.trace.vcd.empty()) {

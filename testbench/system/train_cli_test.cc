@@ -216,6 +216,22 @@ TEST_F(TrainCli, InterruptedRunWritesWhatItHasAndResumes) {
   expect_same_weights(full / "checkpoint.onnx", b / "checkpoint.onnx");
 }
 
+// A checkpoint records the options that shape its results; resuming with others says which
+// (the run then differs from an uninterrupted one), resuming with the same says nothing.
+TEST_F(TrainCli, ResumeNamesTheOptionsThatChanged) {
+  const fs::path a = tmp_path("tr_opt"), b = tmp_path("tr_opt_r1"), c = tmp_path("tr_opt_r2");
+  for (const auto& d : {a, b, c}) fs::remove_all(d);
+  train({"--train.steps", "1", "--train.eval", "0", "--compile.max_pes", "64", "-o", a.string()});
+  const std::string ck = (a / "checkpoint.onnx").string();
+  std::string log;
+  train({"--resume", ck, "--train.steps", "1", "--train.eval", "0", "--sim.threads", "2", "-o", b.string()}, &log);
+  EXPECT_NE(log.find("note: options that differ from the run that wrote the checkpoint: compile.max_pes = 16 (was 64)"),
+            std::string::npos) << log;
+  EXPECT_EQ(log.find("sim.threads"), std::string::npos) << log;  // changes no result
+  train({"--resume", ck, "--train.steps", "1", "--train.eval", "0", "--compile.max_pes", "64", "-o", c.string()}, &log);
+  EXPECT_EQ(log.find("options that differ"), std::string::npos) << log;
+}
+
 // A damaged checkpoint's metadata (a negative step used to crash the resume) is a usage error
 // naming the entry.
 TEST_F(TrainCli, DamagedCheckpointMetadataIsAClearError) {
