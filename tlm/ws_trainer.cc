@@ -136,19 +136,20 @@ int WsSystem::passes_entered() const {
   return n;
 }
 
+void WsSystem::step_fabric() {
+  const uint64_t now = m_fabric->cycle();
+  m_fabric->step();
+  if (m_on_step) m_on_step(now);
+}
+
 uint64_t WsSystem::settle() {
   constexpr uint64_t kSettle = 256;
   uint64_t k = 0;
-  auto step = [&] {
-    const uint64_t now = m_fabric->cycle();
-    m_fabric->step();
-    if (m_on_step) m_on_step(now);
-  };
   while (m_fabric->in_flight() != 0) {
-    step();
+    step_fabric();
     if (++k > 1000000) throw std::runtime_error("weight streaming: a wafer does not settle after a minibatch");
   }
-  for (uint64_t i = 0; i < kSettle; ++i) step();
+  for (uint64_t i = 0; i < kSettle; ++i) step_fabric();
   m_now += k + kSettle;
   m_time.compute += k + kSettle;
   if (!m_pass_time.empty()) m_pass_time.back().compute += k + kSettle;
@@ -264,9 +265,7 @@ bool WsSystem::cycle() {
     }
   }
   m_rr = m_rr + 1 == n ? 0 : m_rr + 1;
-  const uint64_t stepped = m_fabric->cycle();
-  m_fabric->step();
-  if (m_on_step) m_on_step(stepped);
+  step_fabric();
   bool gstall = false;
   // The channels hold nothing to take: none did after the last pass, and nothing came since.
   const uint64_t delivered = m_fabric->channel_deliveries();

@@ -125,6 +125,7 @@ class WsSystem {
     Kind kind;
   };
   static_assert(sizeof(Item) == 8, "Item stays packed");
+  void step_fabric();  // one cycle of the wafer, then m_on_step
   std::function<void(uint64_t)> m_on_step;
   std::vector<std::vector<float>> m_x;  // this minibatch's samples, as they arrive
   std::vector<int> m_label;
