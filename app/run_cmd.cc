@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/fabric_cmd.h"
+#include "app/interrupt.h"
 #include "app/options.h"
 #include "firmware/kernels/kernels.h"
 #include "firmware/program.h"
@@ -106,11 +107,14 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
   size_t first_running = 0;
   bool finished = program_done(f, loaded, &first_running);
   const StatsOptions st = cfg.stats;
+  InterruptGuard interrupt;  // SIGINT/SIGTERM: stop after this cycle, report and write what there is
   wafer.on_cycle([&](Fabric& fab) {
     if (st.warmup && fab.cycle() == st.warmup) fab.reset_stats();
     if (st.interval && fab.cycle() % st.interval == 0) write_fabric_stats(fab, st.out);
     if (program_done(fab, loaded, &first_running)) {
       finished = true;
+      sc_core::sc_stop();
+    } else if (InterruptGuard::requested()) {
       sc_core::sc_stop();
     }
   });
@@ -187,6 +191,10 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
   if (!wafer.error().empty()) {
     err << "wafersim run: error: " << wafer.error() << "\n";
     return wafer.deadlocked() ? kExitDeadlock : kExitRuntime;
+  }
+  if (!finished && InterruptGuard::requested()) {
+    err << "wafersim run: interrupted at cycle " << cycles << "; the report and stats cover those cycles\n";
+    return rc == kExitOk ? InterruptGuard::exit_code() : rc;
   }
   if (!finished) {
     err << "wafersim run: error: the program did not finish within " << cfg.hw.sim.cycles

@@ -1,6 +1,7 @@
 // Whole-fabric behaviour: scoreboards under random backpressure, isolation of colors,
 // conservation, determinism across threads and visit orders, deadlock detection, and the CLI.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -8,6 +9,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -659,6 +662,24 @@ TEST(Cli, RouteLoopExitsWithDeadlock) {
   }
   EXPECT_NE(err.str().find("color 2"), std::string::npos) << err.str();
   EXPECT_TRUE(std::filesystem::exists(dir + "/out/stats.json")) << "stats of a stopped run are still written";
+}
+
+// SIGINT stops a run after the cycle in progress: the stats of the cycles run are written and
+// the exit code is 130. (The binary, interrupted after 2 s of a run far longer than that.)
+TEST(Cli, InterruptedRunWritesItsStats) {
+  const std::string dir = test::test_tmp_dir() + "/interrupted";
+  std::filesystem::remove_all(dir);
+  const std::string line = "SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 timeout --preserve-status -s INT 2 " + std::string(WAFERSIM_BIN) +
+                           " fabric --fabric.width 32 --fabric.height 32 --traffic.pattern neighbour --sim.cycles 1000000000 -o " +
+                           dir + " > " + dir + ".out 2> " + dir + ".err";
+  const int status = std::system(line.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal: the handler was not there";
+  EXPECT_EQ(WEXITSTATUS(status), 130) << test::slurp(dir + ".err");
+  EXPECT_NE(test::slurp(dir + ".err").find("interrupted at cycle"), std::string::npos) << test::slurp(dir + ".err");
+  const nlohmann::json stats = nlohmann::json::parse(test::slurp(dir + "/stats.json"));
+  EXPECT_GT(stats.at("cycles").get<uint64_t>(), 0u);
+  EXPECT_LT(stats.at("cycles").get<uint64_t>(), 1000000000u);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/summary.txt"));
 }
 
 TEST(Cli, VcdTraceOfARegion) {
