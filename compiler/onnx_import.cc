@@ -415,7 +415,7 @@ void write_onnx_with_weights(const std::string& src_path, const std::string& dst
     throw CompileError(dst_path + ": cannot serialize the model (protobuf limits a model to 2 GB)");
   }
   try {
-    write_file_atomic(dst_path, bytes);
+    write_file_atomic(dst_path, bytes, /*durable=*/true);  // checkpoints
   } catch (const std::runtime_error& e) {
     std::error_code ignored;
     std::filesystem::remove(dst_path + ".tmp", ignored);

@@ -3,22 +3,39 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace wafersim {
 
-void write_file_atomic(const std::string& path, const std::string& content) {
+void write_file_atomic(const std::string& path, const std::string& content, bool durable) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
-    out << content;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  auto fail = [&](const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot write " + tmp);
+  for (size_t done = 0; done < content.size();) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      errno = e;
+      fail("cannot write " + tmp);
+    }
+    done += static_cast<size_t>(n);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+  // Durable: on the disk before the rename, so that a power loss leaves the old file or the new.
+  if ((durable && ::fsync(fd) != 0) || ::close(fd) != 0) fail("cannot write " + tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename " + tmp + " to " + path);
+  if (!durable) return;
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {  // the rename itself (best effort: some file systems refuse a directory fsync)
+    ::fsync(dfd);
+    ::close(dfd);
   }
 }
 

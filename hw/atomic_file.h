@@ -5,7 +5,10 @@
 
 namespace wafersim {
 
-// Writes to "<path>.tmp", then renames over `path`. Throws std::runtime_error naming the path.
-void write_file_atomic(const std::string& path, const std::string& content);
+// Writes "<path>.tmp" and renames it over `path`, so that a killed process leaves the old
+// content or the new. `durable` (checkpoints) also syncs the file to the disk before the rename
+// and the directory after it, so that a power loss does too (an fsync costs milliseconds; the
+// stats and reports, rewritten often, do without). Throws std::runtime_error naming the path.
+void write_file_atomic(const std::string& path, const std::string& content, bool durable = false);
 
 }  // namespace wafersim
