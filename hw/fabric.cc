@@ -169,8 +169,15 @@ void Fabric::finalize() {
       }
     }
     r.allocate_buffers();
-    // Row stripes: thread t steps the routers of rows [t*H/T, (t+1)*H/T).
-    r.m_owner = static_cast<uint8_t>(static_cast<int64_t>(r.y()) * threads / height());
+  }
+  // Row stripes: thread t steps the routers of rows [first[t], first[t + 1]), which hold about
+  // 1/T of the fabric's expected work (stripe_rows).
+  m_stripes = stripe_rows(threads);
+  for (auto& rp : m_routers) {
+    if (!rp) continue;
+    int t = 0;
+    while (rp->y() >= m_stripes[static_cast<size_t>(t) + 1]) ++t;
+    rp->m_owner = static_cast<uint8_t>(t);
   }
   // Wake-set bits: each owner's routers in id order (owners are row stripes, so they come in
   // order too), from a word of their own.
@@ -201,6 +208,40 @@ void Fabric::finalize() {
   for (auto& rp : m_routers) {
     if (rp && rp->has_work()) wake(rp.get());
   }
+}
+
+// Contiguous row stripes of about equal expected work, so that threads share the work of a
+// program that uses a few rows of a large fabric (a weight-streaming column, a small model's
+// layer regions) rather than of its empty rows. A router that exists (something is routed
+// through it) counts 1, one with an agent (a core, a traffic endpoint) kAgentWeight: under load
+// an agent's evaluation and the visits its traffic brings cost several visits of a relay router.
+// Without routers the rows are split evenly. The split changes host time only: results do not
+// depend on the owners (fabric.md).
+std::vector<int> Fabric::stripe_rows(int threads) const {
+  constexpr uint64_t kAgentWeight = 8;
+  const int h = height();
+  std::vector<uint64_t> below(static_cast<size_t>(h) + 1, 0);  // weight of rows [0, y)
+  for (int y = 0; y < h; ++y) {
+    uint64_t w = 0;
+    for (int x = 0; x < width(); ++x) {
+      if (const Router* r = router(x, y)) w += r->agent() ? kAgentWeight : 1;
+    }
+    below[static_cast<size_t>(y) + 1] = below[static_cast<size_t>(y)] + w;
+  }
+  const uint64_t total = below.back();
+  std::vector<int> first(static_cast<size_t>(threads) + 1, h);
+  first[0] = 0;
+  for (int t = 1; t < threads; ++t) {
+    if (total == 0) {
+      first[static_cast<size_t>(t)] = static_cast<int>(static_cast<int64_t>(t) * h / threads);
+      continue;
+    }
+    // The first row at which the stripes before hold at least t/T of the weight.
+    int y = first[static_cast<size_t>(t) - 1];
+    while (y < h && below[static_cast<size_t>(y)] * static_cast<uint64_t>(threads) < total * static_cast<uint64_t>(t)) ++y;
+    first[static_cast<size_t>(t)] = y;
+  }
+  return first;
 }
 
 // Express lines: runs of two or more routers along a column (or a row) whose colors all go

@@ -103,6 +103,9 @@ class Fabric {
 
   // All routers that exist, in id order (for stats and traces).
   std::vector<const Router*> routers() const;
+  // After finalize(): thread t of sim.threads T steps the routers of rows
+  // [stripes()[t], stripes()[t + 1]) (T + 1 entries).
+  const std::vector<int>& stripes() const { return m_stripes; }
 
  private:
   size_t index(int x, int y) const { return static_cast<size_t>(y) * width() + x; }
@@ -114,12 +117,14 @@ class Fabric {
   void step_phase(int t, uint64_t now);
   void mark_between(uint64_t cycle, const Router* r);  // outside the visits: r steps in `cycle`
   void build_express();
+  std::vector<int> stripe_rows(int threads) const;
   template <typename F>
   void collect(int t, uint64_t now, F&& f);
 
   const HwConfig m_cfg;
   std::vector<std::unique_ptr<Router>> m_routers;  // W*H slots, null where nothing is routed
   std::vector<Router*> m_by_bit;     // routers by wake-set bit (word * 64 + bit; null: padding)
+  std::vector<int> m_stripes;        // per owner thread, its first row (and one past the last)
   std::vector<size_t> m_first_word;  // per owner thread, its first wake-set word (and one past the last)
   std::vector<std::unique_ptr<PeAgent>> m_agents;
   std::vector<int> m_channel_rows;

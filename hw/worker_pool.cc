@@ -1,27 +1,27 @@
 #include "hw/worker_pool.h"
 
+#include <exception>
+
 namespace wafersim {
 
-void SpinBarrier::wait() {
-  const uint32_t gen = m_generation.load(std::memory_order_acquire);
-  if (m_count.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    m_count.store(m_n, std::memory_order_relaxed);
-    m_generation.fetch_add(1, std::memory_order_release);
-    return;
-  }
-  for (int spins = 0; m_generation.load(std::memory_order_acquire) == gen; ++spins) {
-    if (spins > 2000) std::this_thread::yield();
+namespace {
+
+// Spins until pred() holds, yielding the processor after a while.
+template <typename Pred>
+void spin_until(Pred pred) {
+  for (int spins = 0; !pred(); ++spins) {
+    if (spins > 4000) std::this_thread::yield();
   }
 }
 
-WorkerPool::WorkerPool(int threads)
-    : m_threads(threads), m_start(threads), m_mid(threads), m_end(threads) {
+}  // namespace
+
+WorkerPool::WorkerPool(int threads) : m_threads(threads), m_done(new Flag[static_cast<size_t>(threads)]) {
   for (int t = 1; t < threads; ++t) m_workers.emplace_back([this, t] { worker(t); });
 }
 
 WorkerPool::~WorkerPool() {
-  m_stop = true;
-  if (m_threads > 1) m_start.wait();
+  m_go.value.store(kStop, std::memory_order_release);
   for (auto& w : m_workers) w.join();
 }
 
@@ -31,17 +31,30 @@ void WorkerPool::run(const std::function<void(int)>& job) {
     return;
   }
   m_job = &job;
-  m_start.wait();
-  job(0);
-  m_end.wait();
+  const uint64_t n = ++m_jobs;
+  m_go.value.store(n, std::memory_order_release);  // publishes m_job and what the caller wrote before
+  std::exception_ptr failed;
+  try {
+    job(0);
+  } catch (...) {
+    failed = std::current_exception();  // the workers finish their part first
+  }
+  for (int t = 1; t < m_threads; ++t) {
+    const std::atomic<uint64_t>& done = m_done[static_cast<size_t>(t)].value;
+    spin_until([&] { return done.load(std::memory_order_acquire) == n; });
+  }
+  if (failed) std::rethrow_exception(failed);
 }
 
 void WorkerPool::worker(int t) {
+  uint64_t last = 0;
   for (;;) {
-    m_start.wait();
-    if (m_stop) return;
+    uint64_t n = 0;
+    spin_until([&] { return (n = m_go.value.load(std::memory_order_acquire)) != last; });
+    if (n == kStop) return;
+    last = n;
     (*m_job)(t);
-    m_end.wait();
+    m_done[static_cast<size_t>(t)].value.store(n, std::memory_order_release);
   }
 }
 

@@ -1,30 +1,25 @@
-// A fixed team of host threads that run one job per call, with a barrier usable inside the job.
+// A fixed team of host threads that run one job per call.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
 namespace wafersim {
 
-// Sense-counting barrier that spins briefly, then yields: cycles are short (microseconds), so
-// sleeping on a condition variable would cost more than the work.
-class SpinBarrier {
- public:
-  explicit SpinBarrier(int n) : m_n(n), m_count(n) {}
-  void wait();
-
- private:
-  const int m_n;
-  std::atomic<int> m_count;
-  std::atomic<uint32_t> m_generation{0};
-};
-
 // Thread 0 is the caller; threads 1..n-1 are workers kept for the pool's lifetime.
 //
 //   WorkerPool pool(2);
-//   pool.run([&](int t) { evaluate(t); pool.barrier(); commit(t); });
+//   pool.run([&](int t) { step_stripe(t); });   // returns when every thread's part is done
+//
+// A job is a cycle of the fabric (microseconds or less), so the hand-offs spin rather than
+// sleep, and each is one store to a cache line of its own that one other thread reads: the
+// caller publishes a job number, each worker answers with the number it finished. That is two
+// line transfers per worker and job, against several for a shared counting barrier. After a
+// few thousand spins a waiting thread yields the processor (a loaded machine).
 class WorkerPool {
  public:
   explicit WorkerPool(int threads);
@@ -34,16 +29,20 @@ class WorkerPool {
 
   int size() const { return m_threads; }
   void run(const std::function<void(int)>& job);
-  void barrier() { m_mid.wait(); }
 
  private:
+  struct alignas(64) Flag {
+    std::atomic<uint64_t> value{0};
+  };
   void worker(int t);
 
   const int m_threads;
-  SpinBarrier m_start, m_mid, m_end;
   const std::function<void(int)>* m_job = nullptr;
-  bool m_stop = false;
+  uint64_t m_jobs = 0;                // jobs published so far (the caller's own count)
+  Flag m_go;                          // the number of the job to run (m_jobs); kStop to end
+  std::unique_ptr<Flag[]> m_done;     // per worker, the number of the last job it finished
   std::vector<std::thread> m_workers;
+  static constexpr uint64_t kStop = ~uint64_t{0};
 };
 
 }  // namespace wafersim

@@ -318,6 +318,51 @@ INSTANTIATE_TEST_SUITE_P(
       return "threads" + std::to_string(std::get<0>(info.param)) + "_" + visit_order_name(std::get<1>(info.param));
     });
 
+// Threads share the rows where the work is: on a tall fabric whose traffic uses only its top
+// rows, every thread's stripe but the last starts inside them (an even split of the rows would
+// leave one thread all of it), and results are still those of one thread.
+TEST(Threads, StripesFollowTheRoutedRowsAndChangeNoResult) {
+  auto run = [](int threads, std::vector<int>* stripes) {
+    HwConfig hw = test::small_config(16, 96);
+    hw.sim.seed = 7;
+    hw.sim.threads = threads;
+    Fabric f(hw);
+    TrafficConfig tc;
+    tc.pattern = "random";
+    tc.flows = 24;
+    tc.rate = 0.6;
+    tc.drain_prob = 0.7;
+    tc.region = "0:15,0:11";
+    tc.record = true;
+    program_traffic(f, tc);
+    f.run(800);
+    *stripes = f.stripes();
+    Snapshot s;
+    s.stats = fabric_stats_json(f).dump();
+    s.totals = f.totals();
+    for (const auto& pa : test::traffic_agents(f)) {
+      s.logs.push_back(pa.agent->log());
+      s.sent.push_back(pa.agent->sent());
+    }
+    return s;
+  };
+  std::vector<int> one, two, three;
+  const Snapshot ref = run(1, &one);
+  EXPECT_EQ(one, (std::vector<int>{0, 96}));
+  for (auto [threads, stripes] : {std::pair<int, std::vector<int>*>{2, &two}, {3, &three}}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    const Snapshot got = run(threads, stripes);
+    ASSERT_EQ(stripes->size(), static_cast<size_t>(threads) + 1);
+    EXPECT_EQ(stripes->front(), 0);
+    EXPECT_EQ(stripes->back(), 96);
+    for (int t = 1; t < threads; ++t) {
+      EXPECT_GT((*stripes)[static_cast<size_t>(t)], (*stripes)[static_cast<size_t>(t) - 1]);
+      EXPECT_LE((*stripes)[static_cast<size_t>(t)], 12);  // inside the rows the flows use
+    }
+    expect_same(got, ref, 500);
+  }
+}
+
 // The straight-on path of routers without a core (Router::step) changes nothing against the
 // general path alone, under random backpressure: traffic, every counter and every peak.
 class StraightPath : public testing::TestWithParam<std::string> {};
