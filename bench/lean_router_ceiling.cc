@@ -7,8 +7,16 @@
 // stall counters (32 bits) and the per-color sent and stall counts. Its injected and delivered counts
 // must equal bench_fabric's for the same arguments (scripts/bench_fabric checks it): that is
 // the evidence that it simulates the same thing. Prints one JSON line.
+//
+// --tile-rows B --tile-cycles K steps the routers in parallelogram tiles instead of cycle by
+// cycle over the whole fabric: K cycles at a time, a band of B rows that moves one row north per
+// cycle (rows [a - d, a + B - d) in cycle t0 + d), bands from north to south. A router's visit
+// reads what its four neighbours left in the previous cycle and writes what they read in the
+// next, so this order gives the same result (the counts must not change) while a band's routers
+// stay in the cache for K cycles: it measures what the cache is worth to this router.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -145,7 +153,7 @@ inline void step(LeanRouter& r, uint32_t now, Totals& t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int width = 64, height = 64, hops = 8;
+  int width = 64, height = 64, hops = 8, tile_rows = 0, tile_cycles = 0;
   uint32_t cycles = 2000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -158,10 +166,16 @@ int main(int argc, char** argv) {
     else if (a == "--height") height = std::stoi(v);
     else if (a == "--hops") hops = std::stoi(v);
     else if (a == "--cycles") cycles = static_cast<uint32_t>(std::stoul(v));
+    else if (a == "--tile-rows") tile_rows = std::stoi(v);
+    else if (a == "--tile-cycles") tile_cycles = std::stoi(v);
     else {
       std::cerr << "lean_router_ceiling: unknown argument " << a << "\n";
       return 2;
     }
+  }
+  if (tile_rows < 0 || tile_cycles < 0 || (tile_rows > 0) != (tile_cycles > 0)) {
+    std::cerr << "lean_router_ceiling: --tile-rows and --tile-cycles go together, both positive\n";
+    return 2;
   }
   if (width < 1 || height < 1 || hops < 1 || 2 * (hops + 1) > kColors) {
     std::cerr << "lean_router_ceiling: needs a fabric of at least 1 x 1 and 2 * (hops + 1) <= 24 colors\n";
@@ -206,8 +220,22 @@ int main(int argc, char** argv) {
   }
   Totals t;
   const auto t0 = std::chrono::steady_clock::now();
-  for (uint32_t now = 0; now < cycles; ++now) {
-    for (LeanRouter& r : routers) step(r, now, t);
+  if (tile_rows > 0) {
+    for (uint32_t t0 = 0; t0 < cycles; t0 += static_cast<uint32_t>(tile_cycles)) {
+      const int k = static_cast<int>(std::min<uint32_t>(static_cast<uint32_t>(tile_cycles), cycles - t0));
+      for (int a = 0; a < height + k; a += tile_rows) {
+        for (int d = 0; d < k; ++d) {
+          const int lo = std::max(0, a - d), hi = std::min(height, a + tile_rows - d);
+          for (int y = lo; y < hi; ++y) {
+            for (int x = 0; x < width; ++x) step(at(x, y), t0 + static_cast<uint32_t>(d), t);
+          }
+        }
+      }
+    }
+  } else {
+    for (uint32_t now = 0; now < cycles; ++now) {
+      for (LeanRouter& r : routers) step(r, now, t);
+    }
   }
   const auto t1 = std::chrono::steady_clock::now();
   const double s = std::chrono::duration<double>(t1 - t0).count();
@@ -221,6 +249,8 @@ int main(int argc, char** argv) {
                       {"height", height},
                       {"hops", hops},
                       {"cycles", cycles},
+                      {"tile_rows", tile_rows},
+                      {"tile_cycles", tile_cycles},
                       {"flows", flows},
                       {"sim_seconds", s},
                       {"elab_seconds", std::chrono::duration<double>(t0 - e0).count()},
