@@ -242,6 +242,8 @@ int main(int argc, char** argv) {
   uint64_t fwd = 0;
   for (const LeanRouter& r : routers)
     for (uint64_t f : r.fwd) fwd += f;
+  std::vector<uint64_t> color_stall(kColors);
+  for (int c = 0; c < kColors; ++c) color_stall[static_cast<size_t>(c)] = t.color_stall.total(c);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   nlohmann::json j = {{"impl", "lean_ceiling"},
@@ -258,6 +260,7 @@ int main(int argc, char** argv) {
                       {"injected", t.injected},
                       {"delivered", t.delivered},
                       {"forwarded", fwd},
+                      {"color_stall", color_stall},
                       {"peak_rss_kb", ru.ru_maxrss}};
   std::cout << j.dump() << std::endl;
   return 0;
