@@ -1,0 +1,456 @@
+#include "hw/vector_fabric.h"
+
+#include <algorithm>
+#include <cstring>
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+#include "hw/fabric.h"
+#include "hw/pe_agent.h"
+#include "hw/router.h"
+
+// The 16-lane vectors are passed between inline helpers of this file only.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace wafersim {
+namespace {
+
+constexpr int kLanes = 16;
+typedef uint32_t V __attribute__((vector_size(4 * kLanes)));
+typedef float VF __attribute__((vector_size(4 * kLanes)));
+
+inline V ld(const uint32_t* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void st(uint32_t* p, V v) { std::memcpy(p, &v, sizeof v); }
+inline V splat(uint32_t x) { return V{} + x; }
+inline V nz(V v) { return (V)(v != 0); }
+inline bool any(V v) {
+#ifdef __AVX512F__
+  return _mm512_test_epi32_mask((__m512i)v, (__m512i)v) != 0;
+#else
+  uint64_t x[kLanes / 2];
+  std::memcpy(x, &v, sizeof x);
+  uint64_t o = 0;
+  for (uint64_t w : x) o |= w;
+  return o != 0;
+#endif
+}
+// The index of the one set bit of each lane (lanes without one: garbage).
+inline V bit_index(V bit) {
+  const VF f = __builtin_convertvector(bit, VF);  // a power of two converts exactly
+  V e;
+  std::memcpy(&e, &f, sizeof e);
+  return (e >> 23) - 127;
+}
+// Set bits per lane.
+inline V popcount(V v) {
+  v = v - ((v >> 1) & 0x55555555u);
+  v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u);
+  v = (v + (v >> 4)) & 0x0f0f0f0fu;
+  return (v * 0x01010101u) >> 24;
+}
+// base[idx] where `where` is set, else 0; and base[idx] = val where `where` is set.
+inline V gather(const uint32_t* base, V where, V idx) {
+#ifdef __AVX512F__
+  return (V)_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), _mm512_test_epi32_mask((__m512i)where, (__m512i)where),
+                                        (__m512i)idx, base, 4);
+#else
+  V v{};
+  for (int l = 0; l < kLanes; ++l) {
+    if (where[l]) v[l] = base[idx[l]];
+  }
+  return v;
+#endif
+}
+inline void scatter(uint32_t* base, V where, V idx, V val) {
+#ifdef __AVX512F__
+  _mm512_mask_i32scatter_epi32(base, _mm512_test_epi32_mask((__m512i)where, (__m512i)where), (__m512i)idx, (__m512i)val, 4);
+#else
+  for (int l = 0; l < kLanes; ++l) {
+    if (where[l]) base[idx[l]] = val[l];
+  }
+#endif
+}
+// Plane arithmetic on 3-bit per-color values (planes p[0..2]): + bit, - bit.
+inline void inc3(V* p, V bit) {
+  const V c1 = p[0] & bit, c2 = p[1] & c1;
+  p[0] ^= bit;
+  p[1] ^= c1;
+  p[2] ^= c2;
+}
+inline void dec3(V* p, V bit) {
+  const V b1 = ~p[0] & bit, b2 = ~p[1] & b1;
+  p[0] ^= bit;
+  p[1] ^= b1;
+  p[2] ^= b2;
+}
+inline V get3(const V* p, V c) { return ((p[0] >> c) & 1) | (((p[1] >> c) & 1) << 1) | (((p[2] >> c) & 1) << 2); }
+// Colors whose value equals k (0..7).
+inline V eq3(const V* p, int k) {
+  V m = splat(~0u);
+  for (int i = 0; i < 3; ++i) m &= (k >> i) & 1 ? p[i] : ~p[i];
+  return m;
+}
+// Colors whose value is at least k (1..7).
+inline V ge3(const V* p, int k) {
+  V m{};
+  for (int v = k; v < 8; ++v) m |= eq3(p, v);
+  return m;
+}
+
+// Per-lane arrays, each m_stride long.
+enum : int {
+  kC = 0,                 // buffer count planes (3)
+  kH = kC + 3,            // head index planes (3)
+  kK = kH + 3,            // credit planes per output link: kK + 3 * port + plane (12)
+  kServed = kK + 12,      // + port: colors whose head has gone out on that port (5)
+  kRx = kServed + 5,      // + port: colors whose input port it is (5)
+  kTx = kRx + 5,          // + port: colors routed to that output (5)
+  kRr = kTx + 5,          // + port: round-robin position of its arbiter (5)
+  kYoung = kRr + 5,       // the color the agent injected in the previous cycle (ramp latency 2)
+  kAgentFull,             // the agent's full_colors()
+  kFwd = kAgentFull + 1,  // + port: sends since the last flush (5)
+  kStall = kFwd + 5,      // + port: stalled cycles since the last flush (5)
+  kReach = kStall + 5,    // + k - 1: colors whose buffer has held k wavelets (7)
+  kPeakOcc = kReach + 7,  // peak of all buffers together
+  kMail = kPeakOcc + 1,   // + parity * 16 + what * 4 + input port; what: payload, color + 1, ctrl, credits
+  kVFwd = kMail + 32,     // vertical counters of sends per color (16 planes)
+  kVStall = kVFwd + 16,   // vertical counters of stalled cycles per color (16 planes)
+  kCount = kVStall + 16,  // + what: injections, deliveries, sends, pops since the last flush (4)
+  kArrays = kCount + 4
+};
+enum : int { kMailPay = 0, kMailCol = 1, kMailCtrl = 2, kMailCred = 3 };
+constexpr uint64_t kFlushEvery = 30000;  // below 2^16 (vertical counters) and 2^32
+
+int mail_index(int parity, int what, int port) { return kMail + parity * 16 + what * 4 + port; }
+
+}  // namespace
+
+std::string VectorFabric::supported(const Fabric& f) {
+  const HwConfig& c = f.config();
+  if (c.router.hop_latency != 1) return "router.hop_latency is not 1";
+  if (c.router.ramp_latency > 2) return "router.ramp_latency is above 2";
+  if (c.router.buffer_depth > 7) return "router.buffer_depth is above 7";
+  if (c.sim.threads != 1) return "sim.threads is not 1";
+  for (int y = 0; y < f.height(); ++y) {
+    for (int x = 0; x < f.width(); ++x) {
+      const Router* r = f.router(x, y);
+      if (!r) continue;
+      const std::string at = Fabric::pe_name(x, y);
+      if (const PeAgent* a = r->agent(); a && a->skips_evaluations()) return at + ": its agent skips evaluations";
+      for (uint32_t m = r->routed_colors(); m; m &= m - 1) {
+        const ColorRoute& route = *r->route(__builtin_ctz(m));
+        if (route.npos != 1) return at + ": a route with switch positions";
+        const uint8_t rx = route.pos[0].rx;
+        if (!rx || (rx & (rx - 1))) return at + ": a route that merges input ports";
+        for (int p : {kEast, kWest}) {
+          if (((rx | route.pos[0].tx) & port_bit(p)) && !f.contains(x + port_dx(p), y)) return at + ": an edge channel";
+        }
+      }
+    }
+  }
+  return "";
+}
+
+VectorFabric::VectorFabric(Fabric& f)
+    : m_cfg(f.config()), m_width(f.width()), m_height(f.height()), m_depth(m_cfg.router.buffer_depth),
+      m_colors(m_cfg.router.colors), m_ramp_latency(m_cfg.router.ramp_latency) {
+  if (const std::string why = supported(f); !why.empty()) throw ConfigError("vector fabric: " + why);
+  if (f.cycle() != 0) throw ConfigError("vector fabric: the fabric has already been stepped");
+  m_row = (static_cast<size_t>(m_width) + kLanes - 1) / kLanes * kLanes;
+  m_guard = m_row + kLanes;
+  m_stride = m_guard * 2 + m_row * static_cast<size_t>(m_height);
+  m_mem.assign(m_stride * kArrays, 0);
+  m_pay.assign(m_stride * static_cast<size_t>(m_colors) * static_cast<size_t>(m_depth), 0);
+  m_ctrl.assign(m_pay.size(), 0);
+  m_agent.assign(m_stride, nullptr);
+  m_fwd64.assign(m_stride * kNumPorts, 0);
+  m_stall64.assign(m_stride * kNumPorts, 0);
+  m_color_fwd.assign(static_cast<size_t>(m_colors), 0);
+  m_color_stall.assign(static_cast<size_t>(m_colors), 0);
+  std::vector<bool> busy(m_stride / kLanes + 1, false);
+  for (int y = 0; y < m_height; ++y) {
+    for (int x = 0; x < m_width; ++x) {
+      const Router* r = f.router(x, y);
+      if (!r) continue;
+      const size_t l = lane(x, y);
+      m_agent[l] = f.agent(x, y);
+      if (m_agent[l]) arr(kAgentFull)[l] = m_agent[l]->full_colors();
+      for (uint32_t m = r->routed_colors(); m; m &= m - 1) {
+        const int c = __builtin_ctz(m);
+        const SwitchPos& pos = r->route(c)->pos[0];
+        for (int p = 0; p < kNumPorts; ++p) {
+          if (pos.rx & port_bit(p)) arr(kRx + p)[l] |= 1u << c;
+          if (pos.tx & port_bit(p)) {
+            arr(kTx + p)[l] |= 1u << c;
+            if (p < kNumLinkPorts) {
+              for (int i = 0; i < 3; ++i) {
+                if ((m_depth >> i) & 1) arr(kK + 3 * p + i)[l] |= 1u << c;
+              }
+            }
+          }
+        }
+      }
+      busy[(l - m_guard) / kLanes] = true;
+    }
+  }
+  for (size_t k = 0; k < busy.size(); ++k) {
+    if (!busy[k]) continue;
+    const size_t b = m_guard + k * kLanes;
+    m_blocks.push_back(b);
+    uint32_t agents = 0;
+    for (int l = 0; l < kLanes; ++l) agents |= m_agent[b + static_cast<size_t>(l)] ? 1u << l : 0u;
+    m_block_agents.push_back(agents);
+  }
+}
+
+void VectorFabric::step() {
+  for (size_t i = 0; i < m_blocks.size(); ++i) step_block(m_blocks[i], m_block_agents[i]);
+  ++m_now;
+  if (m_now - m_flushed_at >= kFlushEvery) flush_counters();
+}
+
+void VectorFabric::step_block(size_t b, uint32_t agents) {
+  const uint64_t now = m_now;
+  const int prev = static_cast<int>((now + 1) & 1), cur = static_cast<int>(now & 1);
+  const auto colors = static_cast<size_t>(m_colors), depth = static_cast<size_t>(m_depth);
+  const ptrdiff_t offset[kNumLinkPorts] = {-static_cast<ptrdiff_t>(m_row), static_cast<ptrdiff_t>(m_row), 1, -1};
+  V cnt[3], head[3];
+  for (int i = 0; i < 3; ++i) cnt[i] = ld(arr(kC + i) + b), head[i] = ld(arr(kH + i) + b);
+  const V lane_index = V{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + static_cast<uint32_t>(b);
+  auto slot_of = [&](V col, V slot) { return (lane_index * static_cast<uint32_t>(colors) + col) * static_cast<uint32_t>(depth) + slot; };
+  auto push = [&](V bit, V col, V payload, V ctrl) {
+    V tail = get3(head, col) + get3(cnt, col);
+    tail = tail >= static_cast<uint32_t>(m_depth) ? tail - static_cast<uint32_t>(m_depth) : tail;
+    const V idx = slot_of(col, tail);
+    scatter(m_pay.data(), bit, idx, payload);
+    if (m_ctrl_seen) scatter(m_ctrl.data(), bit, idx, ctrl);
+    inc3(cnt, bit);
+  };
+  auto count = [&](int what, V n) {
+    uint32_t* p = arr(kCount + what) + b;
+    st(p, ld(p) + n);
+  };
+  auto peaks = [&]() {
+    for (int k = 1; k <= m_depth; ++k) {
+      uint32_t* r = arr(kReach + k - 1) + b;
+      st(r, ld(r) | ge3(cnt, k));
+    }
+    uint32_t* po = arr(kPeakOcc) + b;
+    const V occ = popcount(cnt[0]) + 2 * popcount(cnt[1]) + 4 * popcount(cnt[2]);
+    const V peak = ld(po);
+    st(po, occ > peak ? occ : peak);
+  };
+
+  // 1. Credits the neighbours returned in the previous cycle.
+  for (int p = 0; p < kNumLinkPorts; ++p) {
+    uint32_t* m = arr(mail_index(prev, kMailCred, p)) + b;
+    const V back = ld(m);
+    if (!any(back)) continue;
+    st(m, V{});
+    V k[3];
+    for (int i = 0; i < 3; ++i) k[i] = ld(arr(kK + 3 * p + i) + b);
+    inc3(k, back);
+    for (int i = 0; i < 3; ++i) st(arr(kK + 3 * p + i) + b, k[i]);
+  }
+  const V ramp_full = eq3(cnt, m_depth) & ld(arr(kRx + kRamp) + b);  // start of the cycle
+  // 2. What the neighbours sent in the previous cycle.
+  bool arrived = false;
+  for (int p = 0; p < kNumLinkPorts; ++p) {
+    uint32_t* cm = arr(mail_index(prev, kMailCol, p)) + b;
+    const V cp1 = ld(cm);
+    if (!any(cp1)) continue;
+    st(cm, V{});
+    const V valid = nz(cp1);
+    const V col = (cp1 - 1) & valid;
+    push((splat(1) << col) & valid, col, ld(arr(mail_index(prev, kMailPay, p)) + b),
+         m_ctrl_seen ? ld(arr(mail_index(prev, kMailCtrl, p)) + b) : V{});
+    arrived = true;
+  }
+  if (arrived) peaks();
+  // 3. The arbiters: a head is ready unless it is the only wavelet of a ramp color and came in
+  // the cycle before (ramp latency 2).
+  const V nonempty = cnt[0] | cnt[1] | cnt[2];
+  const V ready = nonempty & ~(ld(arr(kYoung) + b) & eq3(cnt, 1));
+  V wanting{}, sent{};
+  V served[kNumPorts];
+  for (int p = 0; p < kNumPorts; ++p) served[p] = ld(arr(kServed + p) + b);
+  for (int p = 0; p < kNumPorts; ++p) {
+    const V want = ready & ld(arr(kTx + p) + b) & ~served[p];
+    if (!any(want)) continue;
+    wanting |= want;
+    V el;
+    V k[3];
+    if (p < kNumLinkPorts) {
+      for (int i = 0; i < 3; ++i) k[i] = ld(arr(kK + 3 * p + i) + b);
+      el = want & (k[0] | k[1] | k[2]);
+    } else {
+      el = want & ~ld(arr(kAgentFull) + b);
+    }
+    const V has = nz(el);
+    uint32_t* stall = arr(kStall + p) + b;
+    st(stall, ld(stall) + (nz(want) & ~has & 1));
+    if (!any(has)) continue;
+    uint32_t* rrp = arr(kRr + p) + b;
+    const V rr = ld(rrp);
+    const V hi = rr >= 32 ? V{} : el & (splat(~0u) << (rr & 31));
+    const V pick = hi ? hi : el;
+    const V bit = pick & -pick;
+    const V c = bit_index(bit) & has;
+    st(rrp, has ? c + 1 : rr);
+    sent |= bit;
+    served[p] |= bit;
+    const V idx = slot_of(c, get3(head, c));
+    const V payload = gather(m_pay.data(), has, idx);
+    const V ctrl = m_ctrl_seen ? gather(m_ctrl.data(), has, idx) : V{};
+    uint32_t* fwd = arr(kFwd + p) + b;
+    st(fwd, ld(fwd) + (has & 1));
+    // Per-color sends: a vertical counter, the carry stopping early.
+    V carry = bit;
+    for (int i = 0; i < 16 && any(carry); ++i) {
+      uint32_t* pl = arr(kVFwd + i) + b;
+      const V v = ld(pl);
+      st(pl, v ^ carry);
+      carry &= v;
+    }
+    count(2, has & 1);
+    if (p < kNumLinkPorts) {
+      const size_t d = static_cast<size_t>(static_cast<ptrdiff_t>(b) + offset[p]);
+      const int q = opposite(p);
+      st(arr(mail_index(cur, kMailPay, q)) + d, has ? payload : V{});
+      st(arr(mail_index(cur, kMailCol, q)) + d, has ? c + 1 : V{});
+      if (m_ctrl_seen) st(arr(mail_index(cur, kMailCtrl, q)) + d, has ? ctrl : V{});
+      dec3(k, bit);
+      for (int i = 0; i < 3; ++i) st(arr(kK + 3 * p + i) + b, k[i]);
+    } else {
+      for (int l = 0; l < kLanes; ++l) {
+        if (!has[l]) continue;
+        PeAgent* a = m_agent[b + static_cast<size_t>(l)];
+        a->deliver(Wavelet{payload[l], static_cast<uint8_t>(c[l]), ctrl[l] != 0}, now + static_cast<uint64_t>(m_ramp_latency));
+        arr(kAgentFull)[b + static_cast<size_t>(l)] = a->full_colors();
+      }
+      count(1, has & 1);
+    }
+  }
+  // Heads that have gone out on all their outputs leave their buffer; its feeder gets a credit.
+  V done = sent;
+  for (int p = 0; p < kNumPorts; ++p) done &= ~ld(arr(kTx + p) + b) | served[p];
+  for (int p = 0; p < kNumPorts; ++p) st(arr(kServed + p) + b, served[p] & ~done);
+  if (any(done)) {
+    count(3, popcount(done));
+    dec3(cnt, done);
+    inc3(head, done);
+    V wrap = done;
+    for (int i = 0; i < 3; ++i) wrap &= (m_depth >> i) & 1 ? head[i] : ~head[i];
+    for (int i = 0; i < 3; ++i) head[i] &= ~wrap;
+    for (int i = 0; i < kNumLinkPorts; ++i) {
+      const V back = done & ld(arr(kRx + i) + b);
+      if (!any(back)) continue;
+      const size_t d = static_cast<size_t>(static_cast<ptrdiff_t>(b) + offset[i]);
+      st(arr(mail_index(cur, kMailCred, opposite(i))) + d, back);
+    }
+  }
+  const V stalled = wanting & ~sent;
+  V carry = stalled;
+  for (int i = 0; i < 16 && any(carry); ++i) {
+    uint32_t* pl = arr(kVStall + i) + b;
+    const V v = ld(pl);
+    st(pl, v ^ carry);
+    carry &= v;
+  }
+  // 4. The agents: one wavelet each to the ramp, ready after the ramp latency.
+  V young{}, inj_bit{}, inj_col{}, inj_pay{}, inj_ctrl{};
+  for (uint32_t m = agents; m; m &= m - 1) {
+    const int l = __builtin_ctz(m);
+    PeAgent* a = m_agent[b + static_cast<size_t>(l)];
+    Wavelet w;
+    const uint32_t r = a->evaluate(now, ramp_full[l], &w);
+    arr(kAgentFull)[b + static_cast<size_t>(l)] = a->full_colors();
+    if (!(r & PeAgent::kOffered)) continue;
+    inj_bit[l] = 1u << w.color;
+    inj_col[l] = w.color;
+    inj_pay[l] = w.payload;
+    inj_ctrl[l] = w.ctrl ? 1 : 0;
+    m_ctrl_seen |= w.ctrl;  // (before the push below: from now on control bits are kept)
+  }
+  if (any(inj_bit)) {
+    count(0, nz(inj_bit) & 1);
+    push(inj_bit, inj_col, inj_pay, inj_ctrl);
+    peaks();
+    if (m_ramp_latency == 2) young = inj_bit;
+  }
+  st(arr(kYoung) + b, young);
+  for (int i = 0; i < 3; ++i) st(arr(kC + i) + b, cnt[i]), st(arr(kH + i) + b, head[i]);
+}
+
+void VectorFabric::flush_counters() {
+  for (size_t b : m_blocks) {
+    for (int l = 0; l < kLanes; ++l) {
+      const size_t i = b + static_cast<size_t>(l);
+      uint64_t* totals[4] = {&m_injected, &m_delivered, &m_sends, &m_pops};
+      for (int w = 0; w < 4; ++w) {
+        *totals[w] += arr(kCount + w)[i];
+        arr(kCount + w)[i] = 0;
+      }
+      for (int p = 0; p < kNumPorts; ++p) {
+        m_fwd64[i * kNumPorts + static_cast<size_t>(p)] += arr(kFwd + p)[i];
+        m_stall64[i * kNumPorts + static_cast<size_t>(p)] += arr(kStall + p)[i];
+        arr(kFwd + p)[i] = 0;
+        arr(kStall + p)[i] = 0;
+      }
+      for (int k = 0; k < 16; ++k) {
+        uint32_t& f = arr(kVFwd + k)[i];
+        uint32_t& s = arr(kVStall + k)[i];
+        for (uint32_t m = f; m; m &= m - 1) m_color_fwd[static_cast<size_t>(__builtin_ctz(m))] += uint64_t{1} << k;
+        for (uint32_t m = s; m; m &= m - 1) m_color_stall[static_cast<size_t>(__builtin_ctz(m))] += uint64_t{1} << k;
+        f = 0;
+        s = 0;
+      }
+    }
+  }
+  m_flushed_at = m_now;
+}
+
+uint64_t VectorFabric::injected() {
+  if (m_flushed_at != m_now) flush_counters();
+  return m_injected;
+}
+uint64_t VectorFabric::delivered() {
+  if (m_flushed_at != m_now) flush_counters();
+  return m_delivered;
+}
+uint64_t VectorFabric::multicast_copies() {
+  if (m_flushed_at != m_now) flush_counters();
+  return m_sends - m_pops;
+}
+uint64_t VectorFabric::forwarded(int x, int y, int port) {
+  if (m_flushed_at != m_now) flush_counters();
+  return m_fwd64[lane(x, y) * kNumPorts + static_cast<size_t>(port)];
+}
+uint64_t VectorFabric::stall(int x, int y, int port) {
+  if (m_flushed_at != m_now) flush_counters();
+  return m_stall64[lane(x, y) * kNumPorts + static_cast<size_t>(port)];
+}
+uint32_t VectorFabric::peak_occupancy(int x, int y) const { return arr(kPeakOcc)[lane(x, y)]; }
+uint32_t VectorFabric::peak_of_color(int x, int y, int color) const {
+  uint32_t peak = 0;
+  for (int k = 1; k <= m_depth; ++k) {
+    if ((arr(kReach + k - 1)[lane(x, y)] >> color) & 1) peak = static_cast<uint32_t>(k);
+  }
+  return peak;
+}
+uint64_t VectorFabric::color_forwarded(int color) {
+  if (m_flushed_at != m_now) flush_counters();
+  return m_color_fwd[static_cast<size_t>(color)];
+}
+uint64_t VectorFabric::color_stall(int color) {
+  if (m_flushed_at != m_now) flush_counters();
+  return m_color_stall[static_cast<size_t>(color)];
+}
+
+}  // namespace wafersim

@@ -1,0 +1,75 @@
+// A second engine for the fabric's routers, 16 at a time (issue 3's speed): every per-color
+// fact of a router is one bit of a 32-bit mask (buffer counts and head indexes as bit planes,
+// credits per output link as bit planes, served outputs of a multicast head), so credits,
+// pushes, pops, arbitration and stalls are whole-mask operations over a block of 16 routers of
+// a row; payloads are gathered and scattered per router. It steps a Fabric's routes and agents
+// (borrowed, not owned) and must give what Router gives, counter for counter:
+// testbench/system/vector_fabric_test.cc compares the two.
+//
+// Work in progress, not used by the simulator yet: it takes only fabrics whose every route has
+// one switch position and one input port per color, one-cycle hops, a ramp latency of 1 or 2,
+// buffers of depth at most 7, no edge channels, and agents that do not skip evaluations
+// (supported() says what is missing). No traces, no watchdog, one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hw/config.h"
+
+namespace wafersim {
+
+class Fabric;
+class PeAgent;
+
+class VectorFabric {
+ public:
+  // Empty when the engine can step `f` (routes and agents set, before its first cycle), else
+  // the first reason it cannot.
+  static std::string supported(const Fabric& f);
+  // Throws ConfigError with supported()'s reason. `f` must outlive it and not be stepped itself.
+  explicit VectorFabric(Fabric& f);
+
+  void step();
+  void run(uint64_t cycles) {
+    for (uint64_t i = 0; i < cycles; ++i) step();
+  }
+  uint64_t cycle() const { return m_now; }
+
+  // What Router and Fabric count, for the same router (x, y), port and color.
+  uint64_t forwarded(int x, int y, int port);
+  uint64_t stall(int x, int y, int port);
+  uint32_t peak_occupancy(int x, int y) const;
+  uint32_t peak_of_color(int x, int y, int color) const;
+  uint64_t color_forwarded(int color);
+  uint64_t color_stall(int color);
+  uint64_t injected();
+  uint64_t delivered();
+  uint64_t multicast_copies();
+
+ private:
+  void step_block(size_t b, uint32_t agents);
+  void flush_counters();
+  size_t lane(int x, int y) const { return m_guard + static_cast<size_t>(y) * m_row + static_cast<size_t>(x); }
+  uint32_t* arr(int k) { return &m_mem[static_cast<size_t>(k) * m_stride]; }
+  const uint32_t* arr(int k) const { return &m_mem[static_cast<size_t>(k) * m_stride]; }
+
+  const HwConfig m_cfg;
+  const int m_width, m_height, m_depth, m_colors, m_ramp_latency;
+  size_t m_row = 0, m_guard = 0, m_stride = 0;
+  std::vector<uint32_t> m_mem;        // the per-lane arrays (enum in vector_fabric.cc)
+  std::vector<uint32_t> m_pay;        // (lane * colors + color) * depth + slot
+  std::vector<uint32_t> m_ctrl;       // the same slots' control bits (0 or 1)
+  bool m_ctrl_seen = false;           // an agent has offered a control wavelet (until then m_ctrl and the
+                                      // mailboxes' control bits are all 0 and not touched)
+  std::vector<PeAgent*> m_agent;      // per lane (null: none)
+  std::vector<size_t> m_blocks;       // first lanes of the blocks with something routed
+  std::vector<uint32_t> m_block_agents;  // per block, its lanes with an agent (bit = lane)
+  std::vector<uint64_t> m_fwd64, m_stall64;       // per port and lane, flushed
+  std::vector<uint64_t> m_color_fwd, m_color_stall;  // per color, flushed
+  uint64_t m_now = 0, m_flushed_at = 0;
+  uint64_t m_injected = 0, m_delivered = 0, m_sends = 0, m_pops = 0;  // flushed
+};
+
+}  // namespace wafersim

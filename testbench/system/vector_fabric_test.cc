@@ -1,0 +1,129 @@
+// The vector engine (hw/vector_fabric.h) against the routers it is to replace: the same
+// routes, agents and seed on two fabrics, one stepped by its routers and one by the vector
+// engine, must give the same per-router, per-port and per-color counters, peaks, totals and
+// every endpoint's arrivals, cycle for cycle.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "hw/fabric.h"
+#include "hw/router.h"
+#include "hw/traffic_agent.h"
+#include "hw/traffic_gen.h"
+#include "hw/vector_fabric.h"
+#include "test_support.h"
+
+namespace wafersim {
+namespace {
+
+struct Case {
+  std::string name;
+  std::string pattern;
+  int width, height;
+  double rate, drain, stall;
+  int depth, ramp_latency;
+  std::string routes = "";  // a route file's text (pattern "file")
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class VectorFabricMatches : public testing::TestWithParam<Case> {};
+
+TEST_P(VectorFabricMatches, TheRoutersCounterForCounter) {
+  const Case& k = GetParam();
+  auto build = [&](HwConfig& hw) {
+    hw = test::small_config(k.width, k.height);
+    hw.sim.seed = 11;
+    hw.router.buffer_depth = k.depth;
+    hw.router.ramp_latency = k.ramp_latency;
+    auto f = std::make_unique<Fabric>(hw);
+    TrafficConfig tc;
+    tc.pattern = k.pattern;
+    tc.rate = k.rate;
+    tc.drain_prob = k.drain;
+    tc.stall_prob = k.stall;
+    tc.hops = 3;
+    tc.flows = 40;
+    tc.record = true;
+    if (!k.routes.empty()) {
+      tc.routes = test::tmp_path("vector_fabric_" + k.name + ".routes");
+      std::ofstream(tc.routes) << k.routes;
+    }
+    program_traffic(*f, tc);
+    return f;
+  };
+  HwConfig hw;
+  auto ref = build(hw);
+  auto vec_fab = build(hw);
+  ASSERT_EQ(VectorFabric::supported(*vec_fab), "");
+  VectorFabric vec(*vec_fab);
+  constexpr uint64_t kCycles = 700;
+  ref->run(kCycles);
+  vec.run(kCycles);
+  uint64_t sends = 0;
+  for (const Router* r : ref->routers()) {
+    SCOPED_TRACE(Fabric::pe_name(r->x(), r->y()));
+    for (int p = 0; p < kNumPorts; ++p) {
+      EXPECT_EQ(vec.forwarded(r->x(), r->y(), p), r->s_forwarded[p]) << "port " << p;
+      EXPECT_EQ(vec.stall(r->x(), r->y(), p), r->stall_cycles(p, ref->cycle())) << "port " << p;
+      sends += r->s_forwarded[p];
+    }
+    EXPECT_EQ(vec.peak_occupancy(r->x(), r->y()), r->s_peak_occupancy);
+    for (int c = 0; c < hw.router.colors; ++c) EXPECT_EQ(vec.peak_of_color(r->x(), r->y(), c), r->peak_of_color(c)) << "color " << c;
+  }
+  EXPECT_GT(sends, 1000u);
+  const std::vector<ColorCounters> cc = ref->color_counters();
+  for (int c = 0; c < hw.router.colors; ++c) {
+    EXPECT_EQ(vec.color_forwarded(c), cc[static_cast<size_t>(c)].forwarded) << "color " << c;
+    EXPECT_EQ(vec.color_stall(c), cc[static_cast<size_t>(c)].stall) << "color " << c;
+  }
+  const FabricTotals t = ref->totals();
+  EXPECT_EQ(vec.injected(), t.injected);
+  EXPECT_EQ(vec.delivered(), t.delivered);
+  EXPECT_EQ(vec.multicast_copies(), t.multicast_copies);
+  const auto a = test::traffic_agents(*ref), b = test::traffic_agents(*vec_fab);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].agent->sent(), b[i].agent->sent()) << "agent " << i;
+    const auto &la = a[i].agent->log(), &lb = b[i].agent->log();
+    ASSERT_EQ(la.size(), lb.size()) << "agent " << i;
+    for (size_t j = 0; j < la.size(); ++j) {
+      ASSERT_EQ(la[j].cycle, lb[j].cycle) << "agent " << i << " arrival " << j;
+      ASSERT_EQ(la[j].w, lb[j].w) << "agent " << i << " arrival " << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Patterns, VectorFabricMatches,
+    testing::Values(Case{"neighbour_saturated", "neighbour", 32, 20, 1.0, 1.0, 0.0, 4, 2},
+                    Case{"neighbour_backpressure", "neighbour", 20, 17, 0.8, 0.4, 0.2, 4, 2},
+                    Case{"random_flows", "random", 24, 24, 0.7, 0.5, 0.3, 4, 2},
+                    Case{"random_depth3_ramp1", "random", 19, 23, 0.9, 0.6, 0.1, 3, 1},
+                    Case{"row_broadcast", "row-broadcast", 18, 9, 0.5, 0.7, 0.0, 4, 2},
+                    Case{"column_broadcast", "column-broadcast", 9, 18, 0.5, 0.7, 0.0, 2, 2},
+                    Case{"random_depth7", "random", 16, 16, 1.0, 0.8, 0.0, 7, 2},
+                    // Control wavelets carried along a multicast tree and a crossing stream.
+                    Case{"control_wavelets", "file", 16, 6, 1.0, 0.6, 0.1, 4, 2,
+                         "route 0 2 5 R E\nroute 1 2 5 W E+R\nroute 2 2 5 W E+N\nroute 2 1 5 S R\nroute 3 2 5 W R\n"
+                         "flow 0 2 5 1.0 0 3\n"
+                         "route 2 4 6 R N\nroute 2 3 6 S N\nroute 2 2 6 S N\nroute 2 1 6 S N\nroute 2 0 6 S R\n"
+                         "flow 2 4 6 0.7 0 2\n"}),
+    [](const testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(VectorFabric, SaysWhatItCannotStep) {
+  HwConfig hw = test::small_config(8, 8);
+  hw.router.hop_latency = 2;
+  Fabric f(hw);
+  EXPECT_EQ(VectorFabric::supported(f), "router.hop_latency is not 1");
+  EXPECT_THROW(VectorFabric v(f), ConfigError);
+  HwConfig merge = test::small_config(8, 8);
+  Fabric g(merge);
+  TrafficConfig tc;
+  tc.pattern = "reduce";  // chains whose colors merge two input ports
+  program_traffic(g, tc);
+  EXPECT_NE(VectorFabric::supported(g).find("merges input ports"), std::string::npos) << VectorFabric::supported(g);
+}
+
+}  // namespace
+}  // namespace wafersim
