@@ -73,6 +73,7 @@ int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, 
     if (!parse_fabric_options(args, &cfg, out)) return kExitOk;
     fabric = std::make_unique<Fabric>(cfg.hw);
     plan = program_traffic(*fabric, cfg.traffic);
+    if (cfg.trace.vcd.empty()) fabric->allow_vector();  // the stats read the routers between cycles
     fabric->finalize();
     if (!cfg.trace.region.empty()) {
       trace_region = parse_region(cfg.trace.region, cfg.hw.fabric.width, cfg.hw.fabric.height, "trace.region");

@@ -60,7 +60,9 @@ void add_router_options(po::options_description& d, HwConfig& hw) {
       ("router.hop_latency", po::value(&hw.router.hop_latency)->default_value(hw.router.hop_latency), "cycles per hop")
       ("router.ramp_latency", po::value(&hw.router.ramp_latency)->default_value(hw.router.ramp_latency), "cycles between core and router, each way")
       ("router.express", po::value(&hw.router.express)->default_value(hw.router.express),
-       "host speed only, never changes results: cross lines of routers that only pass wavelets straight on in one step, in runs that read no per-router counters (weight streaming); false to compare");
+       "host speed only, never changes results: cross lines of routers that only pass wavelets straight on in one step, in runs that read no per-router counters (weight streaming); false to compare")
+      ("router.vector", po::value(&hw.router.vector)->default_value(hw.router.vector),
+       "host speed only, never changes results: step the routers 16 at a time as bit planes in `wafersim fabric` runs without traces, where the fabric allows it (docs/fabric.md); false to compare");
 }
 
 void add_io_options(po::options_description& d, HwConfig& hw) {

@@ -13,7 +13,6 @@
 #include <systemc>
 
 #include "hw/traffic_gen.h"
-#include "hw/vector_fabric.h"
 #include "hw/wafer.h"
 
 using namespace wafersim;
@@ -26,7 +25,7 @@ int sc_main(int argc, char** argv) {
   TrafficConfig tc;
   tc.pattern = "neighbour";
   std::string pattern_flows;
-  bool vector = false;  // --engine vector: hw/vector_fabric.h, not yet part of wafersim (a plain loop)
+  bool routers_only = false;  // --engine routers: the routers' own visits (router.vector false)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -46,11 +45,11 @@ int sc_main(int argc, char** argv) {
     else if (a == "--flows") tc.flows = std::stoi(next());
     else if (a == "--engine") {
       const std::string e = next();
-      if (e != "vector" && e != "routers") {
-        std::cerr << "bench_fabric: --engine takes routers or vector\n";
+      if (e != "auto" && e != "routers") {
+        std::cerr << "bench_fabric: --engine takes auto (as wafersim fabric) or routers\n";
         return 2;
       }
-      vector = e == "vector";
+      routers_only = e == "routers";
     }
     else {
       std::cerr << "bench_fabric: unknown argument " << a << "\n";
@@ -61,26 +60,7 @@ int sc_main(int argc, char** argv) {
     const auto e0 = std::chrono::steady_clock::now();
     Fabric f(hw);
     const TrafficPlan plan = program_traffic(f, tc);
-    if (vector) {
-      VectorFabric v(f);
-      const auto t0 = std::chrono::steady_clock::now();
-      v.run(hw.sim.cycles);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      uint64_t fwd = 0;
-      for (int y = 0; y < hw.fabric.height; ++y) {
-        for (int x = 0; x < hw.fabric.width; ++x) {
-          for (int p = 0; p < kNumPorts; ++p) fwd += f.router(x, y) ? v.forwarded(x, y, p) : 0;
-        }
-      }
-      std::cout << nlohmann::json{{"impl", "vector_engine"}, {"pattern", tc.pattern}, {"width", hw.fabric.width},
-                                  {"height", hw.fabric.height}, {"cycles", v.cycle()}, {"flows", plan.flows},
-                                  {"sim_seconds", s},
-                                  {"pe_cycles_per_s", static_cast<double>(v.cycle()) * hw.fabric.width * hw.fabric.height / s},
-                                  {"injected", v.injected()}, {"delivered", v.delivered()}, {"forwarded", fwd}}
-                       .dump()
-                << std::endl;
-      return 0;
-    }
+    if (!routers_only) f.allow_vector();  // as `wafersim fabric` does
     f.finalize();
     sc_core::sc_clock clk("clk", sc_core::sc_time(1176, sc_core::SC_PS));
     Wafer wafer("wafer", f, hw.sim.cycles, nullptr);
@@ -99,6 +79,7 @@ int sc_main(int argc, char** argv) {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     nlohmann::json j = {{"impl", "wafersim"},
+                        {"engine", f.vector_engine() ? "vector" : "routers"},
                         {"pattern", tc.pattern},
                         {"width", hw.fabric.width},
                         {"height", hw.fabric.height},

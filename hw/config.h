@@ -38,6 +38,11 @@ struct RouterConfig {
   // at the cycle it would, without a visit per router (ExpressRun, hw/router.h). Off only to
   // compare.
   bool express = true;
+  // Host-side only, no effect on results: in a run whose owner reads routers only between
+  // cycles and takes no traces (Fabric::allow_vector(): `wafersim fabric`), step the routers 16
+  // at a time as bit planes (hw/vector_fabric.h) where that engine takes the fabric. Off only to
+  // compare.
+  bool vector = true;
   void validate() const;
 };
 

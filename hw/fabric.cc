@@ -205,6 +205,9 @@ void Fabric::finalize() {
   }
   build_express();
   m_finalized = true;
+  if (m_vector_allowed && m_cfg.router.vector && VectorFabric::supported(*this).empty()) {
+    m_vector = std::make_unique<VectorFabric>(*this);
+  }
   for (auto& rp : m_routers) {
     if (rp && rp->has_work()) wake(rp.get());
   }
@@ -388,6 +391,18 @@ void Fabric::step_phase(int t, uint64_t now) {
 
 void Fabric::step() {
   if (!m_finalized) finalize();
+  if (m_vector) {
+    m_vector->step(m_pool.get());
+    m_cycle = m_vector->cycle();
+    if (m_fault_flag.load(std::memory_order_relaxed)) throw PeFaultError(describe_faults());
+    if (m_cfg.sim.watchdog_cycles == 0) return;
+    if (!m_vector->moved() && m_vector->in_flight() != 0) {
+      if (++m_idle_cycles >= m_cfg.sim.watchdog_cycles) throw DeadlockError(describe_stuck());
+    } else {
+      m_idle_cycles = 0;
+    }
+    return;
+  }
   m_now = m_cycle;
   m_pool->run(m_cycle_job);
   end_cycle(m_now);
@@ -425,6 +440,7 @@ void Fabric::end_cycle(uint64_t now) {
 }
 
 std::string Fabric::describe_stuck() const {
+  sync_vector();
   std::vector<const Router*> stuck;
   for (const auto& rp : m_routers) {
     if (rp && rp->occupancy()) stuck.push_back(rp.get());
@@ -439,7 +455,8 @@ std::string Fabric::describe_stuck() const {
     for (uint32_t m = r.routed_colors(); m; m &= m - 1) {
       const int c = __builtin_ctz(m);
       for (int p = 0; p < kNumPorts; ++p) {
-        const int b = r.buffered(p, c);
+        const int b = m_vector ? (m_vector->input_port(r.x(), r.y(), c) == p ? static_cast<int>(m_vector->buffered(r.x(), r.y(), c)) : 0)
+                               : r.buffered(p, c);
         if (b > 0) os << " color " << c << " (" << b << " from " << port_name(p) << ")";
       }
     }
@@ -460,6 +477,7 @@ std::string Fabric::describe_faults() const {
 }
 
 uint64_t Fabric::in_flight() const {
+  sync_vector();
   uint64_t pushed = 0, popped = 0;
   for (const ThreadCtx& tc : m_ctx) {
     pushed += tc.pushed;
@@ -469,6 +487,7 @@ uint64_t Fabric::in_flight() const {
 }
 
 FabricTotals Fabric::totals() const {
+  sync_vector();
   FabricTotals t;
   t.cycles = m_cycle;
   for (const ThreadCtx& tc : m_ctx) {
@@ -487,6 +506,7 @@ FabricTotals Fabric::totals() const {
 
 uint64_t Fabric::active_routers() const {
   if (!m_finalized) return 0;
+  if (m_vector) return m_vector->active();
   uint64_t n = 0;
   for (size_t k = 0; k < m_first_word.back(); ++k) {
     uint64_t b = 0;
@@ -498,6 +518,10 @@ uint64_t Fabric::active_routers() const {
 
 void Fabric::reset_stats() {
   m_stats_from = m_cycle;
+  if (m_vector) {
+    m_vector->reset_stats();
+    m_synced_at = ~uint64_t{0};
+  }
   for (auto& rp : m_routers) {
     if (rp) rp->reset_stats(m_cycle);
   }
@@ -516,6 +540,7 @@ void Fabric::settle_agents() {
 }
 
 std::vector<ColorCounters> Fabric::color_counters() const {
+  sync_vector();
   std::vector<ColorCounters> v(static_cast<size_t>(m_cfg.router.colors));
   for (const ThreadCtx& tc : m_ctx) {
     for (size_t c = 0; c < v.size(); ++c) {
@@ -535,11 +560,42 @@ std::vector<ColorCounters> Fabric::color_counters() const {
 }
 
 std::vector<const Router*> Fabric::routers() const {
+  sync_vector();
   std::vector<const Router*> v;
   for (const auto& rp : m_routers) {
     if (rp) v.push_back(rp.get());
   }
   return v;
+}
+
+void Fabric::sync_vector_now() const {
+  VectorFabric& v = *m_vector;
+  uint64_t fwd[kNumPorts], stall[kNumPorts];
+  uint32_t peak[kMaxColors] = {};
+  for (const auto& rp : m_routers) {
+    if (!rp) continue;
+    Router& r = *rp;
+    for (int p = 0; p < kNumPorts; ++p) fwd[p] = v.forwarded(r.x(), r.y(), p), stall[p] = v.stall(r.x(), r.y(), p);
+    for (int c = 0; c < m_cfg.router.colors; ++c) peak[c] = v.peak_of_color(r.x(), r.y(), c);
+    r.load_counts(m_cycle, fwd, stall, v.peak_occupancy(r.x(), r.y()), peak, v.occupancy(r.x(), r.y()));
+  }
+  // The totals, as if one thread had counted them (the others' stay at zero).
+  auto& ctx = const_cast<std::vector<ThreadCtx>&>(m_ctx);
+  for (ThreadCtx& tc : ctx) {
+    tc.injected = tc.delivered = tc.to_channels = tc.pushed = tc.popped = tc.nonfinal = tc.express_forwarded = 0;
+    for (ColorCounters& c : tc.color) c = ColorCounters{};
+    tc.color_stall.clear();
+  }
+  ThreadCtx& t0 = ctx[0];
+  t0.injected = v.injected();
+  t0.delivered = v.delivered();
+  t0.pushed = v.in_flight();
+  t0.nonfinal = v.multicast_copies();
+  for (int c = 0; c < m_cfg.router.colors; ++c) {
+    t0.color[c].forwarded = v.color_forwarded(c);
+    t0.color_stall.add_n(1u << c, v.color_stall(c));
+  }
+  m_synced_at = m_cycle;
 }
 
 }  // namespace wafersim

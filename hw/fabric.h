@@ -13,6 +13,7 @@
 #include "hw/edge_io.h"
 #include "hw/pe_agent.h"
 #include "hw/router.h"
+#include "hw/vector_fabric.h"
 #include "hw/worker_pool.h"
 
 namespace wafersim {
@@ -66,10 +67,22 @@ class Fabric {
   // routers that only pass wavelets straight on may be crossed in one step (ExpressRun, when
   // router.express is on). Arrivals, credits, stalls, totals and results stay as without it.
   void allow_express() { m_express_allowed = true; }
+  // Before finalize(): the owner reads routers only through this class between cycles (routers(),
+  // router(), totals(), color_counters(), ...), never their traces, so the fabric may step them
+  // with the vector engine (hw/vector_fabric.h) when router.vector is on and the engine takes
+  // this fabric (VectorFabric::supported). Results and counters are the same either way.
+  void allow_vector() { m_vector_allowed = true; }
+  bool vector_engine() const { return m_vector != nullptr; }
   size_t express_lines() const { return m_express.size(); }  // one per line and direction
 
-  Router* router(int x, int y) { return m_routers[index(x, y)].get(); }
-  const Router* router(int x, int y) const { return m_routers[index(x, y)].get(); }
+  Router* router(int x, int y) {
+    sync_vector();
+    return m_routers[index(x, y)].get();
+  }
+  const Router* router(int x, int y) const {
+    sync_vector();
+    return m_routers[index(x, y)].get();
+  }
   PeAgent* agent(int x, int y) const;
   template <typename T>
   T* agent_as(int x, int y) const { return dynamic_cast<T*>(agent(x, y)); }
@@ -117,6 +130,12 @@ class Fabric {
   void step_phase(int t, uint64_t now);
   void mark_between(uint64_t cycle, const Router* r);  // outside the visits: r steps in `cycle`
   void build_express();
+  // With the vector engine: its counters into the routers and the per-thread totals (once per
+  // cycle, when something reads them).
+  void sync_vector() const {
+    if (m_vector && m_synced_at != m_cycle) sync_vector_now();
+  }
+  void sync_vector_now() const;
   std::vector<int> stripe_rows(int threads) const;
   template <typename F>
   void collect(int t, uint64_t now, F&& f);
@@ -130,6 +149,9 @@ class Fabric {
   std::vector<int> m_channel_rows;
   std::vector<std::unique_ptr<EdgeChannel>> m_channels[kNumLinkPorts];  // by side
   bool m_finalized = false;
+  bool m_vector_allowed = false;
+  std::unique_ptr<VectorFabric> m_vector;  // steps the routers instead of their own visits
+  mutable uint64_t m_synced_at = ~uint64_t{0};
   uint64_t m_cycle = 0;
   uint64_t m_idle_cycles = 0;
   uint64_t m_channel_deliveries = 0;  // consecutive cycles with wavelets buffered and nothing moving

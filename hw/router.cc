@@ -300,6 +300,17 @@ void Router::reset_stats(uint64_t cycles) {
   }
 }
 
+void Router::load_counts(uint64_t cycles, const uint64_t* forwarded, const uint64_t* stall, uint32_t peak_occupancy,
+                         const uint32_t* color_peak, uint32_t occupancy) {
+  for (int p = 0; p < kNumPorts; ++p) s_forwarded[p] = forwarded[p], s_stall[p] = stall[p];
+  m_last_step = cycles ? cycles - 1 : 0;  // no slept cycles to add
+  m_stall_ports = 0;
+  m_stall_colors = 0;
+  s_peak_occupancy = peak_occupancy;
+  for (int c = 0; c < kMaxColors; ++c) m_col[c].peak = static_cast<uint8_t>(color_peak[c]);
+  m_occupancy = occupancy;
+}
+
 // A router sleeps while every buffered head waits for a credit or for a full core queue (and
 // the core itself has nothing to do): only an arrival or a returned credit can change that, and
 // both wake it (the sender posts them with a wake-up). Credits still owed keep nobody awake.

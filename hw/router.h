@@ -242,6 +242,11 @@ class alignas(64) Router {
   uint32_t peak_of_color(int color) const { return m_col[color].peak; }  // one buffer's peak
   // Warm-up, after `cycles` cycles: counters restart; peaks restart from the occupancy of the moment.
   void reset_stats(uint64_t cycles);
+  // The counters of a router the vector engine steps (Fabric, VectorFabric), as of `cycles`
+  // cycles: per port sent and stalled cycles, the peaks, the wavelets buffered now. Its own
+  // buffers are not used meanwhile.
+  void load_counts(uint64_t cycles, const uint64_t* forwarded, const uint64_t* stall, uint32_t peak_occupancy,
+                   const uint32_t* color_peak, uint32_t occupancy);
 
  private:
   static constexpr uint8_t kNone = 0xff;

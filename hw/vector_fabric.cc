@@ -10,6 +10,7 @@
 #include "hw/fabric.h"
 #include "hw/pe_agent.h"
 #include "hw/router.h"
+#include "hw/worker_pool.h"
 
 // The 16-lane vectors are passed between inline helpers of this file only.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -136,7 +137,6 @@ std::string VectorFabric::supported(const Fabric& f) {
   if (c.router.hop_latency != 1) return "router.hop_latency is not 1";
   if (c.router.ramp_latency > 2) return "router.ramp_latency is above 2";
   if (c.router.buffer_depth > 7) return "router.buffer_depth is above 7";
-  if (c.sim.threads != 1) return "sim.threads is not 1";
   for (int y = 0; y < f.height(); ++y) {
     for (int x = 0; x < f.width(); ++x) {
       const Router* r = f.router(x, y);
@@ -197,6 +197,7 @@ VectorFabric::VectorFabric(Fabric& f)
         }
       }
       busy[(l - m_guard) / kLanes] = true;
+      ++m_routers;
     }
   }
   for (size_t k = 0; k < busy.size(); ++k) {
@@ -207,15 +208,30 @@ VectorFabric::VectorFabric(Fabric& f)
     for (int l = 0; l < kLanes; ++l) agents |= m_agent[b + static_cast<size_t>(l)] ? 1u << l : 0u;
     m_block_agents.push_back(agents);
   }
+  const auto threads = static_cast<size_t>(std::max(1, m_cfg.sim.threads));
+  m_moved.assign(threads, Flag{});
+  for (size_t t = 0; t <= threads; ++t) m_share.push_back(m_blocks.size() * t / threads);
 }
 
-void VectorFabric::step() {
-  for (size_t i = 0; i < m_blocks.size(); ++i) step_block(m_blocks[i], m_block_agents[i]);
+void VectorFabric::step(WorkerPool* pool) {
+  auto share = [this](int t) {
+    bool& moved = m_moved[static_cast<size_t>(t)].value;
+    moved = false;
+    for (size_t i = m_share[static_cast<size_t>(t)]; i < m_share[static_cast<size_t>(t) + 1]; ++i) {
+      step_block(m_blocks[i], m_block_agents[i], &moved);
+    }
+  };
+  if (pool && pool->size() > 1 && static_cast<size_t>(pool->size()) + 1 == m_share.size()) {
+    pool->run(share);
+  } else {
+    for (size_t t = 0; t + 1 < m_share.size(); ++t) share(static_cast<int>(t));
+  }
   ++m_now;
   if (m_now - m_flushed_at >= kFlushEvery) flush_counters();
 }
 
-void VectorFabric::step_block(size_t b, uint32_t agents) {
+void VectorFabric::step_block(size_t b, uint32_t agents, bool* moved) {
+  const bool ctrl_seen = m_ctrl_seen.load(std::memory_order_relaxed);
   const uint64_t now = m_now;
   const int prev = static_cast<int>((now + 1) & 1), cur = static_cast<int>(now & 1);
   const auto colors = static_cast<size_t>(m_colors), depth = static_cast<size_t>(m_depth);
@@ -229,7 +245,7 @@ void VectorFabric::step_block(size_t b, uint32_t agents) {
     tail = tail >= static_cast<uint32_t>(m_depth) ? tail - static_cast<uint32_t>(m_depth) : tail;
     const V idx = slot_of(col, tail);
     scatter(m_pay.data(), bit, idx, payload);
-    if (m_ctrl_seen) scatter(m_ctrl.data(), bit, idx, ctrl);
+    if (ctrl_seen || any(ctrl)) scatter(m_ctrl.data(), bit, idx, ctrl);
     inc3(cnt, bit);
   };
   auto count = [&](int what, V n) {
@@ -269,7 +285,7 @@ void VectorFabric::step_block(size_t b, uint32_t agents) {
     const V valid = nz(cp1);
     const V col = (cp1 - 1) & valid;
     push((splat(1) << col) & valid, col, ld(arr(mail_index(prev, kMailPay, p)) + b),
-         m_ctrl_seen ? ld(arr(mail_index(prev, kMailCtrl, p)) + b) : V{});
+         ctrl_seen ? ld(arr(mail_index(prev, kMailCtrl, p)) + b) : V{});
     arrived = true;
   }
   if (arrived) peaks();
@@ -303,11 +319,12 @@ void VectorFabric::step_block(size_t b, uint32_t agents) {
     const V bit = pick & -pick;
     const V c = bit_index(bit) & has;
     st(rrp, has ? c + 1 : rr);
+    *moved = true;
     sent |= bit;
     served[p] |= bit;
     const V idx = slot_of(c, get3(head, c));
     const V payload = gather(m_pay.data(), has, idx);
-    const V ctrl = m_ctrl_seen ? gather(m_ctrl.data(), has, idx) : V{};
+    const V ctrl = ctrl_seen ? gather(m_ctrl.data(), has, idx) : V{};
     uint32_t* fwd = arr(kFwd + p) + b;
     st(fwd, ld(fwd) + (has & 1));
     // Per-color sends: a vertical counter, the carry stopping early.
@@ -324,7 +341,7 @@ void VectorFabric::step_block(size_t b, uint32_t agents) {
       const int q = opposite(p);
       st(arr(mail_index(cur, kMailPay, q)) + d, has ? payload : V{});
       st(arr(mail_index(cur, kMailCol, q)) + d, has ? c + 1 : V{});
-      if (m_ctrl_seen) st(arr(mail_index(cur, kMailCtrl, q)) + d, has ? ctrl : V{});
+      if (ctrl_seen) st(arr(mail_index(cur, kMailCtrl, q)) + d, has ? ctrl : V{});
       dec3(k, bit);
       for (int i = 0; i < 3; ++i) st(arr(kK + 3 * p + i) + b, k[i]);
     } else {
@@ -371,12 +388,13 @@ void VectorFabric::step_block(size_t b, uint32_t agents) {
     Wavelet w;
     const uint32_t r = a->evaluate(now, ramp_full[l], &w);
     arr(kAgentFull)[b + static_cast<size_t>(l)] = a->full_colors();
+    if (r) *moved = true;
     if (!(r & PeAgent::kOffered)) continue;
     inj_bit[l] = 1u << w.color;
     inj_col[l] = w.color;
     inj_pay[l] = w.payload;
     inj_ctrl[l] = w.ctrl ? 1 : 0;
-    m_ctrl_seen |= w.ctrl;  // (before the push below: from now on control bits are kept)
+    if (w.ctrl) m_ctrl_seen.store(true, std::memory_order_relaxed);  // the push below keeps its bit
   }
   if (any(inj_bit)) {
     count(0, nz(inj_bit) & 1);
@@ -436,6 +454,65 @@ uint64_t VectorFabric::stall(int x, int y, int port) {
   if (m_flushed_at != m_now) flush_counters();
   return m_stall64[lane(x, y) * kNumPorts + static_cast<size_t>(port)];
 }
+uint64_t VectorFabric::in_flight() const {
+  uint64_t n = 0;
+  const int parity = static_cast<int>((m_now + 1) & 1);  // what the last cycle sent
+  for (size_t b : m_blocks) {
+    for (int l = 0; l < kLanes; ++l) {
+      const size_t i = b + static_cast<size_t>(l);
+      n += static_cast<uint64_t>(__builtin_popcount(arr(kC)[i]) + 2 * __builtin_popcount(arr(kC + 1)[i]) +
+                                 4 * __builtin_popcount(arr(kC + 2)[i]));
+    }
+  }
+  for (int p = 0; p < kNumLinkPorts; ++p) {
+    const uint32_t* col = arr(mail_index(parity, kMailCol, p));
+    for (size_t i = 0; i < m_stride; ++i) n += col[i] ? 1 : 0;
+  }
+  return n;
+}
+
+uint64_t VectorFabric::active() const {
+  if (in_flight()) return m_routers;
+  for (const PeAgent* a : m_agent) {
+    if (a && a->has_work()) return m_routers;
+  }
+  return 0;
+}
+
+uint32_t VectorFabric::occupancy(int x, int y) const {
+  const size_t i = lane(x, y);
+  return static_cast<uint32_t>(__builtin_popcount(arr(kC)[i]) + 2 * __builtin_popcount(arr(kC + 1)[i]) +
+                               4 * __builtin_popcount(arr(kC + 2)[i]));
+}
+
+uint32_t VectorFabric::buffered(int x, int y, int color) const {
+  const size_t i = lane(x, y);
+  uint32_t n = 0;
+  for (int k = 0; k < 3; ++k) n |= ((arr(kC + k)[i] >> color) & 1u) << k;
+  return n;
+}
+
+int VectorFabric::input_port(int x, int y, int color) const {
+  for (int p = 0; p < kNumPorts; ++p) {
+    if ((arr(kRx + p)[lane(x, y)] >> color) & 1) return p;
+  }
+  return -1;
+}
+
+void VectorFabric::reset_stats() {
+  flush_counters();
+  std::fill(m_fwd64.begin(), m_fwd64.end(), 0);
+  std::fill(m_stall64.begin(), m_stall64.end(), 0);
+  std::fill(m_color_fwd.begin(), m_color_fwd.end(), 0);
+  std::fill(m_color_stall.begin(), m_color_stall.end(), 0);
+  for (size_t b : m_blocks) {
+    V cnt[3];
+    for (int i = 0; i < 3; ++i) cnt[i] = ld(arr(kC + i) + b);
+    for (int k = 1; k <= 7; ++k) st(arr(kReach + k - 1) + b, k <= m_depth ? ge3(cnt, k) : V{});
+    st(arr(kPeakOcc) + b, popcount(cnt[0]) + 2 * popcount(cnt[1]) + 4 * popcount(cnt[2]));
+  }
+}
+
 uint32_t VectorFabric::peak_occupancy(int x, int y) const { return arr(kPeakOcc)[lane(x, y)]; }
 uint32_t VectorFabric::peak_of_color(int x, int y, int color) const {
   uint32_t peak = 0;

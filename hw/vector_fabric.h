@@ -6,12 +6,14 @@
 // (borrowed, not owned) and must give what Router gives, counter for counter:
 // testbench/system/vector_fabric_test.cc compares the two.
 //
-// Work in progress, not used by the simulator yet: it takes only fabrics whose every route has
+// Fabric uses it when its owner allows (Fabric::allow_vector) and it takes the fabric: only
+// fabrics whose every route has
 // one switch position and one input port per color, one-cycle hops, a ramp latency of 1 or 2,
 // buffers of depth at most 7, no edge channels, and agents that do not skip evaluations
-// (supported() says what is missing). No traces, no watchdog, one thread.
+// (supported() says what is missing), and no traces.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@ namespace wafersim {
 
 class Fabric;
 class PeAgent;
+class WorkerPool;
 
 class VectorFabric {
  public:
@@ -31,7 +34,9 @@ class VectorFabric {
   // Throws ConfigError with supported()'s reason. `f` must outlive it and not be stepped itself.
   explicit VectorFabric(Fabric& f);
 
-  void step();
+  // One cycle; with a pool, its threads step contiguous shares of the blocks (a block reads only
+  // what was written in the previous cycle, so any split gives the same result).
+  void step(WorkerPool* pool = nullptr);
   void run(uint64_t cycles) {
     for (uint64_t i = 0; i < cycles; ++i) step();
   }
@@ -47,9 +52,25 @@ class VectorFabric {
   uint64_t injected();
   uint64_t delivered();
   uint64_t multicast_copies();
+  // Wavelets in buffers and on links (sent, not yet taken in).
+  uint64_t in_flight() const;
+  // Something was sent, injected or taken by an agent in the last cycle (the watchdog's test).
+  bool moved() const {
+    for (const Flag& f : m_moved) {
+      if (f.value) return true;
+    }
+    return false;
+  }
+  // Routers it steps while anything is in flight or an agent has work, else 0.
+  uint64_t active() const;
+  uint32_t occupancy(int x, int y) const;
+  uint32_t buffered(int x, int y, int color) const;  // its one input buffer of that color
+  int input_port(int x, int y, int color) const;     // -1 when the color is not routed there
+  // Warm-up: counters restart; peaks restart from the occupancy of the moment.
+  void reset_stats();
 
  private:
-  void step_block(size_t b, uint32_t agents);
+  void step_block(size_t b, uint32_t agents, bool* moved);
   void flush_counters();
   size_t lane(int x, int y) const { return m_guard + static_cast<size_t>(y) * m_row + static_cast<size_t>(x); }
   uint32_t* arr(int k) { return &m_mem[static_cast<size_t>(k) * m_stride]; }
@@ -61,14 +82,22 @@ class VectorFabric {
   std::vector<uint32_t> m_mem;        // the per-lane arrays (enum in vector_fabric.cc)
   std::vector<uint32_t> m_pay;        // (lane * colors + color) * depth + slot
   std::vector<uint32_t> m_ctrl;       // the same slots' control bits (0 or 1)
-  bool m_ctrl_seen = false;           // an agent has offered a control wavelet (until then m_ctrl and the
-                                      // mailboxes' control bits are all 0 and not touched)
+  // An agent has offered a control wavelet: until then m_ctrl and the mailboxes' control bits
+  // are all 0 and not touched. (Set by one thread in the middle of a cycle; the others may see
+  // it then or from the next cycle, which changes nothing: no control bit can reach them sooner.)
+  std::atomic<bool> m_ctrl_seen{false};
   std::vector<PeAgent*> m_agent;      // per lane (null: none)
   std::vector<size_t> m_blocks;       // first lanes of the blocks with something routed
   std::vector<uint32_t> m_block_agents;  // per block, its lanes with an agent (bit = lane)
   std::vector<uint64_t> m_fwd64, m_stall64;       // per port and lane, flushed
   std::vector<uint64_t> m_color_fwd, m_color_stall;  // per color, flushed
   uint64_t m_now = 0, m_flushed_at = 0;
+  uint64_t m_routers = 0;
+  struct alignas(64) Flag {
+    bool value = false;
+  };
+  std::vector<Flag> m_moved;          // per thread: something moved in the last cycle
+  std::vector<size_t> m_share;        // per thread, its first block (and one past the last)
   uint64_t m_injected = 0, m_delivered = 0, m_sends = 0, m_pops = 0;  // flushed
 };
 

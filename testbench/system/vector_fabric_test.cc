@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "hw/fabric.h"
+#include "hw/fabric_stats.h"
 #include "hw/router.h"
 #include "hw/traffic_agent.h"
 #include "hw/traffic_gen.h"
@@ -110,6 +111,88 @@ INSTANTIATE_TEST_SUITE_P(
                          "route 2 4 6 R N\nroute 2 3 6 S N\nroute 2 2 6 S N\nroute 2 1 6 S N\nroute 2 0 6 S R\n"
                          "flow 2 4 6 0.7 0 2\n"}),
     [](const testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Through Fabric (allow_vector, as `wafersim fabric` runs): the stats a run writes, read in the
+// middle and after a warm-up reset, are those of the router engine, byte for byte, with the
+// vector engine on 1, 2 and 3 threads.
+TEST(VectorEngine, FabricStatsMatchTheRoutersAcrossAWarmupReset) {
+  for (const std::string pattern : {"neighbour", "random", "row-broadcast"}) {
+    SCOPED_TRACE(pattern);
+    auto run = [&](bool vector, int threads) {
+      HwConfig hw = test::small_config(21, 14);
+      hw.sim.seed = 5;
+      hw.sim.threads = threads;
+      hw.sim.watchdog_cycles = 50;
+      auto f = std::make_unique<Fabric>(hw);
+      TrafficConfig tc;
+      tc.pattern = pattern;
+      tc.rate = 0.9;
+      tc.drain_prob = 0.6;
+      tc.hops = 4;
+      tc.record = true;
+      program_traffic(*f, tc);
+      if (vector) f->allow_vector();
+      f->finalize();
+      EXPECT_EQ(f->vector_engine(), vector);
+      std::string out;
+      f->run(300);
+      out += fabric_stats_json(*f).dump() + "\n";
+      f->reset_stats();
+      f->run(500);
+      out += fabric_stats_json(*f).dump() + "\n";
+      for (const Router* r : f->routers()) {
+        out += Fabric::pe_name(r->x(), r->y());
+        for (int p = 0; p < kNumPorts; ++p) out += " " + std::to_string(r->s_forwarded[p]) + "/" + std::to_string(r->stall_cycles(p, f->cycle()));
+        out += " " + std::to_string(r->s_peak_occupancy) + " " + std::to_string(r->occupancy());
+        for (int c = 0; c < hw.router.colors; ++c) out += " " + std::to_string(r->peak_of_color(c));
+        out += "\n";
+      }
+      const FabricTotals t = f->totals();
+      out += std::to_string(t.injected) + " " + std::to_string(t.delivered) + " " + std::to_string(t.in_flight) + " " +
+             std::to_string(t.multicast_copies) + " " + std::to_string(t.forwarded) + "\n";
+      for (const auto& pa : test::traffic_agents(*f)) out += std::to_string(pa.agent->log().size()) + " ";
+      return out;
+    };
+    const std::string routers = run(false, 1);
+    for (int threads : {1, 2, 3}) EXPECT_EQ(run(true, threads), routers) << threads << " threads";
+  }
+}
+
+// The watchdog stops a vector-engine run where it stops the routers, with the same message.
+TEST(VectorEngine, DeadlockIsReportedAsByTheRouters) {
+  auto run = [](bool vector) {
+    HwConfig hw = test::small_config(10, 3);
+    hw.sim.watchdog_cycles = 300;
+    Fabric f(hw);
+    auto src = std::make_unique<TrafficAgent>(1 * 10 + 1, TrafficAgentOptions{});
+    src->add_flow({1, 1.0, 200});
+    src->add_flow({2, 1.0, 200});
+    f.attach_agent(1, 1, std::move(src));
+    TrafficAgentOptions o;
+    o.never_drain = 1u << 1;  // color 1 is never taken: its buffers fill and stay full
+    auto d = std::make_unique<TrafficAgent>(1 * 10 + 8, o);
+    d->add_receive(1);
+    d->add_receive(2);
+    f.attach_agent(8, 1, std::move(d));
+    for (int c : {1, 2}) {
+      f.set_route(1, 1, c, ColorRoute::simple(port_bit(kRamp), port_bit(kEast)));
+      for (int x = 2; x < 8; ++x) f.set_route(x, 1, c, ColorRoute::simple(port_bit(kWest), port_bit(kEast)));
+      f.set_route(8, 1, c, ColorRoute::simple(port_bit(kWest), port_bit(kRamp)));
+    }
+    if (vector) f.allow_vector();
+    f.finalize();
+    EXPECT_EQ(f.vector_engine(), vector);
+    try {
+      f.run(5000);
+    } catch (const DeadlockError& e) {
+      return std::string(e.what()) + " at " + std::to_string(f.cycle());
+    }
+    return std::string("no deadlock");
+  };
+  const std::string routers = run(false);
+  EXPECT_NE(routers.find("wafer.pe_8_1"), std::string::npos) << routers;
+  EXPECT_EQ(run(true), routers);
+}
 
 TEST(VectorFabric, SaysWhatItCannotStep) {
   HwConfig hw = test::small_config(8, 8);
