@@ -472,7 +472,7 @@ uint64_t VectorFabric::in_flight() const {
 }
 
 uint64_t VectorFabric::active() const {
-  if (in_flight()) return m_routers;
+  if (moved() || in_flight()) return m_routers;  // (moved() first: in_flight() walks the fabric)
   for (const PeAgent* a : m_agent) {
     if (a && a->has_work()) return m_routers;
   }
