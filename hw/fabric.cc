@@ -205,7 +205,12 @@ void Fabric::finalize() {
   }
   build_express();
   m_finalized = true;
-  if (m_vector_allowed && m_cfg.router.vector && VectorFabric::supported(*this).empty()) {
+  // The vector engine steps (and keeps arrays for) every lane of the fabric's blocks, the routers
+  // only the routers that have work: it pays off where most PEs route something.
+  size_t routed = 0;
+  for (const auto& rp : m_routers) routed += rp ? 1 : 0;
+  const bool dense = routed * 4 >= m_routers.size();
+  if (m_vector_allowed && m_cfg.router.vector && dense && VectorFabric::supported(*this).empty()) {
     m_vector = std::make_unique<VectorFabric>(*this);
   }
   for (auto& rp : m_routers) {
