@@ -575,6 +575,7 @@ std::vector<const Router*> Fabric::routers() const {
 
 void Fabric::sync_vector_now() const {
   VectorFabric& v = *m_vector;
+  v.sync_endpoints();
   uint64_t fwd[kNumPorts], stall[kNumPorts];
   uint32_t peak[kMaxColors] = {};
   for (const auto& rp : m_routers) {

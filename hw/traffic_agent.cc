@@ -14,9 +14,12 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
+uint64_t hash_bits(uint64_t seed, uint64_t pe, uint64_t cycle, uint64_t salt) {
+  return splitmix64(splitmix64(splitmix64(seed ^ salt) ^ pe) ^ cycle);
+}
+
 double hash_uniform(uint64_t seed, uint64_t pe, uint64_t cycle, uint64_t salt) {
-  const uint64_t h = splitmix64(splitmix64(splitmix64(seed ^ salt) ^ pe) ^ cycle);
-  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
+  return static_cast<double>(hash_bits(seed, pe, cycle, salt) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 TrafficAgent::TrafficAgent(uint32_t pe_id, const TrafficAgentOptions& opts) : m_pe(pe_id), m_opts(opts) {

@@ -21,6 +21,8 @@ constexpr uint32_t payload_seq(uint32_t p) { return p & ((1u << kSeqBits) - 1); 
 // Deterministic per-(seed, pe, cycle, salt) uniform draw in [0, 1): independent of visiting order
 // and thread count, unlike a shared generator.
 double hash_uniform(uint64_t seed, uint64_t pe, uint64_t cycle, uint64_t salt);
+// The 64 bits behind it: hash_uniform is (hash_bits(...) >> 11) / 2^53.
+uint64_t hash_bits(uint64_t seed, uint64_t pe, uint64_t cycle, uint64_t salt);
 
 struct TrafficFlow {
   int color = 0;
@@ -66,6 +68,7 @@ class TrafficAgent : public PeAgent {
   uint64_t consumed() const override { return m_consumed; }
 
  private:
+  friend class VectorFabric;  // runs endpoints like this one itself, 16 at a time (its state here is then written back)
   static constexpr uint32_t kOne = 1u << 16;  // credits in 16.16 fixed point
   struct Flow {
     TrafficFlow spec;

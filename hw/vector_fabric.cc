@@ -1,7 +1,9 @@
 #include "hw/vector_fabric.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <typeinfo>
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -10,6 +12,7 @@
 #include "hw/fabric.h"
 #include "hw/pe_agent.h"
 #include "hw/router.h"
+#include "hw/traffic_agent.h"
 #include "hw/worker_pool.h"
 
 // The 16-lane vectors are passed between inline helpers of this file only.
@@ -97,6 +100,12 @@ inline V eq3(const V* p, int k) {
   for (int i = 0; i < 3; ++i) m &= (k >> i) & 1 ? p[i] : ~p[i];
   return m;
 }
+// Colors whose value equals each lane's own k (0..7).
+inline V eqv(const V* p, V k) {
+  V m = splat(~0u);
+  for (int i = 0; i < 3; ++i) m &= ((k >> i) & 1) ? p[i] : ~p[i];
+  return m;
+}
 // Colors whose value is at least k (1..7).
 inline V ge3(const V* p, int k) {
   V m{};
@@ -123,7 +132,24 @@ enum : int {
   kVFwd = kMail + 32,     // vertical counters of sends per color (16 planes)
   kVStall = kVFwd + 16,   // vertical counters of stalled cycles per color (16 planes)
   kCount = kVStall + 16,  // + what: injections, deliveries, sends, pops since the last flush (4)
-  kArrays = kCount + 4
+  // Traffic endpoints run here (TrafficAgent's state, lane by lane):
+  kRecv = kCount + 4,     // colors with a receive queue
+  kNever,                 // colors never drained
+  kQc,                    // receive queue counts, bit planes (3)
+  kQh = kQc + 3,          // receive queue heads (3)
+  kQDepth = kQh + 3,      // queue depth
+  kYd0, kYd1,             // the color delivered in this cycle, in the previous one
+  kRrq,                   // round-robin: the first color of the next turn (32: from the lowest)
+  kFlowN, kRrFlow,        // flows (0-2), round-robin position
+  kFc,                    // + flow: color (2)
+  kSeq = kFc + 2,         // + flow: next sequence number (2)
+  kFsent = kSeq + 2,      // + flow: sent (2)
+  kFcount = kFsent + 2,   // + flow: wavelets to send, 0 = unbounded (2)
+  kCtrlEvery = kFcount + 2,  // + flow (2)
+  kUnfinished = kCtrlEvery + 2,
+  kBuffered, kConsumed, kSentTotal,
+  kPe,                    // the endpoint's PE id (its payloads, its draws)
+  kArrays
 };
 enum : int { kMailPay = 0, kMailCol = 1, kMailCtrl = 2, kMailCred = 3 };
 constexpr uint64_t kFlushEvery = 30000;  // below 2^16 (vertical counters) and 2^32
@@ -131,6 +157,21 @@ constexpr uint64_t kFlushEvery = 30000;  // below 2^16 (vertical counters) and 2
 int mail_index(int parity, int what, int port) { return kMail + parity * 16 + what * 4 + port; }
 
 }  // namespace
+
+// A traffic endpoint it can run itself: every flow at rate 1, at most two flows, counts that fit
+// 32 bits, receive queues of depth 1-7 made in ascending color order (so that TrafficAgent's
+// round robin over queue indexes is one over colors).
+bool VectorFabric::runs_itself(const TrafficAgent& a, int colors) {
+  if (!a.m_unit_rates || a.m_flows.size() > 2 || a.m_opts.queue_depth < 1 || a.m_opts.queue_depth > 7) return false;
+  if (colors > 32) return false;
+  for (const auto& fl : a.m_flows) {
+    if (fl.spec.count > 0xffffffffull || fl.spec.rate <= 0) return false;
+  }
+  for (size_t i = 1; i < a.m_queue_color.size(); ++i) {
+    if (a.m_queue_color[i] <= a.m_queue_color[i - 1]) return false;
+  }
+  return true;
+}
 
 std::string VectorFabric::supported(const Fabric& f) {
   const HwConfig& c = f.config();
@@ -169,6 +210,12 @@ VectorFabric::VectorFabric(Fabric& f)
   m_pay.assign(m_stride * static_cast<size_t>(m_colors) * static_cast<size_t>(m_depth), 0);
   m_ctrl.assign(m_pay.size(), 0);
   m_agent.assign(m_stride, nullptr);
+  m_endpoint.assign(m_stride, nullptr);
+  m_drain_below.assign(m_stride, 0);
+  m_stall_below.assign(m_stride, 0);
+  m_seed.assign(m_stride, 0);
+  m_qpay.assign(m_stride * static_cast<size_t>(m_colors) * 8, 0);
+  m_qctrl.assign(m_qpay.size(), 0);
   m_fwd64.assign(m_stride * kNumPorts, 0);
   m_stall64.assign(m_stride * kNumPorts, 0);
   m_color_fwd.assign(static_cast<size_t>(m_colors), 0);
@@ -181,6 +228,33 @@ VectorFabric::VectorFabric(Fabric& f)
       const size_t l = lane(x, y);
       m_agent[l] = f.agent(x, y);
       if (m_agent[l]) arr(kAgentFull)[l] = m_agent[l]->full_colors();
+      auto* ta = dynamic_cast<TrafficAgent*>(m_agent[l]);
+      if (ta && typeid(*ta) == typeid(TrafficAgent) && runs_itself(*ta, m_colors)) {
+        m_endpoint[l] = ta;
+        arr(kRecv)[l] = ta->m_receive_colors;
+        arr(kNever)[l] = ta->m_opts.never_drain;
+        arr(kQDepth)[l] = static_cast<uint32_t>(ta->m_opts.queue_depth);
+        arr(kRrq)[l] = 0;
+        arr(kFlowN)[l] = static_cast<uint32_t>(ta->m_flows.size());
+        for (size_t i = 0; i < ta->m_flows.size(); ++i) {
+          const auto& fl = ta->m_flows[i];
+          arr(kFc + static_cast<int>(i))[l] = static_cast<uint32_t>(fl.spec.color);
+          arr(kFcount + static_cast<int>(i))[l] = static_cast<uint32_t>(fl.spec.count);
+          arr(kCtrlEvery + static_cast<int>(i))[l] = fl.spec.ctrl_every;
+        }
+        arr(kUnfinished)[l] = static_cast<uint32_t>(ta->m_unfinished_flows);
+        // hash_uniform(...) < p  <=>  (h >> 11) < ceil(p * 2^53): the draw is (h >> 11) / 2^53.
+        auto below = [](double p) {
+          if (p >= 1.0) return ~uint64_t{0};
+          if (p <= 0.0) return uint64_t{0};
+          return static_cast<uint64_t>(std::ceil(p * 9007199254740992.0));
+        };
+        m_drain_below[l] = below(ta->m_opts.drain_prob);
+        m_stall_below[l] = ta->m_opts.stall_prob > 0 ? below(ta->m_opts.stall_prob) : 0;
+        m_seed[l] = ta->m_opts.seed;
+        arr(kPe)[l] = ta->m_pe;
+        if (ta->m_opts.record) m_record = true;
+      }
       for (uint32_t m = r->routed_colors(); m; m &= m - 1) {
         const int c = __builtin_ctz(m);
         const SwitchPos& pos = r->route(c)->pos[0];
@@ -204,9 +278,14 @@ VectorFabric::VectorFabric(Fabric& f)
     if (!busy[k]) continue;
     const size_t b = m_guard + k * kLanes;
     m_blocks.push_back(b);
-    uint32_t agents = 0;
-    for (int l = 0; l < kLanes; ++l) agents |= m_agent[b + static_cast<size_t>(l)] ? 1u << l : 0u;
+    uint32_t agents = 0, endpoints = 0;
+    for (int l = 0; l < kLanes; ++l) {
+      const size_t i = b + static_cast<size_t>(l);
+      if (m_endpoint[i]) endpoints |= 1u << l;
+      else if (m_agent[i]) agents |= 1u << l;
+    }
     m_block_agents.push_back(agents);
+    m_block_endpoints.push_back(endpoints);
   }
   const auto threads = static_cast<size_t>(std::max(1, m_cfg.sim.threads));
   m_moved.assign(threads, Flag{});
@@ -218,7 +297,7 @@ void VectorFabric::step(WorkerPool* pool) {
     bool& moved = m_moved[static_cast<size_t>(t)].value;
     moved = false;
     for (size_t i = m_share[static_cast<size_t>(t)]; i < m_share[static_cast<size_t>(t) + 1]; ++i) {
-      step_block(m_blocks[i], m_block_agents[i], &moved);
+      step_block(m_blocks[i], m_block_agents[i], m_block_endpoints[i], &moved);
     }
   };
   if (pool && pool->size() > 1 && static_cast<size_t>(pool->size()) + 1 == m_share.size()) {
@@ -230,8 +309,10 @@ void VectorFabric::step(WorkerPool* pool) {
   if (m_now - m_flushed_at >= kFlushEvery) flush_counters();
 }
 
-void VectorFabric::step_block(size_t b, uint32_t agents, bool* moved) {
+void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, bool* moved) {
   const bool ctrl_seen = m_ctrl_seen.load(std::memory_order_relaxed);
+  static const V kLaneBit = V{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+  const V emask = nz(splat(endpoints) & kLaneBit);  // ~0 on the lanes of endpoints run here
   const uint64_t now = m_now;
   const int prev = static_cast<int>((now + 1) & 1), cur = static_cast<int>(now & 1);
   const auto colors = static_cast<size_t>(m_colors), depth = static_cast<size_t>(m_depth);
@@ -345,11 +426,30 @@ void VectorFabric::step_block(size_t b, uint32_t agents, bool* moved) {
       dec3(k, bit);
       for (int i = 0; i < 3; ++i) st(arr(kK + 3 * p + i) + b, k[i]);
     } else {
-      for (int l = 0; l < kLanes; ++l) {
+      for (uint32_t m = agents; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
         if (!has[l]) continue;
         PeAgent* a = m_agent[b + static_cast<size_t>(l)];
         a->deliver(Wavelet{payload[l], static_cast<uint8_t>(c[l]), ctrl[l] != 0}, now + static_cast<uint64_t>(m_ramp_latency));
         arr(kAgentFull)[b + static_cast<size_t>(l)] = a->full_colors();
+      }
+      if (endpoints) {  // into the receive queue of the endpoints run here
+        V qc[3], qh[3];
+        for (int i = 0; i < 3; ++i) qc[i] = ld(arr(kQc + i) + b), qh[i] = ld(arr(kQh + i) + b);
+        const V depth = ld(arr(kQDepth) + b);
+        const V in = bit & ld(arr(kRecv) + b);  // (only endpoint lanes receive: others have no kRecv)
+        V tail = get3(qh, c) + get3(qc, c);
+        tail = tail >= depth ? tail - depth : tail;
+        const V idx = (lane_index * static_cast<uint32_t>(colors) + c) * 8 + tail;
+        scatter(m_qpay.data(), in, idx, payload);
+        if (ctrl_seen) scatter(m_qctrl.data(), in, idx, ctrl);
+        inc3(qc, in);
+        for (int i = 0; i < 3; ++i) st(arr(kQc + i) + b, qc[i]);
+        st(arr(kYd0) + b, in);
+        uint32_t* buf = arr(kBuffered) + b;
+        st(buf, ld(buf) + (nz(in) & 1));
+        const V full = ld(arr(kAgentFull) + b);
+        st(arr(kAgentFull) + b, emask ? ~ld(arr(kRecv) + b) | eqv(qc, depth) : full);
       }
       count(1, has & 1);
     }
@@ -395,6 +495,119 @@ void VectorFabric::step_block(size_t b, uint32_t agents, bool* moved) {
     inj_pay[l] = w.payload;
     inj_ctrl[l] = w.ctrl ? 1 : 0;
     if (w.ctrl) m_ctrl_seen.store(true, std::memory_order_relaxed);  // the push below keeps its bit
+  }
+  if (endpoints) {
+    // The traffic endpoints run here, as TrafficAgent::evaluate: first the receive side takes
+    // at most one readable arrival (round-robin over its queues, a draw against drain_prob),
+    // then the send side offers at most one wavelet (round-robin over its flows).
+    V qc[3], qh[3];
+    for (int i = 0; i < 3; ++i) qc[i] = ld(arr(kQc + i) + b), qh[i] = ld(arr(kQh + i) + b);
+    const V depth = ld(arr(kQDepth) + b), recv = ld(arr(kRecv) + b);
+    const V yd0 = ld(arr(kYd0) + b), yd1 = ld(arr(kYd1) + b);
+    const V qne = qc[0] | qc[1] | qc[2];
+    if (any(qne)) {
+      V drain = nz(qne) & emask;
+      for (uint32_t m = endpoints; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        const size_t i = b + static_cast<size_t>(l);
+        if (!qne[l] || m_drain_below[i] == ~uint64_t{0}) continue;
+        const uint64_t h = hash_bits(m_seed[i], arr(kPe)[i], now, 1);
+        if (!((h >> 11) < m_drain_below[i])) drain[l] = 0;
+      }
+      // A queue's first arrival is not readable yet when every arrival it holds is that young.
+      const V notready = m_ramp_latency == 2 ? (((yd0 ^ yd1) & eq3(qc, 1)) | ((yd0 & yd1) & eq3(qc, 2))) : (yd0 & eq3(qc, 1));
+      const V cand = (qne & ~notready & ~ld(arr(kNever) + b)) & drain;
+      if (any(cand)) {
+        const V rrq = ld(arr(kRrq) + b);
+        const V hi = rrq >= 32 ? V{} : cand & (splat(~0u) << (rrq & 31));
+        const V pick = hi ? hi : cand;
+        const V bit = pick & -pick;
+        const V has = nz(bit);
+        const V c = bit_index(bit) & has;
+        if (m_record) {
+          const V idx = (lane_index * static_cast<uint32_t>(colors) + c) * 8 + get3(qh, c);
+          const V pay = gather(m_qpay.data(), has, idx);
+          const V ctl = ctrl_seen ? gather(m_qctrl.data(), has, idx) : V{};
+          for (int l = 0; l < kLanes; ++l) {
+            TrafficAgent* a = has[l] ? m_endpoint[b + static_cast<size_t>(l)] : nullptr;
+            if (a && a->m_opts.record) {
+              a->m_log.push_back(TrafficAgent::Arrival{now, Wavelet{pay[l], static_cast<uint8_t>(c[l]), ctl[l] != 0}});
+            }
+          }
+        }
+        dec3(qc, bit);
+        inc3(qh, bit);
+        const V wrap = bit & eqv(qh, depth);
+        for (int i = 0; i < 3; ++i) qh[i] &= ~wrap;
+        const V above = recv & ~((splat(2) << c) - 1);  // (c = 31: 2 << 31 wraps to 0, so none)
+        const V next_bit = above & -above;
+        st(arr(kRrq) + b, has ? (above ? bit_index(next_bit) : splat(32)) : rrq);
+        uint32_t* buf = arr(kBuffered) + b;
+        st(buf, ld(buf) - (has & 1));
+        uint32_t* con = arr(kConsumed) + b;
+        st(con, ld(con) + (has & 1));
+        if (any(has)) *moved = true;
+        for (int i = 0; i < 3; ++i) st(arr(kQc + i) + b, qc[i]), st(arr(kQh + i) + b, qh[i]);
+        const V full = ld(arr(kAgentFull) + b);
+        st(arr(kAgentFull) + b, emask ? ~recv | eqv(qc, depth) : full);
+      }
+    }
+    st(arr(kYd1) + b, yd0);
+    st(arr(kYd0) + b, V{});
+    // Send side.
+    const V unfinished = ld(arr(kUnfinished) + b);
+    V go = nz(unfinished) & emask;
+    const V fc0 = ld(arr(kFc) + b), fc1 = ld(arr(kFc + 1) + b);
+    const V nf = ld(arr(kFlowN) + b);
+    const V send_colors = (nf > 0 ? splat(1) << fc0 : V{}) | (nf > 1 ? splat(1) << fc1 : V{});
+    go &= nz(send_colors & ~ramp_full);
+    if (any(go)) {
+      for (uint32_t m = endpoints; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        const size_t i = b + static_cast<size_t>(l);
+        if (!go[l] || !m_stall_below[i]) continue;
+        if ((hash_bits(m_seed[i], arr(kPe)[i], now, 2) >> 11) < m_stall_below[i]) go[l] = 0;
+      }
+      const V rf = ld(arr(kRrFlow) + b);
+      const V fa = rf >= nf ? rf - nf : rf;
+      const V fb1 = fa + 1, fb = fb1 >= nf ? fb1 - nf : fb1;
+      const V s0 = ld(arr(kFsent) + b), s1 = ld(arr(kFsent + 1) + b);
+      const V n0 = ld(arr(kFcount) + b), n1 = ld(arr(kFcount + 1) + b);
+      const V ok0 = ~(nz(n0) & (V)(s0 >= n0)) & ~nz((ramp_full >> fc0) & 1);
+      const V ok1 = ~(nz(n1) & (V)(s1 >= n1)) & ~nz((ramp_full >> fc1) & 1);
+      const V oka = (V)(nf > 0) & (fa == 0 ? ok0 : ok1);
+      const V okb = (V)(nf > 1) & (fb == 0 ? ok0 : ok1);
+      const V send = go & (oka | okb);
+      if (any(send)) {
+        const V f = oka ? fa : fb;
+        const V is0 = send & (V)(f == 0), is1 = send & (V)(f == 1);
+        const V q0 = ld(arr(kSeq) + b), q1 = ld(arr(kSeq + 1) + b);
+        const V seq = is0 ? q0 : q1;
+        const V every = is0 ? ld(arr(kCtrlEvery) + b) : ld(arr(kCtrlEvery + 1) + b);
+        V ctl{};
+        if (any(every & send)) {
+          for (int l = 0; l < kLanes; ++l) ctl[l] = send[l] && every[l] && seq[l] % every[l] == every[l] - 1 ? 1 : 0;
+        }
+        const V col = (is0 ? fc0 : fc1) & send;
+        const V pay = (ld(arr(kPe) + b) << kSeqBits) | (seq & ((1u << kSeqBits) - 1));
+        inj_bit |= (splat(1) << col) & send;
+        inj_col |= col;
+        inj_pay |= pay & send;
+        inj_ctrl |= ctl;
+        if (any(ctl)) m_ctrl_seen.store(true, std::memory_order_relaxed);
+        st(arr(kSeq) + b, q0 + (is0 & 1));
+        st(arr(kSeq + 1) + b, q1 + (is1 & 1));
+        const V ns0 = s0 + (is0 & 1), ns1 = s1 + (is1 & 1);
+        st(arr(kFsent) + b, ns0);
+        st(arr(kFsent + 1) + b, ns1);
+        const V done = (is0 & nz(n0) & (V)(ns0 == n0)) | (is1 & nz(n1) & (V)(ns1 == n1));
+        st(arr(kUnfinished) + b, unfinished - (done & 1));
+        st(arr(kRrFlow) + b, send ? f + 1 : rf);
+        uint32_t* tot = arr(kSentTotal) + b;
+        st(tot, ld(tot) + (send & 1));
+        *moved = true;
+      }
+    }
   }
   if (any(inj_bit)) {
     count(0, nz(inj_bit) & 1);
@@ -473,8 +686,8 @@ uint64_t VectorFabric::in_flight() const {
 
 uint64_t VectorFabric::active() const {
   if (moved() || in_flight()) return m_routers;  // (moved() first: in_flight() walks the fabric)
-  for (const PeAgent* a : m_agent) {
-    if (a && a->has_work()) return m_routers;
+  for (size_t i = 0; i < m_agent.size(); ++i) {
+    if (m_endpoint[i] ? arr(kUnfinished)[i] || arr(kBuffered)[i] : m_agent[i] && m_agent[i]->has_work()) return m_routers;
   }
   return 0;
 }
@@ -528,6 +741,23 @@ uint64_t VectorFabric::color_forwarded(int color) {
 uint64_t VectorFabric::color_stall(int color) {
   if (m_flushed_at != m_now) flush_counters();
   return m_color_stall[static_cast<size_t>(color)];
+}
+
+void VectorFabric::sync_endpoints() {
+  for (size_t i = 0; i < m_endpoint.size(); ++i) {
+    TrafficAgent* a = m_endpoint[i];
+    if (!a) continue;
+    a->m_sent = arr(kSentTotal)[i];
+    a->m_consumed = arr(kConsumed)[i];
+    a->m_buffered = arr(kBuffered)[i];
+    a->m_full = arr(kAgentFull)[i];
+    a->m_unfinished_flows = static_cast<int>(arr(kUnfinished)[i]);
+    a->m_rr_flow = arr(kRrFlow)[i];
+    for (size_t f = 0; f < a->m_flows.size(); ++f) {
+      a->m_flows[f].sent = arr(kFsent + static_cast<int>(f))[i];
+      a->m_flows[f].seq = arr(kSeq + static_cast<int>(f))[i];
+    }
+  }
 }
 
 }  // namespace wafersim

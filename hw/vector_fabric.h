@@ -24,6 +24,7 @@ namespace wafersim {
 
 class Fabric;
 class PeAgent;
+class TrafficAgent;
 class WorkerPool;
 
 class VectorFabric {
@@ -68,9 +69,19 @@ class VectorFabric {
   int input_port(int x, int y, int color) const;     // -1 when the color is not routed there
   // Warm-up: counters restart; peaks restart from the occupancy of the moment.
   void reset_stats();
+  // The traffic endpoints it runs itself (most TrafficAgents): their counters (sent, consumed,
+  // buffered, per flow) written back into the agents. Their arrival logs are kept as they come.
+  void sync_endpoints();
+  // How many agents it runs itself (the rest it calls through PeAgent).
+  size_t endpoints_run() const {
+    size_t n = 0;
+    for (const TrafficAgent* a : m_endpoint) n += a ? 1 : 0;
+    return n;
+  }
 
  private:
-  void step_block(size_t b, uint32_t agents, bool* moved);
+  void step_block(size_t b, uint32_t agents, uint32_t endpoints, bool* moved);
+  static bool runs_itself(const TrafficAgent& a, int colors);
   void flush_counters();
   size_t lane(int x, int y) const { return m_guard + static_cast<size_t>(y) * m_row + static_cast<size_t>(x); }
   uint32_t* arr(int k) { return &m_mem[static_cast<size_t>(k) * m_stride]; }
@@ -88,7 +99,15 @@ class VectorFabric {
   std::atomic<bool> m_ctrl_seen{false};
   std::vector<PeAgent*> m_agent;      // per lane (null: none)
   std::vector<size_t> m_blocks;       // first lanes of the blocks with something routed
-  std::vector<uint32_t> m_block_agents;  // per block, its lanes with an agent (bit = lane)
+  std::vector<uint32_t> m_block_agents;  // per block, its lanes with an agent called through PeAgent
+  std::vector<uint32_t> m_block_endpoints;  // per block, its lanes whose traffic endpoint it runs itself
+  // Traffic endpoints it runs itself (vector_fabric.cc, endpoints): per lane the agent (written
+  // back when counters are read), its receive queues' slots, its draws' thresholds.
+  std::vector<TrafficAgent*> m_endpoint;
+  std::vector<uint32_t> m_qpay, m_qctrl;        // (lane * colors + color) * 8 + slot
+  std::vector<uint64_t> m_drain_below, m_stall_below, m_seed;  // per lane
+  bool m_record = false;              // some endpoint keeps its arrivals
+
   std::vector<uint64_t> m_fwd64, m_stall64;       // per port and lane, flushed
   std::vector<uint64_t> m_color_fwd, m_color_stall;  // per color, flushed
   uint64_t m_now = 0, m_flushed_at = 0;
