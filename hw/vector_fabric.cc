@@ -124,9 +124,8 @@ enum : int {
   kRr = kTx + 5,          // + port: round-robin position of its arbiter (5)
   kYoung = kRr + 5,       // the color the agent injected in the previous cycle (ramp latency 2)
   kAgentFull,             // the agent's full_colors()
-  kFwd = kAgentFull + 1,  // + port: sends since the last flush (5)
-  kStall = kFwd + 5,      // + port: stalled cycles since the last flush (5)
-  kReach = kStall + 5,    // + k - 1: colors whose buffer has held k wavelets (7)
+  kFwd = kAgentFull + 1,  // + port: sends (low 16 bits) and stalled cycles (high 16) since the last flush (5)
+  kReach = kFwd + 5,      // + k - 1: colors whose buffer has held k wavelets (7)
   kPeakOcc = kReach + 7,  // peak of all buffers together
   kMail = kPeakOcc + 1,   // + parity * 16 + what * 4 + input port; what: payload, color + 1, ctrl, credits
   kVFwd = kMail + 32,     // vertical counters of sends per color (16 planes)
@@ -278,14 +277,32 @@ VectorFabric::VectorFabric(Fabric& f)
     if (!busy[k]) continue;
     const size_t b = m_guard + k * kLanes;
     m_blocks.push_back(b);
-    uint32_t agents = 0, endpoints = 0;
+    uint32_t agents = 0, endpoints = 0, drains = 0, stalls = 0;
     for (int l = 0; l < kLanes; ++l) {
       const size_t i = b + static_cast<size_t>(l);
-      if (m_endpoint[i]) endpoints |= 1u << l;
-      else if (m_agent[i]) agents |= 1u << l;
+      if (m_endpoint[i]) {
+        endpoints |= 1u << l;
+        if (m_drain_below[i] != ~uint64_t{0}) drains |= 1u << l;
+        if (m_stall_below[i]) stalls |= 1u << l;
+      } else if (m_agent[i]) {
+        agents |= 1u << l;
+      }
     }
     m_block_agents.push_back(agents);
     m_block_endpoints.push_back(endpoints);
+    m_block_drains.push_back(drains);
+    m_block_stalls.push_back(stalls);
+    uint8_t multicast = 0;
+    for (int l = 0; l < kLanes; ++l) {
+      const size_t i = b + static_cast<size_t>(l);
+      uint32_t seen = 0, twice = 0;
+      for (int p = 0; p < kNumPorts; ++p) {
+        twice |= seen & arr(kTx + p)[i];
+        seen |= arr(kTx + p)[i];
+      }
+      if (twice) multicast = 1;
+    }
+    m_block_multicast.push_back(multicast);
   }
   const auto threads = static_cast<size_t>(std::max(1, m_cfg.sim.threads));
   m_moved.assign(threads, Flag{});
@@ -297,7 +314,7 @@ void VectorFabric::step(WorkerPool* pool) {
     bool& moved = m_moved[static_cast<size_t>(t)].value;
     moved = false;
     for (size_t i = m_share[static_cast<size_t>(t)]; i < m_share[static_cast<size_t>(t) + 1]; ++i) {
-      step_block(m_blocks[i], m_block_agents[i], m_block_endpoints[i], &moved);
+      step_block(i, &moved);
     }
   };
   if (pool && pool->size() > 1 && static_cast<size_t>(pool->size()) + 1 == m_share.size()) {
@@ -309,7 +326,9 @@ void VectorFabric::step(WorkerPool* pool) {
   if (m_now - m_flushed_at >= kFlushEvery) flush_counters();
 }
 
-void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, bool* moved) {
+void VectorFabric::step_block(size_t block, bool* moved) {
+  const size_t b = m_blocks[block];
+  const uint32_t agents = m_block_agents[block], endpoints = m_block_endpoints[block];
   const bool ctrl_seen = m_ctrl_seen.load(std::memory_order_relaxed);
   static const V kLaneBit = V{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
   const V emask = nz(splat(endpoints) & kLaneBit);  // ~0 on the lanes of endpoints run here
@@ -333,15 +352,19 @@ void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, boo
     uint32_t* p = arr(kCount + what) + b;
     st(p, ld(p) + n);
   };
-  auto peaks = [&]() {
+  // Peaks: the buffers are at their fullest after the arrivals are in (before the pops) or after
+  // the agents' injections; both are folded in once, at the end of the cycle.
+  auto peaks = [&](const V* mid) {
     for (int k = 1; k <= m_depth; ++k) {
       uint32_t* r = arr(kReach + k - 1) + b;
-      st(r, ld(r) | ge3(cnt, k));
+      st(r, ld(r) | ge3(cnt, k) | ge3(mid, k));
     }
     uint32_t* po = arr(kPeakOcc) + b;
-    const V occ = popcount(cnt[0]) + 2 * popcount(cnt[1]) + 4 * popcount(cnt[2]);
-    const V peak = ld(po);
-    st(po, occ > peak ? occ : peak);
+    const V a = popcount(cnt[0]) + 2 * popcount(cnt[1]) + 4 * popcount(cnt[2]);
+    const V m = popcount(mid[0]) + 2 * popcount(mid[1]) + 4 * popcount(mid[2]);
+    V peak = ld(po);
+    peak = a > peak ? a : peak;
+    st(po, m > peak ? m : peak);
   };
 
   // 1. Credits the neighbours returned in the previous cycle.
@@ -369,14 +392,18 @@ void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, boo
          ctrl_seen ? ld(arr(mail_index(prev, kMailCtrl, p)) + b) : V{});
     arrived = true;
   }
-  if (arrived) peaks();
+  V mid[3];  // after the arrivals
+  for (int i = 0; i < 3; ++i) mid[i] = cnt[i];
   // 3. The arbiters: a head is ready unless it is the only wavelet of a ramp color and came in
   // the cycle before (ramp latency 2).
   const V nonempty = cnt[0] | cnt[1] | cnt[2];
   const V ready = nonempty & ~(ld(arr(kYoung) + b) & eq3(cnt, 1));
   V wanting{}, sent{};
-  V served[kNumPorts];
-  for (int p = 0; p < kNumPorts; ++p) served[p] = ld(arr(kServed + p) + b);
+  V served[kNumPorts] = {};  // (stays 0 in a block without multicast: every send ends its head)
+  const bool multicast = m_block_multicast[block];
+  if (multicast) {
+    for (int p = 0; p < kNumPorts; ++p) served[p] = ld(arr(kServed + p) + b);
+  }
   for (int p = 0; p < kNumPorts; ++p) {
     const V want = ready & ld(arr(kTx + p) + b) & ~served[p];
     if (!any(want)) continue;
@@ -390,8 +417,8 @@ void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, boo
       el = want & ~ld(arr(kAgentFull) + b);
     }
     const V has = nz(el);
-    uint32_t* stall = arr(kStall + p) + b;
-    st(stall, ld(stall) + (nz(want) & ~has & 1));
+    uint32_t* fwd = arr(kFwd + p) + b;
+    st(fwd, ld(fwd) + (has & 1) + ((nz(want) & ~has & 1) << 16));
     if (!any(has)) continue;
     uint32_t* rrp = arr(kRr + p) + b;
     const V rr = ld(rrp);
@@ -406,8 +433,6 @@ void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, boo
     const V idx = slot_of(c, get3(head, c));
     const V payload = gather(m_pay.data(), has, idx);
     const V ctrl = ctrl_seen ? gather(m_ctrl.data(), has, idx) : V{};
-    uint32_t* fwd = arr(kFwd + p) + b;
-    st(fwd, ld(fwd) + (has & 1));
     // Per-color sends: a vertical counter, the carry stopping early.
     V carry = bit;
     for (int i = 0; i < 16 && any(carry); ++i) {
@@ -456,8 +481,10 @@ void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, boo
   }
   // Heads that have gone out on all their outputs leave their buffer; its feeder gets a credit.
   V done = sent;
-  for (int p = 0; p < kNumPorts; ++p) done &= ~ld(arr(kTx + p) + b) | served[p];
-  for (int p = 0; p < kNumPorts; ++p) st(arr(kServed + p) + b, served[p] & ~done);
+  if (multicast) {
+    for (int p = 0; p < kNumPorts; ++p) done &= ~ld(arr(kTx + p) + b) | served[p];
+    for (int p = 0; p < kNumPorts; ++p) st(arr(kServed + p) + b, served[p] & ~done);
+  }
   if (any(done)) {
     count(3, popcount(done));
     dec3(cnt, done);
@@ -507,10 +534,10 @@ void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, boo
     const V qne = qc[0] | qc[1] | qc[2];
     if (any(qne)) {
       V drain = nz(qne) & emask;
-      for (uint32_t m = endpoints; m; m &= m - 1) {
+      for (uint32_t m = m_block_drains[block]; m; m &= m - 1) {
         const int l = __builtin_ctz(m);
         const size_t i = b + static_cast<size_t>(l);
-        if (!qne[l] || m_drain_below[i] == ~uint64_t{0}) continue;
+        if (!qne[l]) continue;
         const uint64_t h = hash_bits(m_seed[i], arr(kPe)[i], now, 1);
         if (!((h >> 11) < m_drain_below[i])) drain[l] = 0;
       }
@@ -562,10 +589,10 @@ void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, boo
     const V send_colors = (nf > 0 ? splat(1) << fc0 : V{}) | (nf > 1 ? splat(1) << fc1 : V{});
     go &= nz(send_colors & ~ramp_full);
     if (any(go)) {
-      for (uint32_t m = endpoints; m; m &= m - 1) {
+      for (uint32_t m = m_block_stalls[block]; m; m &= m - 1) {
         const int l = __builtin_ctz(m);
         const size_t i = b + static_cast<size_t>(l);
-        if (!go[l] || !m_stall_below[i]) continue;
+        if (!go[l]) continue;
         if ((hash_bits(m_seed[i], arr(kPe)[i], now, 2) >> 11) < m_stall_below[i]) go[l] = 0;
       }
       const V rf = ld(arr(kRrFlow) + b);
@@ -612,9 +639,9 @@ void VectorFabric::step_block(size_t b, uint32_t agents, uint32_t endpoints, boo
   if (any(inj_bit)) {
     count(0, nz(inj_bit) & 1);
     push(inj_bit, inj_col, inj_pay, inj_ctrl);
-    peaks();
     if (m_ramp_latency == 2) young = inj_bit;
   }
+  if (arrived || any(inj_bit)) peaks(mid);
   st(arr(kYoung) + b, young);
   for (int i = 0; i < 3; ++i) st(arr(kC + i) + b, cnt[i]), st(arr(kH + i) + b, head[i]);
 }
@@ -629,10 +656,9 @@ void VectorFabric::flush_counters() {
         arr(kCount + w)[i] = 0;
       }
       for (int p = 0; p < kNumPorts; ++p) {
-        m_fwd64[i * kNumPorts + static_cast<size_t>(p)] += arr(kFwd + p)[i];
-        m_stall64[i * kNumPorts + static_cast<size_t>(p)] += arr(kStall + p)[i];
+        m_fwd64[i * kNumPorts + static_cast<size_t>(p)] += arr(kFwd + p)[i] & 0xffffu;
+        m_stall64[i * kNumPorts + static_cast<size_t>(p)] += arr(kFwd + p)[i] >> 16;
         arr(kFwd + p)[i] = 0;
-        arr(kStall + p)[i] = 0;
       }
       for (int k = 0; k < 16; ++k) {
         uint32_t& f = arr(kVFwd + k)[i];

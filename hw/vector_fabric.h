@@ -80,7 +80,7 @@ class VectorFabric {
   }
 
  private:
-  void step_block(size_t b, uint32_t agents, uint32_t endpoints, bool* moved);
+  void step_block(size_t i, bool* moved);
   static bool runs_itself(const TrafficAgent& a, int colors);
   void flush_counters();
   size_t lane(int x, int y) const { return m_guard + static_cast<size_t>(y) * m_row + static_cast<size_t>(x); }
@@ -101,6 +101,8 @@ class VectorFabric {
   std::vector<size_t> m_blocks;       // first lanes of the blocks with something routed
   std::vector<uint32_t> m_block_agents;  // per block, its lanes with an agent called through PeAgent
   std::vector<uint32_t> m_block_endpoints;  // per block, its lanes whose traffic endpoint it runs itself
+  std::vector<uint32_t> m_block_drains, m_block_stalls;  // of those, the ones that draw for drains, for stalls
+  std::vector<uint8_t> m_block_multicast;  // per block: some color goes out on two or more ports
   // Traffic endpoints it runs itself (vector_fabric.cc, endpoints): per lane the agent (written
   // back when counters are read), its receive queues' slots, its draws' thresholds.
   std::vector<TrafficAgent*> m_endpoint;
