@@ -1,7 +1,11 @@
 #include "hw/vector_fabric.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <cstring>
 #include <typeinfo>
 
@@ -205,7 +209,17 @@ VectorFabric::VectorFabric(Fabric& f)
   m_row = (static_cast<size_t>(m_width) + kLanes - 1) / kLanes * kLanes;
   m_guard = m_row + kLanes;
   m_stride = m_guard * 2 + m_row * static_cast<size_t>(m_height);
-  m_mem.assign(m_stride * kArrays, 0);
+  {
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t bytes = (m_stride * kArrays * sizeof(uint32_t) + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, bytes);
+    if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without huge pages it works as well, slower
+#endif
+    std::memset(p, 0, bytes);
+    m_mem = std::unique_ptr<uint32_t[], FreeHuge>(static_cast<uint32_t*>(p), FreeHuge{bytes});
+  }
   m_pay.assign(m_stride * static_cast<size_t>(m_colors) * static_cast<size_t>(m_depth), 0);
   m_ctrl.assign(m_pay.size(), 0);
   m_agent.assign(m_stride, nullptr);
@@ -307,6 +321,11 @@ VectorFabric::VectorFabric(Fabric& f)
   const auto threads = static_cast<size_t>(std::max(1, m_cfg.sim.threads));
   m_moved.assign(threads, Flag{});
   for (size_t t = 0; t <= threads; ++t) m_share.push_back(m_blocks.size() * t / threads);
+}
+
+void VectorFabric::FreeHuge::operator()(uint32_t* p) const {
+  (void)bytes;
+  std::free(p);
 }
 
 void VectorFabric::step(WorkerPool* pool) {

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -84,13 +85,20 @@ class VectorFabric {
   static bool runs_itself(const TrafficAgent& a, int colors);
   void flush_counters();
   size_t lane(int x, int y) const { return m_guard + static_cast<size_t>(y) * m_row + static_cast<size_t>(x); }
-  uint32_t* arr(int k) { return &m_mem[static_cast<size_t>(k) * m_stride]; }
-  const uint32_t* arr(int k) const { return &m_mem[static_cast<size_t>(k) * m_stride]; }
+  uint32_t* arr(int k) { return m_mem.get() + static_cast<size_t>(k) * m_stride; }
+  const uint32_t* arr(int k) const { return m_mem.get() + static_cast<size_t>(k) * m_stride; }
 
   const HwConfig m_cfg;
   const int m_width, m_height, m_depth, m_colors, m_ramp_latency;
   size_t m_row = 0, m_guard = 0, m_stride = 0;
-  std::vector<uint32_t> m_mem;        // the per-lane arrays (enum in vector_fabric.cc)
+  // The per-lane arrays (enum in vector_fabric.cc), one block of memory on huge pages where the
+  // host has them: a block of 16 routers touches a line in each of about a hundred arrays per
+  // cycle, which on 4 KB pages is a hundred address translations.
+  struct FreeHuge {
+    size_t bytes;
+    void operator()(uint32_t* p) const;
+  };
+  std::unique_ptr<uint32_t[], FreeHuge> m_mem{nullptr, FreeHuge{0}};
   std::vector<uint32_t> m_pay;        // (lane * colors + color) * depth + slot
   std::vector<uint32_t> m_ctrl;       // the same slots' control bits (0 or 1)
   // An agent has offered a control wavelet: until then m_ctrl and the mailboxes' control bits
