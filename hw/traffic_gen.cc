@@ -341,11 +341,12 @@ TrafficPlan program_traffic(Fabric& fabric, const TrafficConfig& cfg) {
         TrafficBuilder(fabric, ao), TrafficPlan{cfg.pattern}};
   std::vector<uint32_t> used;
   const auto& p = cfg.pattern;
-  // The patterns that route every PE of the region take about 2-4 KB of host memory per PE
-  // (router, buffers, traffic agent, counters; 757 x 996 neighbour: 3.1 GB). Say so before a
-  // fabric that cannot fit this machine's memory is built, rather than exhaust it.
+  // The patterns that route every PE of the region take about 5-7 KB of host memory per PE
+  // (router, buffers, traffic agent, counters, and the vector engine's arrays when `wafersim
+  // fabric` uses it; 757 x 996 neighbour: 3.1 GB with the routers alone, 4.4 GB with the engine).
+  // Say so before a fabric that cannot fit this machine's memory is built, rather than exhaust it.
   if (p != "random" && p != "hotspot" && p != "file") {
-    constexpr double kBytesPerPe = 4500;
+    constexpr double kBytesPerPe = 7000;
     const double need = kBytesPerPe * static_cast<double>(c.reg.width()) * static_cast<double>(c.reg.height());
     const double limit = cfg.host_memory_gb > 0 ? cfg.host_memory_gb * 1e9
                                                 : 0.8 * static_cast<double>(sysconf(_SC_PHYS_PAGES)) *

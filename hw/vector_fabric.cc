@@ -221,14 +221,13 @@ VectorFabric::VectorFabric(Fabric& f)
     m_mem = std::unique_ptr<uint32_t[], FreeHuge>(static_cast<uint32_t*>(p), FreeHuge{bytes});
   }
   m_pay.assign(m_stride * static_cast<size_t>(m_colors) * static_cast<size_t>(m_depth), 0);
-  m_ctrl.assign(m_pay.size(), 0);
   m_agent.assign(m_stride, nullptr);
   m_endpoint.assign(m_stride, nullptr);
   m_drain_below.assign(m_stride, 0);
   m_stall_below.assign(m_stride, 0);
   m_seed.assign(m_stride, 0);
   m_qpay.assign(m_stride * static_cast<size_t>(m_colors) * 8, 0);
-  m_qctrl.assign(m_qpay.size(), 0);
+
   m_fwd64.assign(m_stride * kNumPorts, 0);
   m_stall64.assign(m_stride * kNumPorts, 0);
   m_color_fwd.assign(static_cast<size_t>(m_colors), 0);
@@ -317,6 +316,19 @@ VectorFabric::VectorFabric(Fabric& f)
       if (twice) multicast = 1;
     }
     m_block_multicast.push_back(multicast);
+  }
+  // Control bits need slots only where a control wavelet can appear: an agent called through
+  // PeAgent may send one, an endpoint run here if a flow says so.
+  bool may_ctrl = false;
+  for (size_t i = 0; i < m_agent.size() && !may_ctrl; ++i) {
+    if (m_agent[i] && !m_endpoint[i]) may_ctrl = true;
+    if (const TrafficAgent* a = m_endpoint[i]) {
+      for (const auto& fl : a->m_flows) may_ctrl |= fl.spec.ctrl_every != 0;
+    }
+  }
+  if (may_ctrl) {
+    m_ctrl.assign(m_pay.size(), 0);
+    m_qctrl.assign(m_qpay.size(), 0);
   }
   const auto threads = static_cast<size_t>(std::max(1, m_cfg.sim.threads));
   m_moved.assign(threads, Flag{});

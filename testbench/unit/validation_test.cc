@@ -174,7 +174,7 @@ TEST(Traffic, FabricTooLargeForHostMemoryIsAClearError) {
   tc.pattern = "neighbour";
   tc.host_memory_gb = 0.01;
   const std::string e = traffic_error(tc, 64, 64);
-  EXPECT_TRUE(contains(e, "64 x 64 PEs: about 0.0184 GB of host memory, more than the 0.01 GB")) << e;
+  EXPECT_TRUE(contains(e, "64 x 64 PEs: about 0.0287 GB of host memory, more than the 0.01 GB")) << e;
   tc.region = "0:31,0:31";  // a region of it fits
   EXPECT_EQ(traffic_error(tc, 64, 64), "no error");
 }
