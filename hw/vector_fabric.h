@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hw/config.h"
+#include "hw/wavelet.h"
 
 namespace wafersim {
 
@@ -83,6 +84,12 @@ class VectorFabric {
  private:
   void step_block(size_t i, bool* moved);
   static bool runs_itself(const TrafficAgent& a, int colors);
+  // An endpoint's arrival into its log (in the generic unit: see vector_fabric_step.cc).
+  static void log_arrival(TrafficAgent* a, uint64_t now, const Wavelet& w);
+  // The extensions vector_fabric_step.cc was built to use (null-terminated; names as
+  // __builtin_cpu_supports takes them), and the first of them this processor lacks (or null).
+  static const char* const* step_isa();
+  static const char* host_lacks();
   void flush_counters();
   size_t lane(int x, int y) const { return m_guard + static_cast<size_t>(y) * m_row + static_cast<size_t>(x); }
   uint32_t* arr(int k) { return m_mem.get() + static_cast<size_t>(k) * m_stride; }
