@@ -6,11 +6,12 @@
 // (borrowed, not owned) and must give what Router gives, counter for counter:
 // testbench/system/vector_fabric_test.cc compares the two.
 //
-// Fabric uses it when its owner allows (Fabric::allow_vector) and it takes the fabric: only
-// fabrics whose every route has
-// one switch position and one input port per color, one-cycle hops, a ramp latency of 1 or 2,
-// buffers of depth at most 7, no edge channels, and agents that do not skip evaluations
-// (supported() says what is missing), and no traces.
+// Fabric uses it when its owner allows (Fabric::allow_vector: no traces), most PEs route
+// something, and it takes the fabric: every route with one switch position and one input port
+// per color, one-cycle hops, a ramp latency of 1 or 2, buffers of depth at most 7, no edge
+// channels, agents that do not skip evaluations, a processor with the extensions its block step
+// was built for (supported() says what is missing). Traffic endpoints it runs itself where it
+// can (runs_itself); other agents it calls through PeAgent.
 #pragma once
 
 #include <atomic>
