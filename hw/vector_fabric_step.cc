@@ -86,6 +86,16 @@ void VectorFabric::step_block(size_t block, bool* moved) {
     if (ctrl_seen || any(ctrl)) scatter(m_ctrl.data(), bit, idx, ctrl);
     inc3(cnt, bit);
   };
+  // Adds one to every color of `carry` in the vertical counters from plane array `first` (the
+  // carry stopping early: plane i takes one add in 2^i).
+  auto vertical_add = [&](int first, V carry) {
+    for (int i = 0; i < 16 && any(carry); ++i) {
+      uint32_t* pl = arr(first + i) + b;
+      const V v = ld(pl);
+      st(pl, v ^ carry);
+      carry &= v;
+    }
+  };
   auto count = [&](int what, V n) {
     uint32_t* p = arr(kCount + what) + b;
     st(p, ld(p) + n);
@@ -171,14 +181,7 @@ void VectorFabric::step_block(size_t block, bool* moved) {
     const V idx = slot_of(c, get3(head, c));
     const V payload = gather(m_pay.data(), has, idx);
     const V ctrl = ctrl_seen ? gather(m_ctrl.data(), has, idx) : V{};
-    // Per-color sends: a vertical counter, the carry stopping early.
-    V carry = bit;
-    for (int i = 0; i < 16 && any(carry); ++i) {
-      uint32_t* pl = arr(kVFwd + i) + b;
-      const V v = ld(pl);
-      st(pl, v ^ carry);
-      carry &= v;
-    }
+    vertical_add(kVFwd, bit);  // per-color sends
     count(2, has & 1);
     if (p < kNumLinkPorts) {
       const size_t d = static_cast<size_t>(static_cast<ptrdiff_t>(b) + offset[p]);
@@ -237,14 +240,7 @@ void VectorFabric::step_block(size_t block, bool* moved) {
       st(arr(mail_index(cur, kMailCred, opposite(i))) + d, back);
     }
   }
-  const V stalled = wanting & ~sent;
-  V carry = stalled;
-  for (int i = 0; i < 16 && any(carry); ++i) {
-    uint32_t* pl = arr(kVStall + i) + b;
-    const V v = ld(pl);
-    st(pl, v ^ carry);
-    carry &= v;
-  }
+  vertical_add(kVStall, wanting & ~sent);  // per-color stalled cycles
   // 4. The agents: one wavelet each to the ramp, ready after the ramp latency.
   V young{}, inj_bit{}, inj_col{}, inj_pay{}, inj_ctrl{};
   for (uint32_t m = agents; m; m &= m - 1) {

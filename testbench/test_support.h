@@ -171,6 +171,20 @@ inline bool run_until_idle(Fabric& f, uint64_t limit) {
   return f.active_routers() == 0 && f.totals().in_flight == 0;
 }
 
+// Every router's port counters (sent/stalled), its peak occupancy and each color's peak, a line
+// per router in id order: what two runs that must agree are compared on.
+inline std::string router_counters(const Fabric& f) {
+  std::ostringstream os;
+  for (const Router* r : f.routers()) {
+    os << r->x() << "," << r->y() << ":";
+    for (int p = 0; p < kNumPorts; ++p) os << " " << r->s_forwarded[p] << "/" << r->stall_cycles(p, f.cycle());
+    os << " peak " << r->s_peak_occupancy;
+    for (int c = 0; c < f.config().router.colors; ++c) os << " " << r->peak_of_color(c);
+    os << "\n";
+  }
+  return os.str();
+}
+
 // Every TrafficAgent of the fabric with its position, in router id order.
 struct PlacedAgent {
   int x, y;

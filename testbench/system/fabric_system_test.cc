@@ -256,15 +256,7 @@ Snapshot run_snapshot(int threads, VisitOrder order, const std::string& pattern 
   f.run(1500);
   Snapshot s;
   s.stats = fabric_stats_json(f).dump();
-  std::ostringstream os;
-  for (const Router* r : f.routers()) {
-    os << r->x() << "," << r->y() << ":";
-    for (int p = 0; p < kNumPorts; ++p) os << " " << r->s_forwarded[p] << "/" << r->stall_cycles(p, f.cycle());
-    os << " peak " << r->s_peak_occupancy;
-    for (int c = 0; c < hw.router.colors; ++c) os << " " << r->peak_of_color(c);
-    os << "\n";
-  }
-  s.routers = os.str();
+  s.routers = test::router_counters(f);
   s.totals = f.totals();
   for (const auto& pa : test::traffic_agents(f)) {
     s.logs.push_back(pa.agent->log());

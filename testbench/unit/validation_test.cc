@@ -167,8 +167,8 @@ TEST(Traffic, RandomWithNoFlowsIsAClearError) {
 }
 
 // A pattern that routes every PE of a fabric too large for the host's memory is refused before
-// anything is built (4096 x 4096 x the neighbour pattern would take about 75 GB; here the limit
-// is lowered to 0.01 GB, which a 64 x 64 fabric, about 0.018 GB, exceeds).
+// anything is built (4096 x 4096 x the neighbour pattern would take about 117 GB; here the limit
+// is lowered to 0.01 GB, which a 64 x 64 fabric, about 0.029 GB, exceeds).
 TEST(Traffic, FabricTooLargeForHostMemoryIsAClearError) {
   TrafficConfig tc;
   tc.pattern = "neighbour";
