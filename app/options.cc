@@ -401,6 +401,8 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ("ws.prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "request the next layer's weights while the current one streams")
       ("ws.quantum_cycles", po::value(&c.quantum_cycles)->default_value(c.quantum_cycles),
        "global quantum of the cluster's SystemC threads, in clock periods (a wafer runs ahead of the kernel at most this far)")
+      ("ws.threads", po::value(&c.ws_threads)->default_value(c.ws_threads),
+       "host threads that step the systems' wafers side by side between synchronisations (--systems N > 1); no effect on results")
       ("memoryx.capacity_gb", po::value(&c.memx.capacity_gb)->default_value(c.memx.capacity_gb), "weight store, GB (weights + optimizer state)")
       ("memoryx.bandwidth_gbps", po::value(&c.memx.bandwidth_gbps)->default_value(c.memx.bandwidth_gbps), "MemoryX link, Gb/s")
       ("memoryx.latency_ns", po::value(&c.memx.latency_ns)->default_value(c.memx.latency_ns), "per transaction")
@@ -504,6 +506,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   }
   if (c.ws.columns < 0 || c.ws.rows < 0) throw ConfigError("ws.columns and ws.rows must be >= 0");
   if (c.quantum_cycles < 1 || c.quantum_cycles > 100000000) throw ConfigError("ws.quantum_cycles must be in 1..100000000");
+  if (c.ws_threads < 1 || c.ws_threads > 256) throw ConfigError("ws.threads must be in 1..256, got " + std::to_string(c.ws_threads));
   if (c.input_workers < 1 || c.input_workers > 1024) {
     throw ConfigError("input.workers must be in 1..1024, got " + std::to_string(c.input_workers));
   }

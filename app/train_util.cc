@@ -91,7 +91,7 @@ std::map<std::string, std::string> result_options(const std::string& ini) {
   static const std::set<std::string> kNoResult = {
       "train.steps", "train.log_every", "train.checkpoint_every", "train.eval", "train.progress_seconds",
       "sim.threads", "sim.visit_order", "sim.watchdog_cycles", "sim.cycles", "sim.seed",  // the seed is the checkpoint's
-      "router.express", "router.vector", "core.lazy", "stats.fabric", "trace.vcd", "trace.region"};
+      "router.express", "router.vector", "core.lazy", "ws.threads", "stats.fabric", "trace.vcd", "trace.region"};
   std::map<std::string, std::string> v;
   std::istringstream in(ini);
   std::string line, section;

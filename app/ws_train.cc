@@ -36,6 +36,7 @@ tlm::WsHostLinks host_links(const TrainConfig& c) {
   l.bridge_latency_ns = c.bridge.latency_ns;
   l.prefetch = c.prefetch;
   l.quantum_cycles = c.quantum_cycles;
+  l.threads = c.ws_threads;
   return l;
 }
 

@@ -442,6 +442,11 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
   for (auto& s : m_sys) s->settle();  // the cores' init tasks
   SC_HAS_PROCESS(WsTrainer);
   SC_THREAD(chief);
+  if (links.threads > 1 && p.systems > 1) {
+    m_pool = std::make_unique<WorkerPool>(std::min(links.threads, p.systems));
+    for (int i = 0; i < p.systems; ++i) m_stretch_done.push_back(std::make_unique<sc_core::sc_event>());
+    SC_THREAD(dispatcher);
+  }
   for (int i = 0; i < p.systems; ++i) {
     sc_core::sc_spawn_options o;
     sc_core::sc_spawn(sc_bind(&WsTrainer::runner, this, i), ("runner" + std::to_string(i)).c_str(), &o);
@@ -580,16 +585,84 @@ void WsTrainer::trace(sc_core::sc_trace_file* tf, const Region& region) {
   }
 }
 
+namespace {
+
+// A quantum keeper that also tells how many clock periods are left to its next sync point.
+struct Keeper : tlm_utils::tlm_quantumkeeper {
+  // The number of inc(period) after which need_sync() holds (at least 1).
+  uint64_t periods_to_sync(const sc_core::sc_time& period) const {
+    const sc_core::sc_time at = sc_core::sc_time_stamp() + m_local_time;
+    if (at >= m_next_sync_point) return 1;
+    const uint64_t rem = (m_next_sync_point - at).value(), per = period.value();
+    return std::max<uint64_t>(1, (rem + per - 1) / per);
+  }
+};
+
+}  // namespace
+
+// System 0's progress line, when a pass is in and the minibatch has run long enough.
+void WsTrainer::report_progress(const WsSystem& s, uint64_t start, int* reported) {
+  if (!m_progress || (s.now() & 0xffff) != 0) return;
+  const int in = s.passes_entered();
+  if (in <= *reported) return;
+  const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_step0).count();
+  if (host >= m_progress_secs) {
+    m_progress("  minibatch " + std::to_string(m_step + 1) + ": " + m_pass_names[static_cast<size_t>(in - 1)] +
+               " weights in by cycle " + std::to_string(s.now() - start) + " (pass " + std::to_string(in) + " of " +
+               std::to_string(2 * m_c.plan.layers) + "), host " + std::to_string(static_cast<long long>(host)) + " s\n");
+  }
+  *reported = in;
+}
+
+// After a cycle: the runner must act before the next one (the minibatch is done; without
+// prefetch, a pass is wholly in; the minibatch ran past its bound).
+bool WsTrainer::stretch_ends(const WsSystem& s, int entered, uint64_t start) const {
+  return s.done() || (!m_links.prefetch && s.passes_entered() > entered) || s.now() - start > m_limit;
+}
+
+// On a pool thread: the cycles the runner would step before it next acts (stretch_ends) or
+// synchronises (st.max). Touches only this system's wafer and stream buffers.
+void WsTrainer::run_stretch(Stretch& st) {
+  WsSystem& s = *m_sys[static_cast<size_t>(st.system)];
+  try {
+    while (st.stepped < st.max) {
+      s.cycle();
+      ++st.stepped;
+      if (st.system == 0) report_progress(s, st.start, &m_reported);
+      if (stretch_ends(s, st.entered, st.start)) break;
+    }
+  } catch (...) {
+    st.error = std::current_exception();
+  }
+}
+
+void WsTrainer::dispatcher() {
+  for (;;) {
+    sc_core::wait(m_posted_ev);  // one delta cycle after the first post: every runner of that delta has posted
+    std::vector<Stretch*> jobs;
+    jobs.swap(m_posted);
+    const auto c0 = std::chrono::steady_clock::now();
+    const size_t T = static_cast<size_t>(m_pool->size());
+    m_pool->run([&](int t) {
+      for (size_t j = static_cast<size_t>(t); j < jobs.size(); j += T) run_stretch(*jobs[j]);
+    });
+    m_wafer_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    for (Stretch* st : jobs) m_stretch_done[static_cast<size_t>(st->system)]->notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
 // A system's wafer, temporally decoupled: one clock period of local time per cycle, in sync
 // with the kernel at least once per quantum. After the last result it settles, then WRITEs its
 // gradients and loss into SwarmX (which blocks until every system's contribution is in and the
-// sum is in MemoryX); the time that takes is the minibatch's gradient-reduce tail.
+// sum is in MemoryX); the time that takes is the minibatch's gradient-reduce tail. With a pool
+// (WsHostLinks::threads), the cycles between two synchronisations run there as a stretch, beside
+// the other systems' (dispatcher), and the runner then acts as it would have after them.
 void WsTrainer::runner(int i) {
   using Clock = std::chrono::steady_clock;
   const WsPlan& p = m_c.plan;
   const int L = p.layers, N = static_cast<int>(m_sys.size());
   WsSystem& s = *m_sys[static_cast<size_t>(i)];
-  tlm_utils::tlm_quantumkeeper qk;
+  Keeper qk;
   for (;;) {
     sc_core::wait(m_start);
     sc_core::wait(sc_core::SC_ZERO_TIME);  // the input workers announce their samples first
@@ -597,29 +670,34 @@ void WsTrainer::runner(int i) {
       qk.reset();
       const uint64_t start = s.now();
       int entered = 0;
+      const bool traced = !m_probes.empty();  // then each cycle waits its period (m_on_step)
+      const bool side_by_side = m_pool && !traced;
       auto w0 = Clock::now();
       auto sync = [&] {  // the wafer's own host time stops while the kernel runs the others
-        m_wafer_secs += std::chrono::duration<double>(Clock::now() - w0).count();
+        if (!side_by_side) m_wafer_secs += std::chrono::duration<double>(Clock::now() - w0).count();
         qk.sync();
         w0 = Clock::now();
       };
-      const auto step0 = Clock::now();
-      int reported = 0;  // passes already reported (system 0)
-      const bool traced = !m_probes.empty();  // then each cycle waits its period (m_on_step)
+      if (i == 0) {
+        m_step0 = Clock::now();
+        m_reported = 0;
+      }
       while (!s.done()) {
-        s.cycle();
-        if (!traced) qk.inc(m_period);
-        if (i == 0 && m_progress && (s.now() & 0xffff) == 0) {
-          const int in = s.passes_entered();
-          if (in > reported) {
-            const double host = std::chrono::duration<double>(Clock::now() - step0).count();
-            if (host >= m_progress_secs) {
-              m_progress("  minibatch " + std::to_string(m_step + 1) + ": " + m_pass_names[static_cast<size_t>(in - 1)] +
-                         " weights in by cycle " + std::to_string(s.now() - start) + " (pass " + std::to_string(in) + " of " +
-                         std::to_string(2 * L) + "), host " + std::to_string(static_cast<long long>(host)) + " s\n");
-            }
-            reported = in;
-          }
+        if (side_by_side) {
+          Stretch st;
+          st.system = i;
+          st.max = qk.periods_to_sync(m_period);
+          st.start = start;
+          st.entered = entered;
+          m_posted.push_back(&st);
+          m_posted_ev.notify(sc_core::SC_ZERO_TIME);
+          sc_core::wait(*m_stretch_done[static_cast<size_t>(i)]);
+          if (st.error) std::rethrow_exception(st.error);
+          qk.inc(sc_core::sc_time::from_value(m_period.value() * st.stepped));
+        } else {
+          s.cycle();
+          if (!traced) qk.inc(m_period);
+          if (i == 0) report_progress(s, start, &m_reported);
         }
         if (!m_links.prefetch && s.passes_entered() > entered) {
           entered = s.passes_entered();

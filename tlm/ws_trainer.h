@@ -11,11 +11,15 @@
 //     row channels from the time it arrives; when the minibatch's results are back it WRITEs
 //     dW, db and the loss sum into SwarmX, which sums the N contributions in its fixed tree order
 //     into MemoryX's accumulators;
-//   the chief then runs MemoryX's optimizer.
+//   the chief then runs MemoryX's optimizer;
+//   dispatcher (SC_THREAD, with WsHostLinks::threads > 1): runs the runners' cycles between two
+//     synchronisations side by side on a pool of host threads.
 // The global quantum is set once, by the trainer (ws.quantum_cycles clock periods).
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <exception>
 
 #include <cstdint>
 #include <deque>
@@ -33,6 +37,7 @@
 #include "firmware/program.h"
 #include "hw/fabric.h"
 #include "hw/wafer.h"
+#include "hw/worker_pool.h"
 #include "tlm/input_stream.h"
 #include "tlm/input_worker.h"
 #include "tlm/memoryx.h"
@@ -52,6 +57,10 @@ struct WsHostLinks {
   double bridge_latency_ns = 0;    // host link, added to every pass's arrival
   bool prefetch = true;            // request the next pass while this one streams
   uint64_t quantum_cycles = 1000;  // the global quantum, in clock periods
+  // Host threads that step the systems' wafers side by side between synchronisations (at most one
+  // per system; 1: each runner steps its own wafer). No effect on results: each wafer's cycles
+  // between two synchronisations read only what the host posted before them.
+  int threads = 1;
   // How WsSystem::cycle() walks its West channels: by bitmasks of the channels that can move
   // (up to 64 channels), or one by one. The same results; set in the struct only, for tests.
   bool channel_masks = true;
@@ -222,6 +231,27 @@ class WsTrainer : public sc_core::sc_module {
   struct Port;    // a system's bridge: SwarmX's broadcast and the input workers' samples in, gradients out
   void chief();
   void runner(int i);
+  // Systems stepped side by side (WsHostLinks::threads > 1): a runner posts the stretch of cycles
+  // up to its next synchronisation and waits; the dispatcher runs every stretch posted in the
+  // same delta cycle at once on the pool, then wakes their runners.
+  struct Stretch {
+    int system = 0;
+    uint64_t max = 0;       // cycles at most (the last one reaches the runner's next sync point)
+    uint64_t start = 0;     // the minibatch's first cycle (for the limit)
+    int entered = 0;        // passes in at the start (without prefetch a new one ends the stretch)
+    uint64_t stepped = 0;   // out: cycles run
+    std::exception_ptr error;
+  };
+  void dispatcher();
+  void run_stretch(Stretch& st);
+  bool stretch_ends(const WsSystem& s, int entered, uint64_t start) const;
+  void report_progress(const WsSystem& s, uint64_t start, int* reported);
+  std::unique_ptr<WorkerPool> m_pool;
+  std::vector<Stretch*> m_posted;
+  sc_core::sc_event m_posted_ev;
+  std::vector<std::unique_ptr<sc_core::sc_event>> m_stretch_done;  // per system
+  std::chrono::steady_clock::time_point m_step0;  // host time at the minibatch's start (progress lines)
+  int m_reported = 0;                             // passes reported (system 0)
   uint64_t cycle_of(const sc_core::sc_time& t) const;
   std::vector<float> read_tensor(int id, sc_core::sc_time& delay);  // a READ transaction on MemoryX
 

@@ -150,6 +150,39 @@ TEST_F(WsCli, SameResultsWhateverTheThreadCount) {
   EXPECT_EQ(0, max_rel_diff(a / "checkpoint.onnx", b / "checkpoint.onnx"));
 }
 
+// Systems stepped side by side (ws.threads, WsTrainer::dispatcher) change nothing a run reports:
+// 3 systems on 2 threads (one thread takes two wafers), with and without prefetch (whose
+// handshake ends stretches early), and a quantum of 37 cycles (many stretches per pass).
+TEST_F(WsCli, SystemsSideBySideChangeNoResult) {
+  for (const char* prefetch : {"true", "false"}) {
+    const std::string tag = std::string("ws_sbs_") + prefetch;
+    const fs::path a = tmp_path(tag + "1"), b = tmp_path(tag + "2");
+    for (const auto& d : {a, b}) fs::remove_all(d);
+    auto args = [&](const fs::path& out, const char* threads) {
+      return with(kWs, {"--train.steps", "2", "--systems", "3", "--train.batch", "24", "--ws.prefetch", prefetch,
+                        "--ws.quantum_cycles", "37", "--ws.threads", threads, "-o", out.string()});
+    };
+    train_ok(args(a, "1"));
+    train_ok(args(b, "2"));
+    EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv")) << prefetch;
+    EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx")) << prefetch;
+    auto report = [](const fs::path& d) {
+      nlohmann::json j = nlohmann::json::parse(slurp(d / "run_report.json"));
+      for (auto it = j.begin(); it != j.end();) {
+        if (it.key().find("host") != std::string::npos || it.key().find("wall") != std::string::npos) it = j.erase(it);
+        else ++it;
+      }
+      return j;
+    };
+    const nlohmann::json ra = report(a), rb = report(b);
+    EXPECT_EQ(ra, rb) << prefetch << "\n" << ra.dump(1) << "\n" << rb.dump(1);
+    EXPECT_GT(ra.value("cycles", 0), 0) << prefetch;
+  }
+  const CliRun r = cmd(true, with(kWs, {"--ws.threads", "0", "--train.steps", "1", "-o", tmp_path("ws_sbs_bad")}));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("ws.threads must be in 1..256"), std::string::npos) << r.err;
+}
+
 // Express lines (router.express, hw/router.h) change nothing a weight-streaming run reports:
 // the same losses, weights, cycles and time split as router by router, on 1 and 2 systems.
 TEST_F(WsCli, ExpressLinesChangeNoResult) {
