@@ -150,6 +150,17 @@ TEST_F(WsCli, SameResultsWhateverTheThreadCount) {
   EXPECT_EQ(0, max_rel_diff(a / "checkpoint.onnx", b / "checkpoint.onnx"));
 }
 
+// A run's run_report.json without its host times (the only entries that differ between runs
+// of the same simulation).
+nlohmann::json report_without_host(const fs::path& d) {
+  nlohmann::json j = nlohmann::json::parse(slurp(d / "run_report.json"));
+  for (auto it = j.begin(); it != j.end();) {
+    if (it.key().find("host") != std::string::npos || it.key().find("wall") != std::string::npos) it = j.erase(it);
+    else ++it;
+  }
+  return j;
+}
+
 // Systems stepped side by side (ws.threads, WsTrainer::dispatcher) change nothing a run reports:
 // 3 systems on 2 threads (one thread takes two wafers), with and without prefetch (whose
 // handshake ends stretches early), and a quantum of 37 cycles (many stretches per pass).
@@ -166,15 +177,7 @@ TEST_F(WsCli, SystemsSideBySideChangeNoResult) {
     train_ok(args(b, "2"));
     EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv")) << prefetch;
     EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx")) << prefetch;
-    auto report = [](const fs::path& d) {
-      nlohmann::json j = nlohmann::json::parse(slurp(d / "run_report.json"));
-      for (auto it = j.begin(); it != j.end();) {
-        if (it.key().find("host") != std::string::npos || it.key().find("wall") != std::string::npos) it = j.erase(it);
-        else ++it;
-      }
-      return j;
-    };
-    const nlohmann::json ra = report(a), rb = report(b);
+    const nlohmann::json ra = report_without_host(a), rb = report_without_host(b);
     EXPECT_EQ(ra, rb) << prefetch << "\n" << ra.dump(1) << "\n" << rb.dump(1);
     EXPECT_GT(ra.value("cycles", 0), 0) << prefetch;
   }
@@ -270,15 +273,7 @@ TEST_F(WsCli, LazyCoresChangeNoResult) {
     train_ok(args(b, false));
     EXPECT_EQ(slurp(a / "losses.csv"), slurp(b / "losses.csv")) << tag;
     EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(b / "checkpoint.onnx")) << tag;
-    auto report = [](const fs::path& d) {
-      nlohmann::json j = nlohmann::json::parse(slurp(d / "run_report.json"));
-      for (auto it = j.begin(); it != j.end();) {
-        if (it.key().find("host") != std::string::npos || it.key().find("wall") != std::string::npos) it = j.erase(it);
-        else ++it;
-      }
-      return j;
-    };
-    const nlohmann::json ra = report(a), rb = report(b);
+    const nlohmann::json ra = report_without_host(a), rb = report_without_host(b);
     EXPECT_EQ(ra, rb) << tag << "\n" << ra.dump(1) << "\n" << rb.dump(1);
     EXPECT_GT(ra.value("cycles", 0), 0) << tag;
   }
