@@ -600,9 +600,10 @@ struct Keeper : tlm_utils::tlm_quantumkeeper {
 
 }  // namespace
 
-// System 0's progress line, when a pass is in and the minibatch has run long enough.
+// System 0's progress line, when a pass is in and the minibatch has run long enough (looked at
+// every 65,536 cycles: the callers test that first).
 void WsTrainer::report_progress(const WsSystem& s, uint64_t start, int* reported) {
-  if (!m_progress || (s.now() & 0xffff) != 0) return;
+  if (!m_progress) return;
   const int in = s.passes_entered();
   if (in <= *reported) return;
   const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_step0).count();
@@ -628,7 +629,7 @@ void WsTrainer::run_stretch(Stretch& st) {
     while (st.stepped < st.max) {
       s.cycle();
       ++st.stepped;
-      if (st.system == 0) report_progress(s, st.start, &m_reported);
+      if (st.system == 0 && (s.now() & 0xffff) == 0) report_progress(s, st.start, &m_reported);
       if (stretch_ends(s, st.entered, st.start)) break;
     }
   } catch (...) {
@@ -697,7 +698,7 @@ void WsTrainer::runner(int i) {
         } else {
           s.cycle();
           if (!traced) qk.inc(m_period);
-          if (i == 0) report_progress(s, start, &m_reported);
+          if (i == 0 && (s.now() & 0xffff) == 0) report_progress(s, start, &m_reported);
         }
         if (!m_links.prefetch && s.passes_entered() > entered) {
           entered = s.passes_entered();
