@@ -602,17 +602,17 @@ struct Keeper : tlm_utils::tlm_quantumkeeper {
 
 // System 0's progress line, when a pass is in and the minibatch has run long enough (looked at
 // every 65,536 cycles: the callers test that first).
-void WsTrainer::report_progress(const WsSystem& s, uint64_t start, int* reported) {
+void WsTrainer::report_progress(const WsSystem& s, uint64_t start) {
   if (!m_progress) return;
   const int in = s.passes_entered();
-  if (in <= *reported) return;
+  if (in <= m_reported) return;
   const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_step0).count();
   if (host >= m_progress_secs) {
     m_progress("  minibatch " + std::to_string(m_step + 1) + ": " + m_pass_names[static_cast<size_t>(in - 1)] +
                " weights in by cycle " + std::to_string(s.now() - start) + " (pass " + std::to_string(in) + " of " +
                std::to_string(2 * m_c.plan.layers) + "), host " + std::to_string(static_cast<long long>(host)) + " s\n");
   }
-  *reported = in;
+  m_reported = in;
 }
 
 // After a cycle: the runner must act before the next one (the minibatch is done; without
@@ -629,7 +629,7 @@ void WsTrainer::run_stretch(Stretch& st) {
     while (st.stepped < st.max) {
       s.cycle();
       ++st.stepped;
-      if (st.system == 0 && (s.now() & 0xffff) == 0) report_progress(s, st.start, &m_reported);
+      if (st.system == 0 && (s.now() & 0xffff) == 0) report_progress(s, st.start);
       if (stretch_ends(s, st.entered, st.start)) break;
     }
   } catch (...) {
@@ -698,7 +698,7 @@ void WsTrainer::runner(int i) {
         } else {
           s.cycle();
           if (!traced) qk.inc(m_period);
-          if (i == 0 && (s.now() & 0xffff) == 0) report_progress(s, start, &m_reported);
+          if (i == 0 && (s.now() & 0xffff) == 0) report_progress(s, start);
         }
         if (!m_links.prefetch && s.passes_entered() > entered) {
           entered = s.passes_entered();

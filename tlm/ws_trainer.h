@@ -245,7 +245,7 @@ class WsTrainer : public sc_core::sc_module {
   void dispatcher();
   void run_stretch(Stretch& st);
   bool stretch_ends(const WsSystem& s, int entered, uint64_t start) const;
-  void report_progress(const WsSystem& s, uint64_t start, int* reported);
+  void report_progress(const WsSystem& s, uint64_t start);  // system 0 only (m_reported)
   std::unique_ptr<WorkerPool> m_pool;
   std::vector<Stretch*> m_posted;
   sc_core::sc_event m_posted_ev;
