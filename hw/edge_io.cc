@@ -56,7 +56,9 @@ void EdgeChannel::fabric_deliver(const Wavelet& w, uint64_t now, uint64_t ready)
   m_out_next = next_slot(m_out_next, now);
   ++m_received;
   if (m_record) m_log.emplace_back(ready, w);
-  if (!m_auto_drain) m_out.push_back({ready, w});
+  if (m_auto_drain) return;
+  m_out.push_back({ready, w});
+  if (m_delivered) m_delivered->fetch_or(m_delivered_bit, std::memory_order_relaxed);  // routers of any thread
 }
 
 }  // namespace wafersim

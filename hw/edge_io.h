@@ -62,6 +62,11 @@ class alignas(64) EdgeChannel {
     m_took = word;
     m_took_bit = bit;
   }
+  // The same when the fabric puts a wavelet in the receive queue (set_auto_drain(false)).
+  void notify_delivers(std::atomic<uint64_t>* word, uint64_t bit) {
+    m_delivered = word;
+    m_delivered_bit = bit;
+  }
   const std::vector<std::pair<uint64_t, Wavelet>>& log() const { return m_log; }
 
   int side() const { return m_side; }
@@ -107,6 +112,8 @@ class alignas(64) EdgeChannel {
   uint32_t m_checked_colors = 0;  // colors try_inject() found routed in (the fabric was final)
   std::atomic<uint64_t>* m_took = nullptr;  // see notify_takes
   uint64_t m_took_bit = 0;
+  std::atomic<uint64_t>* m_delivered = nullptr;  // see notify_delivers
+  uint64_t m_delivered_bit = 0;
   uint64_t m_injected = 0, m_received = 0;
   std::vector<std::pair<uint64_t, Wavelet>> m_log;
 };

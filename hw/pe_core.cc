@@ -162,9 +162,16 @@ uint64_t PeCore::deliver(const Wavelet& w, uint64_t ready) {
   // A lazy core skips on: nothing it replays reads an input queue (the main thread runs an
   // SRAM-only op or pure scalar code and picks no task), and a microthread waiting for this
   // wavelet can take it at `ready` at the earliest, where its window now ends.
-  if (!m_lazy) return 0;
-  if (ready < m_lazy_until) m_lazy_until = ready;
-  return m_lazy_until;
+  if (m_lazy) {
+    if (ready < m_lazy_until) m_lazy_until = ready;
+    return m_lazy_until;
+  }
+  // A core asleep inside a task or an op (its router keeps the cycle it named, wake_cycle):
+  // the wavelet changes nothing it does before `ready`, and the cycles it sleeps until then
+  // count as they would evaluated (stalls inside an op, busy inside a task: settle). An idle
+  // core is evaluated now, as its evaluations count idle cycles that settle does not; so is
+  // every core with CoreConfig::lazy off (the cycle-by-cycle reference).
+  return m_cfg.lazy && (m_main_op.active || m_ut_busy || m_task >= 0) && !m_halted ? ready : 0;
 }
 
 uint64_t PeCore::wavelet_wait(const VecOp& op) const {
@@ -249,9 +256,9 @@ bool PeCore::pick_task(uint64_t now) {
 }
 
 uint32_t PeCore::mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok) {
-  if (addr % static_cast<uint32_t>(bytes) || static_cast<uint64_t>(addr) + static_cast<uint32_t>(bytes) > m_sram_bytes) {
+  if ((addr & static_cast<uint32_t>(bytes - 1)) || static_cast<uint64_t>(addr) + static_cast<uint32_t>(bytes) > m_sram_bytes) {
     fault(now, "load of " + std::to_string(bytes) + " bytes at address " + std::to_string(addr) +
-                   (addr % static_cast<uint32_t>(bytes) ? " is misaligned" : " is outside SRAM"));
+                   ((addr & static_cast<uint32_t>(bytes - 1)) ? " is misaligned" : " is outside SRAM"));
     *ok = false;
     return 0;
   }
@@ -262,11 +269,11 @@ uint32_t PeCore::mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok) {
 }
 
 bool PeCore::mem_store(uint64_t now, uint32_t addr, int bytes, uint32_t v) {
-  if (addr % static_cast<uint32_t>(bytes) || static_cast<uint64_t>(addr) + static_cast<uint32_t>(bytes) > m_sram_bytes ||
+  if ((addr & static_cast<uint32_t>(bytes - 1)) || static_cast<uint64_t>(addr) + static_cast<uint32_t>(bytes) > m_sram_bytes ||
       addr < m_code_bytes) {
     fault(now, "store of " + std::to_string(bytes) + " bytes at address " + std::to_string(addr) +
                    (addr < m_code_bytes ? " would overwrite code" :
-                    addr % static_cast<uint32_t>(bytes) ? " is misaligned" : " is outside SRAM"));
+                    (addr & static_cast<uint32_t>(bytes - 1)) ? " is misaligned" : " is outside SRAM"));
     return false;
   }
   std::memcpy(&m_sram[addr], &v, static_cast<size_t>(bytes));
@@ -282,7 +289,7 @@ bool PeCore::mem_range_ok(const Dsd& d, uint32_t from, uint32_t n, int bytes) co
   const int64_t a = static_cast<int64_t>(d.base) + static_cast<int64_t>(from) * d.stride * bytes;
   const int64_t b = a + static_cast<int64_t>(n - 1) * d.stride * bytes;
   const int64_t lo = std::min(a, b), hi = std::max(a, b) + bytes;
-  return lo >= 0 && hi <= m_sram_bytes && d.base % static_cast<uint32_t>(bytes) == 0;
+  return lo >= 0 && hi <= m_sram_bytes && (d.base & static_cast<uint32_t>(bytes - 1)) == 0;
 }
 
 namespace {
@@ -496,7 +503,7 @@ uint64_t PeCore::pure_run(uint64_t t, uint32_t unknown, uint64_t dlo, uint64_t d
           if (kTrack && (unknown & (1u << in.reg[1]))) return t;
           const uint32_t bytes = in.op == Op::kLd16 ? 2 : 4;
           const uint32_t addr = r[in.reg[1]] + static_cast<uint32_t>(in.imm);
-          if (addr % bytes || uint64_t{addr} + bytes > m_sram_bytes) return t;
+          if ((addr & (bytes - 1)) || uint64_t{addr} + bytes > m_sram_bytes) return t;
           if (kTrack && addr < dhi && addr + bytes > dlo) {
             unknown |= dst;  // the op writes it later
             break;

@@ -18,7 +18,9 @@ inline uint64_t bank_span(uint32_t addr, uint32_t words, int nb) {
   const uint64_t full = nb >= 64 ? ~uint64_t{0} : (uint64_t{1} << nb) - 1;
   if (words >= static_cast<uint32_t>(nb)) return full;
   const uint64_t m = (uint64_t{1} << words) - 1;
-  const uint32_t r = (addr >> 1) % static_cast<uint32_t>(nb);
+  // (The default 8 banks, and any power of two, take a mask instead of a division.)
+  const uint32_t w = addr >> 1, unb = static_cast<uint32_t>(nb);
+  const uint32_t r = (unb & (unb - 1)) == 0 ? w & (unb - 1) : w % unb;
   // Rotated left by r within nb bits, without a branch on r (0 <= r < nb <= 64).
   return ((m << r) | ((m >> 1) >> (static_cast<uint32_t>(nb) - r - 1))) & full;
 }

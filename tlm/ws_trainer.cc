@@ -45,7 +45,10 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
   m_pending.resize(static_cast<size_t>(nch));
   m_masks = links.channel_masks && nch <= 64;
   if (m_masks) {
-    for (int i = 0; i < nch; ++i) m_west[static_cast<size_t>(i)]->notify_takes(&m_took, uint64_t{1} << i);
+    for (int i = 0; i < nch; ++i) {
+      m_west[static_cast<size_t>(i)]->notify_takes(&m_took, uint64_t{1} << i);
+      m_west[static_cast<size_t>(i)]->notify_delivers(&m_delivered, uint64_t{1} << i);
+    }
   }
   m_full_at.assign(static_cast<size_t>(nch), UINT64_MAX);
   m_full_kind.assign(static_cast<size_t>(nch), kWeight);
@@ -217,7 +220,7 @@ bool WsSystem::cycle() {
   bool wstall = false, istall = false;
   if (m_masks) {
     // Stamps the fabric has made stale; empty channels matter only while passes are to come.
-    const uint64_t took = m_took.exchange(0, std::memory_order_relaxed);
+    const uint64_t took = m_took.load(std::memory_order_relaxed) ? m_took.exchange(0, std::memory_order_relaxed) : 0;
     m_full_w &= ~took;
     m_full_i &= ~took;
     if (m_queued < passes) {
@@ -267,22 +270,38 @@ bool WsSystem::cycle() {
   m_rr = m_rr + 1 == n ? 0 : m_rr + 1;
   step_fabric();
   bool gstall = false;
-  // The channels hold nothing to take: none did after the last pass, and nothing came since.
-  const uint64_t delivered = m_fabric->channel_deliveries();
-  const bool receive = m_recv_pending || delivered != m_recv_seen;
-  m_recv_seen = delivered;
-  m_recv_pending = false;
-  for (size_t j = 0, i = m_rr; receive && j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
-    if (!m_west[i]->has_receive_work()) continue;
+  // Takes what the channels hold, round-robin from m_rr, while the budget lasts; one that still
+  // holds something is a gradient stall if the budget ran out.
+  auto receive_from = [&](size_t i) {
     Wavelet w;
     while (m_gbudget >= 1 && m_west[i]->try_receive(&w)) {
       m_got[i].push_back(w.payload);
       m_gbudget -= 1;
       if (m_got[i].size() <= m_expect[i]) --m_missing;
     }
-    if (m_west[i]->receive_queue_size() > 0) {
-      m_recv_pending = true;
-      if (m_gbudget < 1) gstall = true;
+    if (m_west[i]->receive_queue_size() == 0) return false;
+    if (m_gbudget < 1) gstall = true;
+    return true;
+  };
+  if (m_masks) {
+    // Only the channels the fabric delivered to, or that still held something.
+    uint64_t recv = m_recv;
+    if (m_delivered.load(std::memory_order_relaxed)) recv |= m_delivered.exchange(0, std::memory_order_relaxed);
+    m_recv = 0;
+    for (const auto& [a, b] : {std::pair<size_t, size_t>{m_rr, n}, std::pair<size_t, size_t>{0, m_rr}}) {
+      for (uint64_t m = recv & bit_range(a, b); m; m &= m - 1) {
+        const auto i = static_cast<size_t>(__builtin_ctzll(m));
+        if (receive_from(i)) m_recv |= uint64_t{1} << i;
+      }
+    }
+  } else {
+    // The channels hold nothing to take: none did after the last pass, and nothing came since.
+    const uint64_t delivered = m_fabric->channel_deliveries();
+    const bool receive = m_recv_pending || delivered != m_recv_seen;
+    m_recv_seen = delivered;
+    m_recv_pending = false;
+    for (size_t j = 0, i = m_rr; receive && j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
+      if (m_west[i]->has_receive_work() && receive_from(i)) m_recv_pending = true;
     }
   }
   ++m_now;

@@ -172,6 +172,10 @@ class WsSystem {
   bool m_masks = false;
   uint64_t m_nonempty = 0, m_full_w = 0, m_full_i = 0;
   std::atomic<uint64_t> m_took{0};
+  // Channels the fabric delivered a wavelet to since the last cycle, and the channels that still
+  // held something after the last receive pass: the receive pass visits only those.
+  std::atomic<uint64_t> m_delivered{0};
+  uint64_t m_recv = 0;
   void offer(size_t i, bool* wstall, bool* istall);  // cycle()'s work for a channel that can move
   void mark_pending();
   WsTime m_time;

@@ -517,6 +517,52 @@ TEST(CoreFabric, LazyCoreReplaysScalarRunsExactly) {
   EXPECT_GT(replayed, 2000u) << "the lazy runs skipped (almost) nothing: the test no longer covers the replay";
 }
 
+// A wavelet delivered to a core that sleeps inside a task or an op lets it sleep on until the
+// wavelet is readable; an idle core is evaluated when it arrives, as its evaluations count idle
+// cycles. Here the receiver is idle between wavelets (a data task takes each one), and the
+// sender's main thread sits in a one-element vector op whose output waits for the ramp: cycles,
+// data and every stat must be those of cycle-by-cycle evaluation (it fails if an idle core
+// sleeps through the ramp latency too).
+TEST(CoreFabric, DeliveryWakesOnlyIdleCoresAtOnce) {
+  auto run = [](bool lazy, int delay) {
+    CoreRig rig(2);
+    rig.hw().core.lazy = lazy;
+    rig.route(0, 0, 1, R, E);
+    rig.route(1, 0, 1, W, R);
+    PeCore* tx = rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(40, 0.5f, 1.0f) +
+                                   "\nmain:\n dmem d0, x, 1, 1\n dfout d1, 1, 1\n li r5, 0\n li r6, 40\n"
+                                   "next:\n vmov.fp32 d1, d0\n daddb d0, 4\n li r1, 0\n li r2, " +
+                                   std::to_string(delay) +
+                                   "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n"
+                                   " addi r5, r5, 1\n blt r5, r6, next\n halt\n");
+    PeCore* rx = rig.add(1, 0, R"(
+      .inq 2, 1
+      .space y, fp32, 64
+      .space mark, i32, 1
+      .task 5, on_x, color=1
+      .task 0, main, active
+      main:
+        li r3, y
+        li r4, 0
+        li r6, 40
+        exit
+      on_x:
+        st32 [r3], r15           ; the wavelet's payload arrives in r15
+        addi r3, r3, 4
+        addi r4, r4, 1
+        blt r4, r6, more
+        li r1, mark
+        li r2, 77
+        st32 [r1], r2
+        halt
+      more:
+        exit
+    )");
+    return finish(rig, tx, rx, "y");
+  };
+  expect_lazy_matches(run, {0, 1, 2, 5, 30});
+}
+
 // A lazy window that runs past an SRAM-only vector op into the scalar code after it must not
 // guess that code from the registers and SRAM as they are before the op's skipped steps: here
 // a vsum's result decides a branch (to a store and a vector op, which a lazy core must not
