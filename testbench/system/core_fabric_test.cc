@@ -414,6 +414,17 @@ PeCore* add_late_sender(CoreRig& rig, bool lazy, int delay) {
                            " dmem d0, x, 40, 1\n dfout d1, 1, 40\n vmov.fp32 d1, d0\n halt\n");
 }
 
+// A sender at (0,0) that sends 40 fp32 values on color 1 one at a time, spinning `delay` loop
+// iterations after each (scalar loops, no microthread); the caller routes color 1 from its ramp.
+PeCore* add_paced_sender(CoreRig& rig, int delay) {
+  return rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(40, 0.5f, 1.0f) +
+                           "\nmain:\n dmem d0, x, 1, 1\n dfout d1, 1, 1\n li r5, 0\n li r6, 40\n"
+                           "next:\n vmov.fp32 d1, d0\n daddb d0, 4\n li r1, 0\n li r2, " +
+                           std::to_string(delay) +
+                           "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n"
+                           " addi r5, r5, 1\n blt r5, r6, next\n halt\n");
+}
+
 // A core whose microthread waits for wavelets while its main thread runs SRAM-only vector ops
 // skips those cycles and replays them when a wavelet comes (CoreConfig::lazy): the main thread's
 // ops read what the microthread writes from the fabric, so any change in the interleaving would
@@ -467,12 +478,7 @@ TEST(CoreFabric, LazyCoreReplaysScalarRunsExactly) {
     rig.route(0, 0, 1, R, E);
     rig.route(1, 0, 1, W, E);
     rig.route(2, 0, 1, W, R);
-    PeCore* tx = rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(40, 0.5f, 1.0f) +
-                                   "\nmain:\n dmem d0, x, 1, 1\n dfout d1, 1, 1\n li r5, 0\n li r6, 40\n"
-                                   "next:\n vmov.fp32 d1, d0\n daddb d0, 4\n li r1, 0\n li r2, " +
-                                   std::to_string(delay) +
-                                   "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n"
-                                   " addi r5, r5, 1\n blt r5, r6, next\n halt\n");
+    PeCore* tx = add_paced_sender(rig, delay);
     PeCore* rx = rig.add(2, 0, R"(
       .inq 0, 1
       .task 0, main, active
@@ -519,22 +525,16 @@ TEST(CoreFabric, LazyCoreReplaysScalarRunsExactly) {
 
 // A wavelet delivered to a core that sleeps inside a task or an op lets it sleep on until the
 // wavelet is readable; an idle core is evaluated when it arrives, as its evaluations count idle
-// cycles. Here the receiver is idle between wavelets (a data task takes each one), and the
-// sender's main thread sits in a one-element vector op whose output waits for the ramp: cycles,
-// data and every stat must be those of cycle-by-cycle evaluation (it fails if an idle core
-// sleeps through the ramp latency too).
+// cycles. Here the receiver is idle between wavelets (a data task takes each one; the lazy
+// tests above cover cores asleep inside an op): cycles, data and every stat must be those of
+// cycle-by-cycle evaluation (it fails if an idle core sleeps through the ramp latency too).
 TEST(CoreFabric, DeliveryWakesOnlyIdleCoresAtOnce) {
   auto run = [](bool lazy, int delay) {
     CoreRig rig(2);
     rig.hw().core.lazy = lazy;
     rig.route(0, 0, 1, R, E);
     rig.route(1, 0, 1, W, R);
-    PeCore* tx = rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(40, 0.5f, 1.0f) +
-                                   "\nmain:\n dmem d0, x, 1, 1\n dfout d1, 1, 1\n li r5, 0\n li r6, 40\n"
-                                   "next:\n vmov.fp32 d1, d0\n daddb d0, 4\n li r1, 0\n li r2, " +
-                                   std::to_string(delay) +
-                                   "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n"
-                                   " addi r5, r5, 1\n blt r5, r6, next\n halt\n");
+    PeCore* tx = add_paced_sender(rig, delay);
     PeCore* rx = rig.add(1, 0, R"(
       .inq 2, 1
       .space y, fp32, 64
