@@ -273,10 +273,10 @@ TEST(Compiler, ModelTooBigForThePeBudgetNamesTheOption) {
   EXPECT_TRUE(contains(r.err, "weight-streaming")) << r.err;
 }
 
-// BUG (compiler/placement.cc, the SRAM check): when compile.max_pes is larger than the fabric,
-// the fabric is what limits the SRAM, but the message blames "the PE budget (compile.max_pes =
-// N)" while quoting the fabric's SRAM; raising the budget, as it suggests, cannot help. The
-// default budget (16) on a fabric of fewer PEs hits this too.
+// Regression (compiler/placement.cc, the SRAM check): when compile.max_pes is larger than the
+// fabric, the fabric is what limits the SRAM, so the message must name the fabric, not the PE
+// budget (raising the budget cannot help). The default budget (16) on a fabric of fewer PEs
+// is the same case.
 TEST(Compiler, ModelTooBigNamesTheFabricWhenTheBudgetExceedsIt) {
   CmdResult r = compile(
       {big_mlp(), "--fabric.width", "8", "--fabric.height", "8", "--compile.max_pes", "1000"});
@@ -501,11 +501,10 @@ TEST(Compiler, ReshapeIdentityAndTrailingSoftmaxAreAccepted) {
   EXPECT_TRUE(contains(r.out, "every node is supported")) << r.out;
 }
 
-// --- checks the compiler is missing (see the BUG notes) ---
+// --- regressions: graphs the compiler once accepted or crashed on ---
 
-// BUG (compiler/kernel_graph.cc, Reshape): the target shape is looked up with
-// m.initializers.at(), so a shape that is not a constant (here a graph input) throws
-// std::out_of_range: exit 1 "map::at" instead of listing the node as unsupported.
+// Reshape (compiler/kernel_graph.cc): a target shape that is not a constant (here a graph
+// input) once threw std::out_of_range (exit 1, "map::at") instead of a clear error.
 TEST(Compiler, ReshapeToANonConstantShapeIsUnsupported) {
   Graph g;
   g.input("input", onnx::TensorProto::FLOAT, {-1, 16});
@@ -519,9 +518,8 @@ TEST(Compiler, ReshapeToANonConstantShapeIsUnsupported) {
       << r.err;
 }
 
-// BUG (compiler/kernel_graph.cc, Reshape): [16, -1] of a [N, 16] activation is [16, N], not one
-// sample per row, but it passes because the product of its fixed dims happens to equal the
-// feature count.
+// Reshape (compiler/kernel_graph.cc): [16, -1] of a [N, 16] activation is [16, N], not one
+// sample per row; it once passed because the product of its fixed dims equals the feature count.
 TEST(Compiler, ReshapeThatMixesSamplesIsUnsupported) {
   Graph g;
   g.input("input", onnx::TensorProto::FLOAT, {-1, 16});
@@ -534,9 +532,9 @@ TEST(Compiler, ReshapeThatMixesSamplesIsUnsupported) {
   EXPECT_TRUE(contains(r.err, "node '/Reshape' (Reshape)")) << r.err;
 }
 
-// BUG (compiler/kernel_graph.cc, Softmax): a Softmax is accepted anywhere and sets
-// output_softmax; between two layers it is silently dropped (the loss absorbs a softmax of the
-// last layer only), so the wafer would train a different function than the model's.
+// Softmax (compiler/kernel_graph.cc): the loss absorbs a softmax of the last layer only; one
+// between two layers was once silently dropped, so the wafer would have trained a different
+// function than the model's.
 TEST(Compiler, SoftmaxBetweenLayersIsUnsupported) {
   Graph g;
   g.input("input", onnx::TensorProto::FLOAT, {-1, 16});
