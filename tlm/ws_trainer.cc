@@ -242,15 +242,19 @@ bool WsSystem::cycle() {
       if (m_wbudget >= 1) m_refused += static_cast<uint64_t>(__builtin_popcountll(m_full_w & r));
       if (m_ibudget >= 1) m_refused += static_cast<uint64_t>(__builtin_popcountll(m_full_i & r));
     };
-    for (const auto& [a, b] : {std::pair<size_t, size_t>{m_rr, n}, std::pair<size_t, size_t>{0, m_rr}}) {
-      size_t cur = a;
-      for (uint64_t m = active & bit_range(a, b); m; m &= m - 1) {
-        const auto i = static_cast<size_t>(__builtin_ctzll(m));
-        refusals(cur, i);
-        offer(i, &wstall, &istall);
-        cur = i + 1;
+    if (!active) {
+      refusals(0, n);  // the common cycle: every channel empty or still full, nothing to offer
+    } else {
+      for (const auto& [a, b] : {std::pair<size_t, size_t>{m_rr, n}, std::pair<size_t, size_t>{0, m_rr}}) {
+        size_t cur = a;
+        for (uint64_t m = active & bit_range(a, b); m; m &= m - 1) {
+          const auto i = static_cast<size_t>(__builtin_ctzll(m));
+          refusals(cur, i);
+          offer(i, &wstall, &istall);
+          cur = i + 1;
+        }
+        refusals(cur, b);
       }
-      refusals(cur, b);
     }
   } else {
     for (size_t j = 0, i = m_rr; j < n; ++j, i = i + 1 == n ? 0 : i + 1) {
@@ -288,10 +292,12 @@ bool WsSystem::cycle() {
     uint64_t recv = m_recv;
     if (m_delivered.load(std::memory_order_relaxed)) recv |= m_delivered.exchange(0, std::memory_order_relaxed);
     m_recv = 0;
-    for (const auto& [a, b] : {std::pair<size_t, size_t>{m_rr, n}, std::pair<size_t, size_t>{0, m_rr}}) {
-      for (uint64_t m = recv & bit_range(a, b); m; m &= m - 1) {
-        const auto i = static_cast<size_t>(__builtin_ctzll(m));
-        if (receive_from(i)) m_recv |= uint64_t{1} << i;
+    if (recv) {
+      for (const auto& [a, b] : {std::pair<size_t, size_t>{m_rr, n}, std::pair<size_t, size_t>{0, m_rr}}) {
+        for (uint64_t m = recv & bit_range(a, b); m; m &= m - 1) {
+          const auto i = static_cast<size_t>(__builtin_ctzll(m));
+          if (receive_from(i)) m_recv |= uint64_t{1} << i;
+        }
       }
     }
   } else {
