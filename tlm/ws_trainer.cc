@@ -77,6 +77,8 @@ void WsSystem::start_step() {
     m_pass_left[static_cast<size_t>(l)] = n + static_cast<uint64_t>(p.width[static_cast<size_t>(l) + 1]);
     m_pass_left[static_cast<size_t>(2 * L - 1 - l)] = n;
   }
+  m_entered = 0;
+  count_entered();
   m_x.assign(static_cast<size_t>(p.shard), {});
   m_label.assign(static_cast<size_t>(p.shard), 0);
   m_sample_from.assign(static_cast<size_t>(p.shard), UINT64_MAX);
@@ -133,10 +135,9 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
   m_queued = std::max(m_queued, ps + 1);
 }
 
-int WsSystem::passes_entered() const {
-  int n = 0;
-  while (n < static_cast<int>(m_pass_left.size()) && m_pass_left[static_cast<size_t>(n)] == 0) ++n;
-  return n;
+// The passes wholly in the wafer, in order: m_entered, moved on when a pass's last word goes in.
+void WsSystem::count_entered() {
+  while (m_entered < static_cast<int>(m_pass_left.size()) && m_pass_left[static_cast<size_t>(m_entered)] == 0) ++m_entered;
 }
 
 void WsSystem::step_fabric() {
@@ -197,7 +198,7 @@ void WsSystem::offer(size_t i, bool* wstall, bool* istall) {
     m_west[i]->try_inject(w);  // cannot be refused now
     if (it.kind == kWeight) {
       m_wbudget -= 1;
-      --m_pass_left[static_cast<size_t>(it.pass)];
+      if (--m_pass_left[static_cast<size_t>(it.pass)] == 0) count_entered();
     } else {
       m_ibudget -= 1;
     }
@@ -699,9 +700,13 @@ void WsTrainer::runner(int i) {
       const bool traced = !m_probes.empty();  // then each cycle waits its period (m_on_step)
       const bool side_by_side = m_pool && !traced;
       auto w0 = Clock::now();
+      // Stepped here cycle by cycle, untraced, nothing else moves the kernel's time between two
+      // syncs, so need_sync() holds after exactly periods_to_sync() cycles: count them down.
+      uint64_t to_sync = qk.periods_to_sync(m_period);
       auto sync = [&] {  // the wafer's own host time stops while the kernel runs the others
         if (!side_by_side) m_wafer_secs += std::chrono::duration<double>(Clock::now() - w0).count();
         qk.sync();
+        to_sync = qk.periods_to_sync(m_period);
         w0 = Clock::now();
       };
       if (i == 0) {
@@ -725,11 +730,12 @@ void WsTrainer::runner(int i) {
           if (!traced) qk.inc(m_period);
           if (i == 0 && (s.now() & 0xffff) == 0) report_progress(s, start);
         }
+        const bool due = side_by_side || traced ? qk.need_sync() : --to_sync == 0;
         if (!m_links.prefetch && s.passes_entered() > entered) {
           entered = s.passes_entered();
           sync();
           m_pass_in.notify(sc_core::SC_ZERO_TIME);
-        } else if (qk.need_sync()) {
+        } else if (due) {
           sync();
         }
         if (s.now() - start > m_limit) {

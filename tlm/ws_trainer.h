@@ -99,7 +99,7 @@ class WsSystem {
   // the wafer from cycle `from` on, at the host links' rate.
   void queue_pass(int p, const float* w, const float* b, uint64_t from);
   // Passes whose every word has entered the wafer, in order (for the no-prefetch chief).
-  int passes_entered() const;
+  int passes_entered() const { return m_entered; }
   uint64_t now() const { return m_now; }
   void set_now(uint64_t c) { m_now = c; }
   // After the last result: steps until nothing is in flight and 256 cycles more (the cores'
@@ -150,6 +150,7 @@ class WsSystem {
   std::vector<std::vector<uint32_t>> m_got;   // payloads back from the wafer this minibatch, per channel
   std::vector<size_t> m_expect;               // payloads a minibatch yields, per channel
   std::vector<uint64_t> m_pass_left;          // weights of each pass not yet in the wafer
+  int m_entered = 0;                          // passes_entered(): the first with m_pass_left > 0
   std::vector<uint64_t> m_pass_from;          // cycle each pass's words start arriving (max: not yet sent)
   uint64_t m_now = 0;
   double m_wbudget = 0, m_ibudget = 0, m_gbudget = 0;
@@ -178,6 +179,7 @@ class WsSystem {
   uint64_t m_recv = 0;
   void offer(size_t i, bool* wstall, bool* istall);  // cycle()'s work for a channel that can move
   void mark_pending();
+  void count_entered();
   WsTime m_time;
   std::vector<WsTime> m_pass_time;
 };
