@@ -601,6 +601,19 @@ void PeCore::settle(uint64_t end) {
   m_last_eval = end - 1;
 }
 
+// The output queue the ramp serves: the first nonempty one from m_rr_outq on, round the ring,
+// whose color the router can take (-1: none).
+int PeCore::next_outq(uint32_t ramp_full) const {
+  const uint32_t from = ~0u << m_rr_outq;
+  for (uint32_t m : {m_outq_nonempty & from, m_outq_nonempty & ~from}) {
+    for (; m; m &= m - 1) {
+      const int q = __builtin_ctz(m);
+      if (!((ramp_full >> m_outq[q].color) & 1)) return q;
+    }
+  }
+  return -1;
+}
+
 uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   const uint8_t was_lazy = m_lazy;
   settle(now);
@@ -629,17 +642,15 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
 
   // The ramp carries one wavelet per cycle: round-robin over output queues whose color the
   // router can take (a wavelet written this cycle leaves next cycle at the earliest).
-  for (int k = 0; m_outq_nonempty && k < kNumOutputQueues; ++k) {
-    int q = m_rr_outq + k;
-    if (q >= kNumOutputQueues) q -= kNumOutputQueues;
-    Queue& Q = m_outq[q];
-    if (!Q.count || ((ramp_full >> Q.color) & 1)) continue;
-    *out = Wavelet{Q.slot[Q.head].payload, static_cast<uint8_t>(Q.color), false};
-    if (++Q.head == Q.depth) Q.head = 0;
-    if (--Q.count == 0) m_outq_nonempty &= ~(1u << q);
-    m_rr_outq = q + 1 == kNumOutputQueues ? 0 : q + 1;
-    result |= kOffered;
-    break;
+  if (m_outq_nonempty) {
+    if (const int q = next_outq(ramp_full); q >= 0) {
+      Queue& Q = m_outq[q];
+      *out = Wavelet{Q.slot[Q.head].payload, static_cast<uint8_t>(Q.color), false};
+      if (++Q.head == Q.depth) Q.head = 0;
+      if (--Q.count == 0) m_outq_nonempty &= ~(1u << q);
+      m_rr_outq = q + 1 == kNumOutputQueues ? 0 : q + 1;
+      result |= kOffered;
+    }
   }
 
   Resources res{m_cfg.read_ports, m_cfg.write_ports, true, 0};

@@ -110,6 +110,7 @@ class PeCore : public PeAgent {
 
   void fault(uint64_t now, const std::string& msg);
   bool exec_scalar(uint64_t now, Resources& res);
+  int next_outq(uint32_t ramp_full) const;
   bool start_vector(uint64_t now, const Instr& in, VecOp& op);
   // One step of a vector op: returns 1 progress, 0 stalled; finishes it when complete.
   int step_vector(uint64_t now, VecOp& op, Resources& res);
