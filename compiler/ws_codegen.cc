@@ -194,7 +194,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     const long long row4 = 4LL * nI;
     const std::string P = S(ph);
     as << "ph_" + P + ":";
-    weights("b" + P);
+    if (l > 0) weights("b" + P);  // layer 0's dW needs no weights (WsPlan::streamed_passes)
     as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
     if (p.by_feature(l, a)) {
       as << "li r14, " + S(nI) << "li r13, X" + S(l) << "dbase " + dXk + ", r13" << "dstride " + dXk + ", r14";
@@ -244,7 +244,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       set_layer(l - 1);
       as << "exit";
     }
-    as << "bm_" + P + ":" << send + ", async=3" << "exit";  // the prefetch's completion starts the next output
+    as << "bm_" + P + ":" << send + ", async=3";
+    if (l == 0) as << "activate 3";  // no weights to prefetch: the next output starts at once
+    as << "exit";  // else the prefetch's completion starts the next output
   }
   return as.text();
 }

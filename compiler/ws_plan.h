@@ -66,6 +66,12 @@ struct WsPlan {
   bool by_feature(int j, int a) const { return len(j, a) < m; }
   int len(int j, int a) const { return off[static_cast<size_t>(j)][static_cast<size_t>(a) + 1] - off[static_cast<size_t>(j)][static_cast<size_t>(a)]; }
   int pes() const { return (rows + 1) * cols; }
+  // Passes per minibatch: forward 0..L-1, then backward L-1..0 (pass 2L-1-l is layer l's).
+  int passes() const { return 2 * layers; }
+  // The passes whose weights stream in: all but the first layer's backward pass, which computes
+  // only dW (dW = dy^T x needs no weights; there is no dx of the model's input to compute).
+  int streamed_passes() const { return 2 * layers - 1; }
+  static bool streams(int ps, int layers) { return ps != 2 * layers - 1; }
   double cycles_per_batch() const;  // estimate, weights streamed with prefetch, one system
 };
 

@@ -75,7 +75,7 @@ void WsSystem::start_step() {
   for (int l = 0; l < L; ++l) {
     const uint64_t n = static_cast<uint64_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1];
     m_pass_left[static_cast<size_t>(l)] = n + static_cast<uint64_t>(p.width[static_cast<size_t>(l) + 1]);
-    m_pass_left[static_cast<size_t>(2 * L - 1 - l)] = n;
+    m_pass_left[static_cast<size_t>(2 * L - 1 - l)] = WsPlan::streams(2 * L - 1 - l, L) ? n : 0;
   }
   m_entered = 0;
   count_entered();
@@ -116,6 +116,10 @@ void WsSystem::sample_arrived(int s, const float* x, int label, uint64_t from) {
 void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from) {
   const WsPlan& p = m_c.plan;
   const int L = p.layers;
+  if (ps < 0 || ps >= p.streamed_passes()) {
+    throw std::logic_error("weight streaming: pass " + std::to_string(ps) + " streams no weights (" +
+                           std::to_string(p.streamed_passes()) + " passes do)");
+  }
   const int l = ps < L ? ps : 2 * L - 1 - ps;
   const auto wc = static_cast<uint8_t>(m_c.colors.w), in = static_cast<uint8_t>(m_c.colors.in);
   const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
@@ -171,7 +175,7 @@ void WsSystem::mark_pending() {
 // channel take them.
 void WsSystem::offer(size_t i, bool* wstall, bool* istall) {
   const size_t n = m_west.size();
-  const int passes = static_cast<int>(m_pass_left.size());
+  const int streamed = m_c.plan.streamed_passes(), forward = m_c.plan.layers;
   auto& q = m_pending[i];
   bool host_late = false;
   Kind late_kind = kWeight;
@@ -207,7 +211,7 @@ void WsSystem::offer(size_t i, bool* wstall, bool* istall) {
   if (q.empty() && m_masks) m_nonempty &= ~(uint64_t{1} << i);
   // Nothing queued but passes still to come for this channel (the root's only in forward).
   const bool root = i + 1 == n;
-  if (q.empty() && m_queued < (root ? passes / 2 : passes)) host_late = true;
+  if (q.empty() && m_queued < (root ? forward : streamed)) host_late = true;
   if (host_late && m_west[i]->inject_queue_size() == 0) *(late_kind == kWeight ? wstall : istall) = true;
 }
 
@@ -215,6 +219,7 @@ bool WsSystem::cycle() {
   const bool was_done = done();
   const size_t n = m_west.size();
   const int passes = static_cast<int>(m_pass_left.size());
+  const int streamed = m_c.plan.streamed_passes(), forward = m_c.plan.layers;
   m_wbudget = std::min(m_wbudget + m_links.weights_per_cycle, m_links.weights_per_cycle + 1.0);
   m_ibudget = std::min(m_ibudget + m_links.inputs_per_cycle, m_links.inputs_per_cycle + 1.0);
   m_gbudget = std::min(m_gbudget + m_links.grads_per_cycle, m_links.grads_per_cycle + 1.0);
@@ -224,9 +229,9 @@ bool WsSystem::cycle() {
     const uint64_t took = m_took.load(std::memory_order_relaxed) ? m_took.exchange(0, std::memory_order_relaxed) : 0;
     m_full_w &= ~took;
     m_full_i &= ~took;
-    if (m_queued < passes) {
+    if (m_queued < streamed) {
       uint64_t empty = bit_range(0, n) & ~m_nonempty;
-      if (m_queued >= passes / 2) empty &= ~(uint64_t{1} << (n - 1));  // the root's passes are in
+      if (m_queued >= forward) empty &= ~(uint64_t{1} << (n - 1));  // the root's passes are in
       for (; empty; empty &= empty - 1) {
         if (!m_west[static_cast<size_t>(__builtin_ctzll(empty))]->has_inject_work()) {
           wstall = true;  // the host is late with weights
@@ -262,7 +267,7 @@ bool WsSystem::cycle() {
       if (m_pending[i].empty()) {  // the common case, kept cheap: nothing queued for this channel now
         // Passes still to come for this channel (the root's only in forward) and nothing left in
         // its inject queue: the host is late with weights.
-        if (m_queued < (i + 1 == n ? passes / 2 : passes) && !m_west[i]->has_inject_work()) wstall = true;
+        if (m_queued < (i + 1 == n ? forward : streamed) && !m_west[i]->has_inject_work()) wstall = true;
         continue;
       }
       if (m_full_at[i] == m_west[i]->injected()) {  // still full, the same item first (see m_full_at)
@@ -389,7 +394,7 @@ struct WsTrainer::Port : sc_core::sc_module {
   void b_transport(::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
     const WsPlan& p = owner->m_c.plan;
     const int L = p.layers, ps = static_cast<int>(t.get_address());
-    if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || ps < 0 || ps >= 2 * L) {
+    if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || ps < 0 || ps >= p.streamed_passes()) {
       t.set_response_status(::tlm::TLM_ADDRESS_ERROR_RESPONSE);
       return;
     }
@@ -546,7 +551,7 @@ void WsTrainer::chief() {
       }
       m_done = 0;
       m_start.notify(sc_core::SC_ZERO_TIME);
-      for (int ps = 0; ps < 2 * L; ++ps) {
+      for (int ps = 0; ps < p.streamed_passes(); ++ps) {
         const int l = ps < L ? ps : 2 * L - 1 - ps;
         if (!m_links.prefetch && ps > 0) {
           // Request the next pass only when every wafer has taken the whole previous one.

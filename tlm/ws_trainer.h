@@ -90,13 +90,15 @@ class WsSystem {
   int index() const { return m_index; }
 
   // Starts a minibatch: its inputs and labels follow sample by sample with sample_arrived, the
-  // weight passes (forward 0..L-1, backward L-1..0) with queue_pass, as they arrive.
+  // weight passes (forward 0..L-1, backward L-1..1: WsPlan::streamed_passes) with queue_pass, as
+  // they arrive.
   void start_step();
   // Sample s of this system's shard (normalised) and its label may enter the wafer from cycle
   // `from` on (the input workers' WRITEs).
   void sample_arrived(int s, const float* x, int label, uint64_t from);
   // Pass p's weights (out x in) and, for forward passes, biases arrive: their words may enter
-  // the wafer from cycle `from` on, at the host links' rate.
+  // the wafer from cycle `from` on, at the host links' rate. Throws std::logic_error for a pass
+  // that streams nothing (the first layer's backward pass).
   void queue_pass(int p, const float* w, const float* b, uint64_t from);
   // Passes whose every word has entered the wafer, in order (for the no-prefetch chief).
   int passes_entered() const { return m_entered; }
