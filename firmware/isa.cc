@@ -68,6 +68,8 @@ const OpInfo kOpInfo[] = {
     {"vcvt", "d,d", true, true},
     {"vsum", "r,d", true, false},
     {"vlog", "d,d", true, false},
+    {"filt", "c,r,r", false, false},
+    {"fcnt", "c,r", false, false},
 };
 static_assert(sizeof(kOpInfo) / sizeof(kOpInfo[0]) == static_cast<size_t>(Op::kCount), "op table out of step");
 

@@ -29,6 +29,8 @@ enum class Op : uint8_t {
   // Vector ops over descriptors (sync on the main thread, or async on a microthread).
   kVmov, kVadd, kVsub, kVmul, kVmax, kVfmac, kVaxpy, kVmuls, kVfill, kVrelu, kVdrelu, kVexp,
   kVrecip, kVcmpgt, kVsel, kVcvt, kVsum, kVlog,
+  // Ramp filters: which wavelets of a color enter its input queue.
+  kFilt, kFcnt,
   kCount
 };
 

@@ -105,6 +105,10 @@ PeCore::PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std:
       throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) +
                         ") names task " + std::to_string(in.reg[0]) + ", which is not declared");
     }
+    if ((in.op == Op::kFilt || in.op == Op::kFcnt) && m_queue_of_color[in.reg[0] & 31] < 0) {
+      throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") filters color " +
+                        std::to_string(in.reg[0]) + ", which has no input queue (.inq)");
+    }
     if ((in.op == Op::kDfin && m_queue_of_color[in.reg[1] & 31] < 0) ||
         (in.op == Op::kDfout && m_outq_of_color[in.reg[1] & 31] < 0)) {
       throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") uses color " +
@@ -155,6 +159,12 @@ uint32_t PeCore::full_colors() const { return m_full; }
 uint64_t PeCore::deliver(const Wavelet& w, uint64_t ready) {
   // The router only delivers colors outside full_colors(), so the queue has room.
   Queue& q = m_inq[m_queue_of_color[w.color]];
+  const uint32_t n = q.fcount++;
+  if (q.filter && n - q.flo >= q.fhi - q.flo) {  // outside [flo, fhi): dropped at the ramp
+    ++m_consumed;
+    ++m_stats.filtered;
+    return kNever;  // nothing for the core to do
+  }
   uint32_t tail = q.head + q.count;
   if (tail >= q.depth) tail -= q.depth;
   q.slot[tail] = QSlot{ready, w.payload};
@@ -420,6 +430,14 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
     case Op::kDbase: m_dsd[g[0]].base = r[g[1]]; break;
     case Op::kDaddb: m_dsd[g[0]].base += static_cast<uint32_t>(in.imm); break;
     case Op::kDstride: m_dsd[g[0]].stride = static_cast<int32_t>(r[g[1]]); break;
+    case Op::kFilt: {
+      Queue& q = m_inq[m_queue_of_color[g[0] & 31]];
+      q.flo = r[g[1]];
+      q.fhi = r[g[2]];
+      q.filter = !(q.flo == 0 && q.fhi == ~0u);
+      break;
+    }
+    case Op::kFcnt: m_inq[m_queue_of_color[g[0] & 31]].fcount = r[g[1]]; break;
     default:
       fault(now, std::string("cannot execute ") + info.mnemonic);
       return false;

@@ -22,6 +22,7 @@ struct CoreStats {
   uint64_t instructions = 0;
   uint64_t vector_elems = 0;
   uint64_t tasks_started = 0;
+  uint64_t filtered = 0;  // wavelets a ramp filter dropped (filt)
 };
 
 //   auto core = std::make_unique<PeCore>(cfg.core, image, /*pe_id=*/7, "wafer.pe_7_0");
@@ -77,6 +78,10 @@ class PeCore : public PeAgent {
     QSlot* slot = nullptr;       // depth slots in m_qmem
     uint32_t head = 0, count = 0, depth = 0;
     int color = -1;
+    // Input queues: the ramp filter (filt, fcnt). Wavelet n of the color since the last fcnt
+    // enters the queue only if flo <= n < fhi; the others are dropped at the ramp.
+    uint32_t fcount = 0, flo = 0, fhi = ~0u;
+    bool filter = false;         // a window other than everything
   };
   // A vector op in flight on the main thread or a microthread. Everything that does not change
   // between steps is worked out once, at start_vector.

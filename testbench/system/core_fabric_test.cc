@@ -95,6 +95,62 @@ TEST(CoreFabric, VectorOpsStreamThroughFabricDescriptors) {
   EXPECT_EQ(s.rx->consumed(), 40u);
 }
 
+// A ramp filter (filt, fcnt): of 40 wavelets, the receiver takes wavelets 5..12, then, after a
+// recount from 20 (wavelet 13 arrives as number 20), numbers 30..33 (wavelets 23..26); the rest
+// are dropped at the ramp and never reach the input queue. The same with the core evaluated
+// cycle by cycle (CoreConfig::lazy off). A window, once set, applies to every later arrival.
+TEST(CoreFabric, RampFilterPassesOnlyItsWindowOfAColor) {
+  for (const bool lazy : {true, false}) {
+    CoreRig rig(2);
+    rig.hw().core.lazy = lazy;
+    rig.route(0, 0, 1, R, E);
+    rig.route(1, 0, 1, W, R);
+    // 13 wavelets, a pause (the receiver sets its second window meanwhile), 27 more.
+    rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(40, 1.0f, 0.0f) +
+                      "\nmain:\n dmem d0, x, 13, 1\n dfout d1, 1, 13\n vmov.fp32 d1, d0\n li r1, 0\n li r2, 100\n"
+                      "wait:\n addi r1, r1, 1\n blt r1, r2, wait\n dmem d0, x+52, 27, 1\n li r3, 27\n dlen d1, r3\n"
+                      " vmov.fp32 d1, d0\n halt\n");
+    PeCore* rx = rig.add(1, 0, R"(
+      .inq 0, 1
+      .task 0, main, active
+      .space y, fp32, 8
+      .space z, fp32, 4
+      main:
+          li   r1, 5
+          li   r2, 13
+          filt 1, r1, r2          ; wavelets 5..12 of color 1
+          dmem d0, y, 8, 1
+          dfin d1, 1, 8
+          vmov.fp32 d0, d1
+          li   r3, 20
+          fcnt 1, r3              ; the next one counts as 20
+          li   r1, 30
+          li   r2, 34
+          filt 1, r1, r2
+          dmem d2, z, 4, 1
+          dfin d3, 1, 4
+          vmov.fp32 d2, d3
+          halt
+    )");
+    rig.run_until_halted();
+    const std::string what = lazy ? "lazy" : "cycle by cycle";
+    const auto y = rig.read_f32(rx, "y", 8), z = rig.read_f32(rx, "z", 4);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(y[static_cast<size_t>(i)], static_cast<float>(5 + i)) << what << " " << i;
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(z[static_cast<size_t>(i)], static_cast<float>(23 + i)) << what << " " << i;
+    for (int i = 0; i < 200; ++i) rig.fabric().step();  // the rest arrive and are dropped
+    EXPECT_EQ(rx->stats().filtered, 28u) << what;
+    EXPECT_EQ(rx->consumed(), 40u) << what;
+    EXPECT_EQ(rx->input_queue_count(0), 0) << what;
+  }
+}
+
+// filt and fcnt name a color the core has an input queue for.
+TEST(CoreFabric, RampFilterOnAColorWithoutInputQueueIsRejected) {
+  CoreRig rig(1);
+  EXPECT_THROW(rig.add(0, 0, ".task 0, main, active\nmain:\n filt 3, r0, r0\n halt\n"), ConfigError);
+  EXPECT_THROW(rig.add(0, 0, ".task 0, main, active\nmain:\n fcnt 3, r0\n halt\n"), ConfigError);
+}
+
 // The example of docs/isa.md: a PE that scales what arrives and sends it on, fabric to fabric.
 TEST(CoreFabric, VectorOpReadsAndWritesTheFabricDirectly) {
   CoreRig rig(3);
