@@ -77,6 +77,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as.data(".space dummy, fp32, 1");
   as.data(".space cfg, i32, 2");
   as.data(".space nupd, fp32, 1");
+  as.data(".space joinf, i32, 1");  // 1: the next forward pass's input slice is in, its start waits
 
   const int chout = col.chain[a % 2], chin = a > 0 ? col.chain[(a - 1) % 2] : -1;
   const int eout = col.east[c % 2], ein = c + 1 < C ? col.east[(c + 1) % 2] : -1;
@@ -110,13 +111,29 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (maxdx) as << "dlen " + dDxs + ", r10";
     if (c + 1 < C) as << "dlen " + dEI + ", r10";
   };
-  // The q-th read of the return stream in a minibatch, whole, into the dy buffer: q < L-1 layer
-  // q's outputs (this row keeps its slice as layer q+1's input), then the dy of layers L-1 .. 0.
+  // The q-th read of the return stream in a minibatch into the dy buffer: q < L-1 layer q's
+  // outputs, of which the ramp filter lets in only this row's slice (layer q+1's input), at its
+  // place in dy; then the dy of layers L-1 .. 0, whole.
   auto issue = [&](int q) {
     const int j = q < L - 1 ? q + 1 : L - (q - (L - 1));  // the boundary whose values come back
-    as << "li r9, " + S(q) << "li r13, dy" << "dbase " + dRetBuf + ", r13"
-       << "li r13, " + S(static_cast<long long>(p.width[static_cast<size_t>(j)]) * m) << "dlen " + dRetBuf + ", r13"
-       << "dlen " + dRet + ", r13" << "vmov.fp32 " + dRetBuf + ", " + dRet + ", async=1, done=activate:2";
+    const long long at = q < L - 1 ? 4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m : 0;
+    const long long n = static_cast<long long>(q < L - 1 ? p.len(j, a) : p.width[static_cast<size_t>(j)]) * m;
+    as << "li r9, " + S(q) << "li r13, dy+" + S(at) << "dbase " + dRetBuf + ", r13" << "li r13, " + S(n)
+       << "dlen " + dRetBuf + ", r13" << "dlen " + dRet + ", r13" << "vmov.fp32 " + dRetBuf + ", " + dRet + ", async=1, done=activate:2";
+  };
+  // The return stream's ramp filter (docs/isa.md): the wavelets of a minibatch are numbered from
+  // 0 (fcnt at its start); layer q's outputs (q < L-1) are numbers B_q .. B_{q+1}-1, output by
+  // output, m samples each (B_q: the outputs of the layers before q, times m); then come the dy.
+  // While layer q's outputs come back only this row's slice passes; after them, everything.
+  // Each window is set before the values it passes can arrive: a layer's outputs need this
+  // row's part of it, which starts after the previous read (rdone).
+  std::vector<long long> B(static_cast<size_t>(L), 0);
+  for (int q = 1; q < L; ++q) B[static_cast<size_t>(q)] = B[static_cast<size_t>(q) - 1] + static_cast<long long>(p.width[static_cast<size_t>(q)]) * m;
+  auto window = [&](int q) {
+    const long long lo = q < L - 1 ? B[static_cast<size_t>(q)] + static_cast<long long>(p.off[static_cast<size_t>(q) + 1][static_cast<size_t>(a)]) * m
+                                   : B[static_cast<size_t>(L) - 1];
+    const long long hi = q < L - 1 ? lo + static_cast<long long>(p.len(q + 1, a)) * m : 0xffffffffLL;
+    as << "li r13, " + S(lo) << "li r14, " + S(hi) << "filt " + S(col.ret) + ", r13, r14";
   };
 
   // Start of a minibatch: this column's samples of the row's input slice, then the first read.
@@ -128,6 +145,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
      << "vmov.fp32 " + dTake + ", " + dIn;
   as << "ld32 r13, [r0+cfg+4]" << "beq r13, r0, ss_b" << "dlen " + dIn + ", r13" << "dlen " + dDisc + ", r13"
      << "vmov.fp32 " + dDisc + ", " + dIn << "ss_b:";
+  as << "fcnt " + S(col.ret) + ", r0";
+  window(0);
   issue(0);
   as << "li r1, 0";
   set_layer(0);
@@ -145,8 +164,12 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
        << "li r6, X" + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
        << "tr_" + S(q) + ":" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * m) << "daddb " + dTrD + ", 4"
        << "addi r8, r8, 1" << "bne r8, r13, tr_" + S(q);
+    window(q + 1);
     issue(q + 1);
-    as << "activate 3" << "exit";
+    // The filtered read ends as soon as this row's slice is in, maybe before the row's own part
+    // of layer q is done (r1 still q): then the pass's last output starts layer q+1 (joinf).
+    as << "li r13, " + S(q + 1) << "beq r1, r13, rj_" + S(q) << "li r13, 1" << "st32 [r0+joinf], r13" << "exit"
+       << "rj_" + S(q) + ":" << "activate 3" << "exit";
   }
 
   // This output's weights: the first of a pass reads them into wbuf 0, later ones were
@@ -186,6 +209,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as << "mov r13, r12" << "mov r12, r15" << "mov r15, r13";
     as << "addi r3, r3, 1" << "bne r3, r11, fm_" + L_ << "li r1, " + S(l + 1);
     set_layer(l + 1 < L ? l + 1 : L - 1);
+    if (l + 1 < L) {  // the next layer's slice came in first (rdone): start its pass now
+      as << "ld32 r13, [r0+joinf]" << "beq r13, r0, fj_" + L_ << "st32 [r0+joinf], r0" << "activate 3" << "fj_" + L_ + ":";
+    }
     as << "exit" << "fm_" + L_ + ":" << "exit";  // the prefetch's completion starts the next output
   }
   for (int l = L - 1; l >= 0; --l) {
