@@ -172,10 +172,10 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
   try {
     write_fabric_stats(f, cfg.stats.out);
     std::ostringstream csv;
-    csv << "x,y,image,busy,stall,idle,instructions,vector_elems,tasks_started\n";
+    csv << "x,y,image,busy,stall,idle,instructions,vector_elems,tasks_started,filtered\n";
     for (const CoreRow& r : rows) {
       csv << r.x << "," << r.y << "," << r.image << "," << r.s.busy << "," << r.s.stall << "," << r.s.idle << ","
-          << r.s.instructions << "," << r.s.vector_elems << "," << r.s.tasks_started << "\n";
+          << r.s.instructions << "," << r.s.vector_elems << "," << r.s.tasks_started << "," << r.s.filtered << "\n";
     }
     write_file_atomic(cfg.stats.out + "/cores.csv", csv.str());
     write_file_atomic(cfg.stats.out + "/outputs.json", oj.dump(1) + "\n");

@@ -18,6 +18,7 @@ void expect_same_stats(const CoreStats& x, const CoreStats& z, const std::string
   EXPECT_EQ(x.instructions, z.instructions) << what;
   EXPECT_EQ(x.vector_elems, z.vector_elems) << what;
   EXPECT_EQ(x.tasks_started, z.tasks_started) << what;
+  EXPECT_EQ(x.filtered, z.filtered) << what;
 }
 
 // A sender and a receiver core run lazily and cycle by cycle (CoreConfig::lazy).
