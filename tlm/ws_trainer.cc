@@ -635,13 +635,16 @@ struct Keeper : tlm_utils::tlm_quantumkeeper {
 // every 65,536 cycles: the callers test that first).
 void WsTrainer::report_progress(const WsSystem& s, uint64_t start) {
   if (!m_progress) return;
-  const int in = s.passes_entered();
+  // The passes whose weights are in (layer 0's backward pass streams none: it counts as in as
+  // soon as the pass before it is, and is not named).
+  const int in = std::min(s.passes_entered(), m_c.plan.streamed_passes());
   if (in <= m_reported) return;
   const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_step0).count();
   if (host >= m_progress_secs) {
     m_progress("  minibatch " + std::to_string(m_step + 1) + ": " + m_pass_names[static_cast<size_t>(in - 1)] +
                " weights in by cycle " + std::to_string(s.now() - start) + " (pass " + std::to_string(in) + " of " +
-               std::to_string(2 * m_c.plan.layers) + "), host " + std::to_string(static_cast<long long>(host)) + " s\n");
+               std::to_string(m_c.plan.streamed_passes()) + " with weights), host " +
+               std::to_string(static_cast<long long>(host)) + " s\n");
   }
   m_reported = in;
 }
