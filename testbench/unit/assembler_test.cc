@@ -595,6 +595,8 @@ TEST(AssemblerErrors, OutOfRangeValues) {
   expect_error("li r1, 0x100000000\n", 1, 8, "immediate 0x100000000 out of range");
   expect_error("addi r1, r2, -2147483649\n", 1, 14, "out of range");
   expect_error("dfin d0, 24, 4\n", 1, 10, "color 24 out of range (0..23)");
+  expect_error("filt 24, r1, r2\n", 1, 6, "color 24 out of range (0..23)");
+  expect_error("fcnt 3, 7\n", 1, 9, "expected a general register r0..r15, got '7'");
   expect_error("activate 64\n", 1, 10, "task 64 out of range (0..63)");
   expect_error(".inq 8, 1\n", 1, 6, "input queue 8 out of range (0..7)");
   expect_error(".outq 6, 1\n", 1, 7, "output queue 6 out of range (0..5)");
