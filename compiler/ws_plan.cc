@@ -40,7 +40,7 @@ double WsPlan::cycles_per_batch() const {
   double t = 0;
   for (size_t l = 0; l < est.size(); ++l) {
     const WsLayerEst& e = est[l];
-    const double stream_b = streams(passes() - 1 - static_cast<int>(l), layers) ? e.stream_cycles : 0.0;
+    const double stream_b = streams(passes() - 1 - static_cast<int>(l)) ? e.stream_cycles : 0.0;
     t += std::max(e.stream_cycles, e.fwd_cycles) + std::max(stream_b, e.bwd_cycles) + 2 * e.turn_cycles;
   }
   return t;
@@ -220,7 +220,7 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
     const double stream = std::max(e.stream_cycles, host);
     const double wait_f = pace.prefetch ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights + d.out) / pace.read_per_cycle;
     // The first layer's backward pass streams nothing (WsPlan::streamed_passes).
-    const bool bwd_streams = WsPlan::streams(p.passes() - 1 - l, p.layers);
+    const bool bwd_streams = p.streams(p.passes() - 1 - l);
     const double wait_b = pace.prefetch || !bwd_streams ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights) / pace.read_per_cycle;
     const double stream_b = bwd_streams ? stream : 0.0;
     const double fwd = std::max(stream + wait_f, e.fwd_cycles) + e.turn_cycles;

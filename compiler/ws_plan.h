@@ -71,7 +71,7 @@ struct WsPlan {
   // The passes whose weights stream in: all but the first layer's backward pass, which computes
   // only dW (dW = dy^T x needs no weights; there is no dx of the model's input to compute).
   int streamed_passes() const { return 2 * layers - 1; }
-  static bool streams(int ps, int layers) { return ps != 2 * layers - 1; }
+  bool streams(int ps) const { return ps < streamed_passes(); }
   double cycles_per_batch() const;  // estimate, weights streamed with prefetch, one system
 };
 

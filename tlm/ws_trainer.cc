@@ -75,7 +75,7 @@ void WsSystem::start_step() {
   for (int l = 0; l < L; ++l) {
     const uint64_t n = static_cast<uint64_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1];
     m_pass_left[static_cast<size_t>(l)] = n + static_cast<uint64_t>(p.width[static_cast<size_t>(l) + 1]);
-    m_pass_left[static_cast<size_t>(2 * L - 1 - l)] = WsPlan::streams(2 * L - 1 - l, L) ? n : 0;
+    m_pass_left[static_cast<size_t>(2 * L - 1 - l)] = p.streams(2 * L - 1 - l) ? n : 0;
   }
   m_entered = 0;
   count_entered();
@@ -116,7 +116,7 @@ void WsSystem::sample_arrived(int s, const float* x, int label, uint64_t from) {
 void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from) {
   const WsPlan& p = m_c.plan;
   const int L = p.layers;
-  if (ps < 0 || ps >= p.streamed_passes()) {
+  if (ps < 0 || !p.streams(ps)) {
     throw std::logic_error("weight streaming: pass " + std::to_string(ps) + " streams no weights (" +
                            std::to_string(p.streamed_passes()) + " passes do)");
   }
