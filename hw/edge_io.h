@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -80,32 +81,34 @@ class alignas(64) EdgeChannel {
   bool inject_full() const { return m_in.size() >= m_depth; }  // try_inject() would refuse
 
   // Fabric side; called by the owning edge router only.
-  bool fabric_can_take(uint64_t now) const { return m_out.size() < m_depth && rate_ok(m_out_next, now); }
-  const Wavelet* fabric_offer(uint64_t now) const {
-    return !m_in.empty() && rate_ok(m_in_next, now) ? &m_in_front : nullptr;
-  }
+  bool fabric_can_take(uint64_t now) const { return m_out.size() < m_depth && now >= m_out_ready; }
+  const Wavelet* fabric_offer(uint64_t now) const { return !m_in.empty() && now >= m_in_ready ? &m_in_front : nullptr; }
   void fabric_took_offer(uint64_t now);
   void fabric_deliver(const Wavelet& w, uint64_t now, uint64_t ready);
   bool has_inject_work() const { return !m_in.empty(); }
   // The first cycle from `next` on at which the rate lets the channel offer its next wavelet.
-  uint64_t offer_cycle(uint64_t next) const {
-    if (rate_ok(m_in_next, next)) return next;
-    return static_cast<uint64_t>(std::ceil(m_in_next));
-  }
+  uint64_t offer_cycle(uint64_t next) const { return std::max(next, m_in_ready); }
 
  private:
-  static bool rate_ok(double next, uint64_t now) { return static_cast<double>(now) >= next; }
-  double next_slot(double next, uint64_t now) const;
+  // A rate slot: cycles in fixed point, the whole cycle in the upper 64 bits and its fraction
+  // in the lower 64. Integer sums are exact, so a schedule depends only on the cycles between
+  // the events that set it, never on how far the run has got (a double's rounding does: the
+  // same burst late in a run could take a slot a cycle later than early on, and a resumed run
+  // would not repeat the one it continues).
+  using Fixed = unsigned __int128;
+  static uint64_t ceil_cycle(Fixed t) { return static_cast<uint64_t>((t + ~uint64_t{0}) >> 64); }
+  Fixed next_slot(Fixed next, uint64_t now) const;
 
   // What the edge router reads on its visits first, in the first cache line: whether there is
-  // an offer, its rate slot and (a copy of m_in's head) the wavelet itself.
-  double m_in_next = 0;
+  // an offer, its rate slot's first cycle and (a copy of m_in's head) the wavelet itself.
+  uint64_t m_in_ready = 0;  // ceil_cycle(m_in_next)
   Wavelet m_in_front;  // m_in.front() while m_in is not empty
   BoundedQueue<Wavelet> m_in;
   size_t m_depth;
-  double m_out_next = 0;
+  uint64_t m_out_ready = 0;  // ceil_cycle(m_out_next)
   BoundedQueue<std::pair<uint64_t, Wavelet>> m_out;  // (ready cycle, wavelet)
-  double m_period;  // cycles per wavelet
+  Fixed m_in_next = 0, m_out_next = 0;  // the rate slots
+  Fixed m_period;  // cycles per wavelet (at least one)
   bool m_auto_drain = false, m_record = false;
   Fabric* m_fabric;
   int m_side, m_index, m_row;
