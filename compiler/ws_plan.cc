@@ -71,7 +71,8 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   }
   int narrow = g.layers.front().in;
   for (const DenseKernel& d : g.layers) narrow = std::min(narrow, d.in);
-  int rows = std::min(nch - 1, narrow);
+  const int room = std::min(nch - 1, narrow);  // feature rows the fabric and the model allow
+  int rows = room;
   if (o.rows < 0) throw CompileError("ws rows must be >= 0 (got " + S(o.rows) + ")");
   if (o.rows > 0) {
     if (o.rows > nch - 1) {
@@ -82,27 +83,24 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     }
     rows = o.rows;
   }
-  p.rows = rows;
-  const int first = (H - 1 - (nch - 1) * hw.io.spacing) / 2;
-  for (int a = 0; a < rows; ++a) {
-    p.row_channel.push_back(a);
-    p.row_y.push_back(first + a * hw.io.spacing);
-  }
-  p.root_channel = rows;
-  p.root_y = first + rows * hw.io.spacing;
-
   p.width.push_back(g.layers.front().in);
   for (const DenseKernel& d : g.layers) {
     p.width.push_back(d.out);
     p.act.push_back(d.act);
   }
-  for (int j = 0; j < L; ++j) p.off.push_back(split(p.width[static_cast<size_t>(j)], rows));
-
-  // SRAM of a feature-row PE: inputs of every layer, the gathered dy, dx, scratch; and of a root.
+  if (o.columns < 0) throw CompileError("ws columns must be >= 0 (got " + S(o.columns) + ")");
+  if (o.columns > 0) {
+    if (o.columns > W) throw CompileError(S(o.columns) + " sample columns do not fit a fabric " + S(W) + " wide");
+    if (p.shard % o.columns != 0) {
+      throw CompileError("the shard of " + S(p.shard) + " samples per system does not split over " + S(o.columns) +
+                         " columns");
+    }
+  }
   const long sram = static_cast<long>(hw.core.sram_kb) * 1024;
+  // SRAM of a feature-row PE: inputs of every layer, the gathered dy, dx, scratch; and of a root.
   auto row_bytes = [&](long m) {
     long worst = 0;
-    for (int a = 0; a < rows; ++a) {
+    for (int a = 0; a < p.rows; ++a) {
       long x = 0, dx = 0, dy = 0, ni = 1;
       for (int l = 0; l < L; ++l) {
         x += p.len(l, a) * m;
@@ -117,24 +115,47 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     }
     return worst;
   };
-  // Columns: the shard's samples spread over them, m per column.
-  if (o.columns < 0) throw CompileError("ws columns must be >= 0 (got " + S(o.columns) + ")");
-  if (o.columns > 0) {
-    if (o.columns > W) throw CompileError(S(o.columns) + " sample columns do not fit a fabric " + S(W) + " wide");
-    if (p.shard % o.columns != 0) {
-      throw CompileError("the shard of " + S(p.shard) + " samples per system does not split over " + S(o.columns) +
-                         " columns");
+  // The mapping with r feature rows: each row's slice of every boundary, and the columns (the
+  // shard's samples spread over them, m per column).
+  auto shape = [&](int r) {
+    p.rows = r;
+    p.off.clear();
+    for (int j = 0; j < L; ++j) p.off.push_back(split(p.width[static_cast<size_t>(j)], r));
+    if (o.columns > 0) {
+      p.cols = o.columns;
+    } else {
+      // Default: one column (the whole shard on each feature row's PE), more only when a PE's
+      // activations would not fit its SRAM. More columns simulate more samples/s on the wafer
+      // but cost host time in proportion (every column runs every weight's task);
+      // docs/weight-streaming.md.
+      p.cols = 1;
+      for (int c = 2; c <= std::min(p.shard, W) && row_bytes(p.shard / p.cols) > sram; ++c) {
+        if (p.shard % c == 0) p.cols = c;
+      }
     }
-    p.cols = o.columns;
-  } else {
-    // Default: one column (the whole shard on each feature row's PE), more only when a PE's
-    // activations would not fit its SRAM. More columns simulate more samples/s on the wafer but
-    // cost host time in proportion (every column runs every weight's task); docs/weight-streaming.md.
-    p.cols = 1;
-    for (int c = 2; c <= std::min(p.shard, W) && row_bytes(p.shard / p.cols) > sram; ++c) {
-      if (p.shard % c == 0) p.cols = c;
-    }
+  };
+  // The PE budget (compile.max_pes, as in layer-pipelined mode; 0: none): a mapping takes
+  // (rows + 1) x columns PEs. Without ws.rows, the most feature rows whose mapping fits it.
+  if (o.max_pes < 0) throw CompileError("compile.max_pes must be 0 (no limit) or positive (got " + S(o.max_pes) + ")");
+  p.rows_room = room;
+  shape(rows);
+  if (o.max_pes > 0 && o.rows == 0) {
+    while (rows > 1 && p.pes() > o.max_pes) shape(--rows);
   }
+  if (o.max_pes > 0 && p.pes() > o.max_pes) {
+    throw CompileError("weight-streaming: " + S(rows) + " feature row(s) x " + S(p.cols) + " sample column(s) and " + S(p.cols) +
+                       " root(s) take " + S(p.pes()) + " PEs, more than compile.max_pes = " + S(o.max_pes) + "; use " +
+                       (o.rows > 0 ? "fewer ws.rows or ws.columns, or " : std::string()) +
+                       "a larger compile.max_pes (0: no limit)");
+  }
+  p.pe_budget = o.max_pes;
+  const int first = (H - 1 - (nch - 1) * hw.io.spacing) / 2;
+  for (int a = 0; a < rows; ++a) {
+    p.row_channel.push_back(a);
+    p.row_y.push_back(first + a * hw.io.spacing);
+  }
+  p.root_channel = rows;
+  p.root_y = first + rows * hw.io.spacing;
   p.m = p.shard / p.cols;
   const long m = p.m;
   p.row_bytes = row_bytes(m);
@@ -143,7 +164,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   if (p.row_bytes > sram) {
     throw CompileError("weight-streaming: a feature-row PE needs " + S(p.row_bytes) + " bytes of SRAM (" + S(rows) +
                        " feature rows, " + S(p.m) + " samples per column), the core has " + S(sram) +
-                       "; use more feature rows (lower io.spacing), more sample columns, or a smaller batch");
+                       "; use " + (o.rows == 0 && rows < p.rows_room ? "a larger compile.max_pes (it allows " + S(rows) + " of " + S(p.rows_room) + " feature rows), " : std::string("more feature rows (lower io.spacing), ")) + "more sample columns, or a smaller batch");
   }
   if (p.root_bytes > sram) {
     throw CompileError("weight-streaming: a root PE needs " + S(p.root_bytes) + " bytes of SRAM for " + S(nl) +
@@ -246,6 +267,8 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
   r["sample_columns"] = p.cols;
   r["samples_per_column"] = p.m;
   r["pes_per_system"] = p.pes();
+  r["pe_budget"] = p.pe_budget;            // compile.max_pes (0: no limit)
+  r["feature_rows_room"] = p.rows_room;    // feature rows the fabric and the model allow
   r["row_sram_bytes"] = p.row_bytes;
   r["root_sram_bytes"] = p.root_bytes;
   r["sram_bytes"] = static_cast<long>(hw.core.sram_kb) * 1024;
@@ -267,7 +290,12 @@ std::string ws_report_text(const nlohmann::json& r) {
   t += "  " + S(r["systems"].get<int>()) + " system(s), batch " + S(r["batch"].get<int>()) + " (" + S(r["shard_per_system"].get<int>()) +
        " per system); each wafer: " + S(r["feature_rows"].get<int>()) + " feature rows x " + S(r["sample_columns"].get<int>()) +
        " sample columns (" + S(r["samples_per_column"].get<int>()) + " per column) + a root row, " + S(r["pes_per_system"].get<int>()) +
-       " PEs\n";
+       " PEs";
+  if (r.value("feature_rows_room", 0) > r["feature_rows"].get<int>() && r.value("pe_budget", 0) > 0) {
+    t += " (compile.max_pes = " + S(r["pe_budget"].get<int>()) + " limits the rows; with 0, " +
+         S(r["feature_rows_room"].get<int>()) + " feature rows)";
+  }
+  t += "\n";
   t += "  SRAM per PE: feature rows " + S(r["row_sram_bytes"].get<long>()) + " B, roots " + S(r["root_sram_bytes"].get<long>()) +
        " B of " + S(r["sram_bytes"].get<long>()) + "\n";
   t += "  weights in: " + fmt(r["channel_wavelets_per_cycle"].get<double>(), 3) + " wavelets/cycle per row channel, host link " +

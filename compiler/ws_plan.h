@@ -32,7 +32,9 @@ struct WsOptions {
   int batch = 16;    // global minibatch, over all systems
   int systems = 1;   // data-parallel CS-2 systems; each takes batch / systems samples
   int columns = 0;   // sample columns per system (0: 1, or the fewest whose activations fit SRAM)
-  int rows = 0;      // feature rows (0: every West channel row but the root's, capped by the narrowest layer)
+  int rows = 0;      // feature rows (0: every West channel row but the root's, capped by the narrowest layer
+                     // and by max_pes)
+  int max_pes = 0;   // PEs per system the mapping may take, (rows + 1) x columns (compile.max_pes; 0: no limit)
 };
 
 struct WsLayerEst {
@@ -48,6 +50,8 @@ struct WsPlan {
   int fabric_width = 0;
   int batch = 16, systems = 1, shard = 16;  // shard = batch / systems
   int rows = 1, cols = 1, m = 1;            // m = samples per column = shard / cols
+  int rows_room = 1;                        // feature rows the fabric and the model allow (rows <= it)
+  int pe_budget = 0;                        // WsOptions::max_pes (0: no limit)
   std::vector<int> row_y;                   // fabric row of each feature row (a West/East channel row)
   std::vector<int> row_channel;             // its channel index on both edges
   int root_y = 0, root_channel = 0;
@@ -86,8 +90,8 @@ struct WsHostPace {
 };
 
 // Chooses rows, columns and slices. Throws CompileError: batch not divisible by systems or
-// columns, too few I/O channel rows, a layer narrower than the feature rows, or PEs whose
-// activations do not fit their SRAM (by how much).
+// columns, too few I/O channel rows, a layer narrower than the feature rows, a mapping larger
+// than the PE budget, or PEs whose activations do not fit their SRAM (by how much).
 WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o);
 
 // The compile report of weight-streaming mode: the mapping, per layer the weight-stream time

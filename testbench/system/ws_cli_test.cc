@@ -417,6 +417,53 @@ TEST(WsCompile, ReportAutoModeAndTheModelTooLargeForLayerPipelined) {
   EXPECT_NE(r.out.find("Compile report (weight streaming)"), std::string::npos) << r.out;
 }
 
+// One PE budget for both modes: compile.max_pes caps weight streaming's feature rows, columns
+// and roots per system as it caps layer-pipelined regions, and the report says when it binds.
+TEST(WsCompile, ThePeBudgetBindsWeightStreamingToo) {
+  auto report = [](const std::vector<std::string>& more, CliRun* run) {
+    const fs::path d = tmp_path("wsc_budget");
+    fs::remove_all(d);
+    *run = cmd(false, with({"--mode", "weight-streaming", "--compile-only", "-o", d.string()}, more));
+    EXPECT_EQ(run->rc, 0) << run->err;
+    return nlohmann::json::parse(slurp(d / "compile_report.json"));
+  };
+  CliRun r;
+  // The demo on its defaults: compile.max_pes = 16, 15 feature rows and the root, of the 32 the
+  // fabric has room for.
+  auto rep = report({}, &r);
+  EXPECT_EQ(rep["pe_budget"], 16);
+  EXPECT_EQ(rep["pes_per_system"], 16);
+  EXPECT_EQ(rep["feature_rows"], 15);
+  EXPECT_EQ(rep["feature_rows_room"], 32);
+  EXPECT_NE(r.out.find("16 PEs (compile.max_pes = 16 limits the rows; with 0, 32 feature rows)"), std::string::npos) << r.out;
+  // No limit: every feature row; a budget above the fabric's room changes nothing.
+  for (const char* budget : {"0", "40"}) {
+    rep = report({"--compile.max_pes", budget}, &r);
+    EXPECT_EQ(rep["pes_per_system"], 33) << budget;
+    EXPECT_EQ(r.out.find("limits the rows"), std::string::npos) << r.out;
+  }
+  // Columns count: 4 columns of 3 feature rows and a root.
+  rep = report({"--ws.columns", "4"}, &r);
+  EXPECT_EQ(rep["feature_rows"], 3);
+  EXPECT_EQ(rep["pes_per_system"], 16);
+  rep = report({"--compile.max_pes", "5"}, &r);
+  EXPECT_EQ(rep["feature_rows"], 4);
+  // What does not fit is an error that names the budget.
+  struct Case {
+    std::vector<std::string> args;
+    std::string msg;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--ws.rows", "20"}, "20 feature row(s) x 1 sample column(s) and 1 root(s) take 21 PEs, more than compile.max_pes = 16; use fewer ws.rows or ws.columns, or a larger compile.max_pes"},
+           {{"--compile.max_pes", "2"}, "1 feature row(s) x 2 sample column(s) and 2 root(s) take 4 PEs, more than compile.max_pes = 2; use a larger compile.max_pes (0: no limit)"},
+           {{"--ws.columns", "16"}, "take 32 PEs, more than compile.max_pes = 16"},
+           {{"--compile.max_pes", "2", "--ws.columns", "1"}, "SRAM (1 feature rows, 16 samples per column), the core has 49152; use a larger compile.max_pes (it allows 1 of 32 feature rows)"}}) {
+    r = cmd(false, with({"--mode", "weight-streaming", "--compile-only", "-o", tmp_path("wsc_budget_bad")}, c.args));
+    EXPECT_EQ(r.rc, 2) << ::testing::PrintToString(c.args) << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(c.msg), std::string::npos) << r.err;
+  }
+}
+
 TEST(WsCompile, ClusterBadInputIsAClearError) {
   struct Case {
     std::vector<std::string> args;
