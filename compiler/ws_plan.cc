@@ -149,6 +149,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
                        "a larger compile.max_pes (0: no limit)");
   }
   p.pe_budget = o.max_pes;
+  p.budget_bound = o.rows == 0 && rows < room;
   const int first = (H - 1 - (nch - 1) * hw.io.spacing) / 2;
   for (int a = 0; a < rows; ++a) {
     p.row_channel.push_back(a);
@@ -164,7 +165,10 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   if (p.row_bytes > sram) {
     throw CompileError("weight-streaming: a feature-row PE needs " + S(p.row_bytes) + " bytes of SRAM (" + S(rows) +
                        " feature rows, " + S(p.m) + " samples per column), the core has " + S(sram) +
-                       "; use " + (o.rows == 0 && rows < p.rows_room ? "a larger compile.max_pes (it allows " + S(rows) + " of " + S(p.rows_room) + " feature rows), " : std::string("more feature rows (lower io.spacing), ")) + "more sample columns, or a smaller batch");
+                       "; use " +
+                       (p.budget_bound ? "a larger compile.max_pes (it allows " + S(rows) + " of " + S(room) + " feature rows), "
+                                       : std::string("more feature rows (lower io.spacing), ")) +
+                       "more sample columns, or a smaller batch");
   }
   if (p.root_bytes > sram) {
     throw CompileError("weight-streaming: a root PE needs " + S(p.root_bytes) + " bytes of SRAM for " + S(nl) +
@@ -269,6 +273,7 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
   r["pes_per_system"] = p.pes();
   r["pe_budget"] = p.pe_budget;            // compile.max_pes (0: no limit)
   r["feature_rows_room"] = p.rows_room;    // feature rows the fabric and the model allow
+  r["rows_limited_by_budget"] = p.budget_bound;
   r["row_sram_bytes"] = p.row_bytes;
   r["root_sram_bytes"] = p.root_bytes;
   r["sram_bytes"] = static_cast<long>(hw.core.sram_kb) * 1024;
@@ -291,7 +296,7 @@ std::string ws_report_text(const nlohmann::json& r) {
        " per system); each wafer: " + S(r["feature_rows"].get<int>()) + " feature rows x " + S(r["sample_columns"].get<int>()) +
        " sample columns (" + S(r["samples_per_column"].get<int>()) + " per column) + a root row, " + S(r["pes_per_system"].get<int>()) +
        " PEs";
-  if (r.value("feature_rows_room", 0) > r["feature_rows"].get<int>() && r.value("pe_budget", 0) > 0) {
+  if (r.value("rows_limited_by_budget", false)) {
     t += " (compile.max_pes = " + S(r["pe_budget"].get<int>()) + " limits the rows; with 0, " +
          S(r["feature_rows_room"].get<int>()) + " feature rows)";
   }

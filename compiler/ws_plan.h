@@ -52,6 +52,7 @@ struct WsPlan {
   int rows = 1, cols = 1, m = 1;            // m = samples per column = shard / cols
   int rows_room = 1;                        // feature rows the fabric and the model allow (rows <= it)
   int pe_budget = 0;                        // WsOptions::max_pes (0: no limit)
+  bool budget_bound = false;                // pe_budget chose fewer feature rows than rows_room
   std::vector<int> row_y;                   // fabric row of each feature row (a West/East channel row)
   std::vector<int> row_channel;             // its channel index on both edges
   int root_y = 0, root_channel = 0;

@@ -446,8 +446,14 @@ TEST(WsCompile, ThePeBudgetBindsWeightStreamingToo) {
   rep = report({"--ws.columns", "4"}, &r);
   EXPECT_EQ(rep["feature_rows"], 3);
   EXPECT_EQ(rep["pes_per_system"], 16);
+  EXPECT_TRUE(rep["rows_limited_by_budget"].get<bool>());
   rep = report({"--compile.max_pes", "5"}, &r);
   EXPECT_EQ(rep["feature_rows"], 4);
+  // Fewer rows asked for: the budget is not what limits them.
+  rep = report({"--ws.rows", "8"}, &r);
+  EXPECT_EQ(rep["pes_per_system"], 9);
+  EXPECT_FALSE(rep["rows_limited_by_budget"].get<bool>());
+  EXPECT_EQ(r.out.find("limits the rows"), std::string::npos) << r.out;
   // What does not fit is an error that names the budget.
   struct Case {
     std::vector<std::string> args;
