@@ -25,7 +25,9 @@ class PeAgent {
   // Evaluate phase of cycle `now`: consume what has arrived, and offer at most one wavelet for
   // the ramp link. `ramp_full` are the colors whose router ramp buffer is full; an offered
   // wavelet of another color is always accepted. Returns kOffered and/or kConsumed.
-  static constexpr uint32_t kOffered = 1, kConsumed = 2;
+  // kRampWait: it has something to offer, but only on colors in `ramp_full`, and sleeps until
+  // one of those frees (the router then evaluates it in the next cycle).
+  static constexpr uint32_t kOffered = 1, kConsumed = 2, kRampWait = 4;
   virtual uint32_t evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) = 0;
 
   // The router delivers a wavelet that becomes visible at cycle `ready`, before it evaluates the

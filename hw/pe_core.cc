@@ -194,6 +194,9 @@ uint64_t PeCore::wavelet_wait(const VecOp& op) const {
     if (!q.count) return kNever;
     if (q.slot[q.head].ready > next) until = std::max(until, q.slot[q.head].ready);
   }
+  if (m_outq_wait && !op.sum && op.dst.kind == kFoutDsd && m_outq[op.dst.queue].count == m_outq[op.dst.queue].depth) {
+    return kNever;  // only the ramp's next take makes room, at an evaluation the router brings
+  }
   return m_cfg.lazy ? until : 0;  // CoreConfig::lazy off: evaluated every cycle a wavelet is queued
 }
 
@@ -219,7 +222,7 @@ bool PeCore::has_work() const { return next_work() != kNever; }
 // whose ramp latency has not elapsed; kNever if only an arrival can change anything.
 uint64_t PeCore::next_work() const {
   const uint64_t next = m_last_eval + 1;
-  if (m_outq_nonempty) return next;
+  if (m_outq_nonempty && !m_outq_wait) return next;
   uint64_t wake = kNever;
   for (uint32_t m = m_ut_busy; m; m &= m - 1) {
     const uint64_t w = wavelet_wait(m_ut[__builtin_ctz(m)]);
@@ -545,7 +548,7 @@ uint64_t PeCore::pure_run(uint64_t t, uint32_t unknown, uint64_t dlo, uint64_t d
 // Called at the end of evaluate(now): can the core skip cycles (see m_lazy)?
 void PeCore::update_lazy(uint64_t now) {
   m_lazy = kLazyNone;
-  if (!m_cfg.lazy || m_outq_nonempty || m_halted || m_task < 0) return;
+  if (!m_cfg.lazy || (m_outq_nonempty && !m_outq_wait) || m_halted || m_task < 0) return;
   uint64_t ut_wake = kNever;  // the first queued wavelet a microthread waits for is readable
   for (uint32_t m = m_ut_busy; m; m &= m - 1) {
     const uint64_t w = wavelet_wait(m_ut[__builtin_ctz(m)]);
@@ -635,6 +638,8 @@ int PeCore::next_outq(uint32_t ramp_full) const {
 uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   const uint8_t was_lazy = m_lazy;
   settle(now);
+  ++m_evaluations;
+  m_outq_wait = false;
   m_last_eval = now;
   m_evaluated = true;
   m_lazy = kLazyNone;
@@ -716,6 +721,12 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   else if (waiting) ++m_stats.stall;
   else ++m_stats.idle;
   if (result || progress) result |= kConsumed;  // anything moved: keeps the watchdog quiet
+  if (m_outq_nonempty && !(result & kOffered) && m_cfg.lazy && !m_halted && (m_main_op.active || m_ut_busy || m_task >= 0)) {
+    bool all = true;  // every nonempty queue's color full at the router (start of this cycle)
+    for (uint32_t m = m_outq_nonempty; m && all; m &= m - 1) all = (ramp_full >> m_outq[__builtin_ctz(m)].color) & 1;
+    m_outq_wait = all;
+    if (all) result |= kRampWait;
+  }
   update_lazy(now);
   return result;
 }

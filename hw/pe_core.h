@@ -59,6 +59,7 @@ class PeCore : public PeAgent {
   int output_queue_count(int q) const;
   const std::string& name() const { return m_name; }
   uint64_t replayed_cycles() const { return m_replayed; }  // cycles skipped, then replayed (m_lazy)
+  uint64_t evaluations() const { return m_evaluations; }   // evaluate() calls (host-side cost; tests)
 
  private:
   struct Dsd {
@@ -160,7 +161,8 @@ class PeCore : public PeAgent {
   // 0 when the op can step at m_last_eval + 1 (or is not waiting on its fabric sources); else
   // the cycle from which every fabric source is readable: kNever when one is empty (only an
   // arrival can change that), or the ready cycle of a queued wavelet whose ramp latency has not
-  // elapsed. A core whose every thread waits sleeps until then (next_work).
+  // elapsed; kNever too when its fabric destination's output queue is full and waiting
+  // (m_outq_wait). A core whose every thread waits sleeps until then (next_work).
   static constexpr uint64_t kNever = ~uint64_t(0);
   uint64_t wavelet_wait(const VecOp& op) const;
   uint64_t next_work() const;
@@ -204,6 +206,7 @@ class PeCore : public PeAgent {
   uint64_t m_lazy_until = 0;
   uint64_t m_main_end = 0;            // cached end of the SRAM-only main op (0 = not computed)
   uint64_t m_replayed = 0;
+  uint64_t m_evaluations = 0;
 
   // Registers.
   uint32_t m_gpr[kNumGprs] = {};
@@ -221,6 +224,11 @@ class PeCore : public PeAgent {
   uint32_t m_full = ~0u;              // colors the core cannot take now (start of cycle)
   int m_rr_outq = 0;
   uint32_t m_outq_nonempty = 0;       // output queues holding a wavelet
+  // After an evaluate() that offered nothing because the router's ramp buffer of every nonempty
+  // output queue's color was full (ramp_full), with a thread still in an op or a task: those
+  // buffers free only when the router forwards their heads, and it then evaluates the core in
+  // the next cycle (Router::agent_and_channels), so until then the queues count as waiting.
+  bool m_outq_wait = false;
   uint32_t m_send_colors = 0, m_receive_colors = 0;
   uint64_t m_consumed = 0;
 

@@ -450,7 +450,8 @@ __attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t n
     Wavelet w;
     const uint32_t full_before = m_agent_full;
     const uint32_t r = m_agent->evaluate(now, ramp_full, &w);
-    if (r) ++tc.moves;
+    m_agent_saw_full = (r & PeAgent::kRampWait) ? ramp_full : 0;
+    if (r & (PeAgent::kOffered | PeAgent::kConsumed)) ++tc.moves;
     m_agent_full = m_agent->full_colors();
     // The agent matters to this router's heads only through what it offers and the room in its
     // queues (heads waiting for the ramp).
@@ -464,6 +465,12 @@ __attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t n
       const uint64_t t = m_agent->wake_cycle(now + 1);
       m_agent_due = t ? t : kAgentIdle;
     }
+  }
+  // A ramp buffer the agent last saw full has freed (its head left, this cycle or before the
+  // start-of-cycle copy): the agent can offer again from the next cycle.
+  if (m_agent_saw_full & ~m_full_in[kRamp]) {
+    m_agent_saw_full &= m_full_in[kRamp];
+    if (now + 1 < m_agent_due) m_agent_due = now + 1;
   }
   for (uint32_t m = m_chan_in; m; m &= m - 1) {  // the channels with something to inject
     const int p = ctz(m);

@@ -372,6 +372,9 @@ class alignas(64) Router {
   static constexpr uint64_t kAgentIdle = ~uint64_t(0);
   uint64_t m_agent_due = 0;
   const RouterConfig* m_cfg;
+  // The ramp_full its last evaluate() was given: when one of those buffers frees, the agent is
+  // evaluated in the next cycle (a core may sleep on a full one: PeCore::m_outq_wait).
+  uint32_t m_agent_saw_full = 0;
 
  public:
   // Line 5: counters and the wake-set bit.

@@ -249,7 +249,7 @@ void VectorFabric::step_block(size_t block, bool* moved) {
     Wavelet w;
     const uint32_t r = a->evaluate(now, ramp_full[l], &w);
     arr(kAgentFull)[b + static_cast<size_t>(l)] = a->full_colors();
-    if (r) *moved = true;
+    if (r & (PeAgent::kOffered | PeAgent::kConsumed)) *moved = true;
     if (!(r & PeAgent::kOffered)) continue;
     inj_bit[l] = 1u << w.color;
     inj_col[l] = w.color;

@@ -523,6 +523,34 @@ TEST(CoreFabric, LazyCoreReplaysSkippedCyclesExactly) {
   EXPECT_GT(replayed, 500u) << "the lazy runs skipped (almost) nothing: the test no longer covers the replay";
 }
 
+// A producer whose output queue and router ramp buffer are full (its consumer reads late) has
+// nothing to do until the router forwards that buffer's head, and the router then evaluates it
+// in the next cycle, so a lazy producer sleeps meanwhile (PeCore::m_outq_wait) and replays the
+// stalled cycles when woken. Lazy and cycle-by-cycle runs must agree bit for bit, for consumers
+// that read at once and ones that read hundreds of cycles late.
+TEST(CoreFabric, ProducerSleepsOnAFullRampBufferExactly) {
+  uint64_t tx_evals[2] = {0, 0};  // the producer's evaluations, cycle by cycle and lazy
+  auto run = [&](bool lazy, int delay) {
+    CoreRig rig(2);
+    rig.hw().core.lazy = lazy;
+    rig.route(0, 0, 1, R, E);
+    rig.route(1, 0, 1, W, R);
+    PeCore* tx = rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, " + floats(64, 1.5f, -3.0f) +
+                                   "\nmain:\n dmem d0, x, 64, 1\n dfout d1, 1, 64\n vmov.fp32 d1, d0\n halt\n");
+    PeCore* rx = rig.add(1, 0, ".inq 0, 1\n.task 0, main, active\n.space y, fp32, 64\n.space mark, i32, 1\nmain:\n"
+                               " li r1, 0\n li r2, " + std::to_string(delay) +
+                                   "\nwait:\n bge r1, r2, go\n addi r1, r1, 1\n jmp wait\ngo:\n dmem d0, y, 64, 1\n"
+                                   " dfin d1, 1, 64\n vmov.fp32 d0, d1\n li r1, mark\n li r2, 77\n st32 [r1], r2\n halt\n");
+    LazyRun r = finish(rig, tx, rx, "y");
+    tx_evals[lazy] += tx->evaluations();
+    return r;
+  };
+  expect_lazy_matches(run, {0, 1, 3, 40, 200, 500});
+  // The consumer reads over 2,000 cycles late in all; the lazy producer sleeps through them.
+  EXPECT_GT(tx_evals[0], 2000u);
+  EXPECT_LT(tx_evals[1] * 4, tx_evals[0]) << "the producer did not sleep on its full ramp buffer";
+}
+
 // The same for scalar code: a receiver's main thread runs integer loops, loads from the buffer
 // its microthread fills from the fabric, descriptor updates and stores, while wavelets come
 // one at a time from a sender that spins between them (its own scalar loops, with no
