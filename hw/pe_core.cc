@@ -722,10 +722,8 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   else ++m_stats.idle;
   if (result || progress) result |= kConsumed;  // anything moved: keeps the watchdog quiet
   if (m_outq_nonempty && !(result & kOffered) && m_cfg.lazy && !m_halted && (m_main_op.active || m_ut_busy || m_task >= 0)) {
-    bool all = true;  // every nonempty queue's color full at the router (start of this cycle)
-    for (uint32_t m = m_outq_nonempty; m && all; m &= m - 1) all = (ramp_full >> m_outq[__builtin_ctz(m)].color) & 1;
-    m_outq_wait = all;
-    if (all) result |= kRampWait;
+    m_outq_wait = next_outq(ramp_full) < 0;  // every nonempty queue's color full at the router (start of this cycle)
+    if (m_outq_wait) result |= kRampWait;
   }
   update_lazy(now);
   return result;
