@@ -97,10 +97,18 @@ int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, 
   uint64_t active_pe_cycles = 0;
   const StatsOptions st = cfg.stats;
   InterruptGuard interrupt;  // SIGINT/SIGTERM: stop after this cycle, write the stats so far
+  std::string write_error;   // an interval's stats that could not be written stop the run
   wafer.on_cycle([&](Fabric& fab) {
     active_pe_cycles += fab.active_routers();
     if (st.warmup && fab.cycle() == st.warmup) fab.reset_stats();
-    if (st.interval && fab.cycle() % st.interval == 0) write_fabric_stats(fab, st.out);
+    if (st.interval && fab.cycle() % st.interval == 0) {
+      try {
+        write_fabric_stats(fab, st.out);
+      } catch (const std::exception& e) {
+        write_error = e.what();
+        sc_core::sc_stop();
+      }
+    }
     if (InterruptGuard::requested()) sc_core::sc_stop();
   });
 
@@ -111,17 +119,18 @@ int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, 
 
   const std::string summary = summary_text(cfg, f, plan, host_s, active_pe_cycles);
   int rc = kExitOk;
+  out << summary;
   try {
+    if (!write_error.empty()) throw std::runtime_error(write_error);
     write_fabric_stats(f, cfg.stats.out);
     write_file_atomic(cfg.stats.out + "/summary.txt", summary);
+    out << "wrote    " << cfg.stats.out << "/{stats.json,pe_*.csv,config.ini,summary.txt}";
+    if (tf) out << ", " << cfg.trace.vcd;
+    out << "\n";
   } catch (const std::exception& e) {
     err << "wafersim fabric: error: " << e.what() << "\n";
     rc = kExitRuntime;
   }
-  out << summary;
-  out << "wrote    " << cfg.stats.out << "/{stats.json,pe_*.csv,config.ini,summary.txt}";
-  if (tf) out << ", " << cfg.trace.vcd;
-  out << "\n";
   if (!wafer.error().empty()) {
     err << "wafersim fabric: error: " << wafer.error() << "\n";
     return wafer.deadlocked() ? kExitDeadlock : kExitRuntime;

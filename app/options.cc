@@ -165,8 +165,12 @@ bool parse_into(const std::vector<std::string>& args, const po::options_descript
       if (!in) throw ConfigError("cannot read config file '" + path + "'");
       try {
         const po::parsed_options file = po::parse_config_file(in, file_opts, /*allow_unregistered=*/false);
+        // Every value of the file is converted and checked, also those the command line
+        // overrides (store() skips an option that already has a value).
+        po::variables_map own;
+        po::store(file, own);
+        check_values(file, own, false, "config file '" + path + "': ");
         po::store(file, vm);
-        check_values(file, vm, false, "config file '" + path + "': ");
       } catch (const po::error& e) {
         throw ConfigError("config file '" + path + "': " + e.what());
       }
@@ -186,6 +190,15 @@ std::string vcd_base(const std::string& path) {
 }
 
 namespace {
+
+// The results directory is named, and a warm-up can end inside the run.
+void check_stats(const StatsOptions& st, uint64_t cycles, const char* cycles_name) {
+  if (st.out.empty()) throw ConfigError("stats.out (-o) must name the results directory, got ''");
+  if (st.warmup > 0 && st.warmup >= cycles) {
+    throw ConfigError("stats.warmup " + std::to_string(st.warmup) + " is not below " + cycles_name + " " + std::to_string(cycles) +
+                      ": the counters would never restart");
+  }
+}
 
 void check_trace(const TraceOptions& tr, const HwConfig& hw) {
   if (!tr.vcd.empty() && tr.region.empty()) {
@@ -245,6 +258,7 @@ bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig*
   c.hw.sim.visit_order = parse_visit_order(visit_order);
   c.hw.validate();
   c.traffic.validate();
+  check_stats(c.stats, c.hw.sim.cycles, "sim.cycles");
   check_trace(c.trace, c.hw);
   c.resolved_ini = resolved_ini(file_opts, vm, "wafersim fabric");
   return true;
@@ -283,6 +297,7 @@ bool parse_run_options(const std::vector<std::string>& args, RunConfig* cfg, std
   c.height_given = !vm["fabric.height"].defaulted();
   c.hw.sim.visit_order = parse_visit_order(visit_order);
   c.hw.validate();
+  check_stats(c.stats, c.hw.sim.cycles, "sim.cycles (the most a run may take)");
   if (c.show < 0) throw ConfigError("show must be >= 0");
   // The fabric size may still change to the program's bounding box: resolve the INI text then.
   auto desc = std::make_shared<po::options_description>(file_opts);
@@ -478,6 +493,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   }
   // Options that the run would ignore are errors, not silently dropped.
   if (c.validate_only && c.compile_only) throw ConfigError("--validate-only and --compile-only exclude each other");
+  if (c.out.empty()) throw ConfigError("--out (-o) must name the directory for the outputs, got ''");
   if (train && vm.count("resume")) {
     if (c.resume.empty()) throw ConfigError("--resume needs the checkpoint file to continue from");
     if (vm.count("model") && !vm["model"].defaulted()) {
@@ -521,7 +537,8 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
     if (!(c.progress_seconds >= 0)) throw ConfigError("train.progress_seconds must be >= 0");
     if (!(c.compile.hyper.lr > 0) || !std::isfinite(c.compile.hyper.lr)) throw ConfigError("train.lr must be a positive number");
     if (!(c.compile.hyper.momentum >= 0 && c.compile.hyper.momentum < 1)) throw ConfigError("train.momentum must be in [0, 1)");
-    if (!(c.norm.std != 0) || !std::isfinite(c.norm.std)) throw ConfigError("data.std must be a non-zero number");
+    if (!(c.norm.std > 0) || !std::isfinite(c.norm.std)) throw ConfigError("data.std must be a positive number");
+    if (!(c.norm.scale != 0)) throw ConfigError("data.scale must be a non-zero number");
     if (c.data != "fashion-mnist" && c.data != "idx" && c.data != "npy") {
       throw ConfigError("data.source '" + c.data + "' is unknown (fashion-mnist, idx or npy)");
     }

@@ -108,9 +108,18 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
   bool finished = program_done(f, loaded, &first_running);
   const StatsOptions st = cfg.stats;
   InterruptGuard interrupt;  // SIGINT/SIGTERM: stop after this cycle, report and write what there is
+  std::string write_error;  // an interval's stats that could not be written stop the run
   wafer.on_cycle([&](Fabric& fab) {
     if (st.warmup && fab.cycle() == st.warmup) fab.reset_stats();
-    if (st.interval && fab.cycle() % st.interval == 0) write_fabric_stats(fab, st.out);
+    if (st.interval && fab.cycle() % st.interval == 0) {
+      try {
+        write_fabric_stats(fab, st.out);
+      } catch (const std::exception& e) {
+        write_error = e.what();
+        sc_core::sc_stop();
+        return;
+      }
+    }
     if (program_done(fab, loaded, &first_running)) {
       finished = true;
       sc_core::sc_stop();
@@ -168,8 +177,14 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
   }
   if (listed > 16) sum << "  ... " << listed - 16 << " more outputs (all in outputs.json)\n";
 
+  if (st.warmup && cycles < st.warmup) {
+    sum << "note     the run ended at cycle " << cycles << ", before stats.warmup " << st.warmup
+        << ": the counters cover every cycle\n";
+  }
   int rc = kExitOk;
+  out << sum.str();
   try {
+    if (!write_error.empty()) throw std::runtime_error(write_error);
     write_fabric_stats(f, cfg.stats.out);
     std::ostringstream csv;
     csv << "x,y,image,busy,stall,idle,instructions,vector_elems,tasks_started,filtered\n";
@@ -178,16 +193,15 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
           << r.s.instructions << "," << r.s.vector_elems << "," << r.s.tasks_started << "," << r.s.filtered << "\n";
     }
     write_file_atomic(cfg.stats.out + "/cores.csv", csv.str());
-    write_file_atomic(cfg.stats.out + "/outputs.json", oj.dump(1) + "\n");
+    write_file_atomic(cfg.stats.out + "/outputs.json", oj.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     write_file_atomic(cfg.stats.out + "/summary.txt", sum.str());
+    out << "wrote    " << cfg.stats.out << "/{summary.txt,cores.csv,outputs.json,stats.json,pe_*.csv,config.ini}";
+    if (tf) out << ", " << cfg.trace.vcd;
+    out << "\n";
   } catch (const std::exception& e) {
     err << "wafersim run: error: " << e.what() << "\n";
     rc = kExitRuntime;
   }
-  out << sum.str();
-  out << "wrote    " << cfg.stats.out << "/{summary.txt,cores.csv,outputs.json,stats.json,pe_*.csv,config.ini}";
-  if (tf) out << ", " << cfg.trace.vcd;
-  out << "\n";
   if (!wafer.error().empty()) {
     err << "wafersim run: error: " << wafer.error() << "\n";
     return wafer.deadlocked() ? kExitDeadlock : kExitRuntime;

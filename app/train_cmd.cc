@@ -59,8 +59,17 @@ std::map<std::string, std::vector<float>> onnx_weights(const KernelGraph& g, con
   return m;
 }
 
+// Writes the checkpoint of `s` with the losses up to it, after checking that every weight and
+// momentum value is finite (a checkpoint that --resume would reject is never written).
 void write_checkpoint(const std::string& src, const std::string& dst, const KernelGraph& g, const ModelState& s,
-                      const TrainConfig& c, uint64_t seed) {
+                      const TrainConfig& c, uint64_t seed, const std::string& losses_csv, const HealthCheck& health) {
+  for (size_t l = 0; l < g.layers.size(); ++l) {
+    const std::string& name = g.layers[l].name;
+    health.tensor(s.step, "layer '" + name + "' weight", s.w[l]);
+    health.tensor(s.step, "layer '" + name + "' bias", s.b[l]);
+    health.tensor(s.step, "layer '" + name + "' weight momentum", s.v[l]);
+    health.tensor(s.step, "layer '" + name + "' bias momentum", s.vb[l]);
+  }
   std::vector<OnnxTensor> extra;
   for (auto& [name, v] : onnx_weights(g, s, true)) {
     OnnxTensor t;
@@ -76,7 +85,8 @@ void write_checkpoint(const std::string& src, const std::string& dst, const Kern
                            {"wafersim.batch", std::to_string(c.compile.place.batch)},
                            {"wafersim.lr", fixed(c.compile.hyper.lr, 9)},
                            {"wafersim.momentum", fixed(c.compile.hyper.momentum, 9)},
-                           {"wafersim.config", checkpoint_config(c)}});
+                           {"wafersim.config", checkpoint_config(c)},
+                           {kLossesKey, losses_csv}});
 }
 
 
@@ -198,6 +208,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     const tlm::Dataset train = load_data(c, true);
     tlm::Dataset test;
     if (c.eval) test = load_data(c, false);
+    check_test_set(test, g);
     const auto t0 = std::chrono::steady_clock::now();
     CompileResult r = compile_model(model_path, c.hw, c.compile, &state);
     out << r.report_text;
@@ -229,7 +240,10 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     const int B = c.compile.place.batch;
     const long long last = state.step + c.steps;
     const long long every = c.log_every ? c.log_every : std::max<long long>(1, c.steps / 20);
-    std::string losses_csv = "step,mean_loss,cycles\n";
+    const std::string header = "step,mean_loss,cycles\n";
+    std::string losses_csv = c.resume.empty() ? header : checkpoint_losses(m, c, header, state.step);
+    const std::string checkpoint = (fs::path(c.out) / "checkpoint.onnx").string();
+    HealthCheck health{checkpoint, c.resume.empty() ? -1 : state.step};
     if (c.fabric_stats) t.fabric().reset_stats();  // the counters cover the training steps
     const FabricTotals traffic0 = t.fabric().totals();  // (a whole-fabric scan: before the host timer)
     const auto h0 = std::chrono::steady_clock::now();
@@ -240,6 +254,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     InterruptGuard interrupt;  // SIGINT/SIGTERM: stop after this step, write what there is
     while (t.steps_done() < last && !InterruptGuard::requested()) {
       const tlm::StepResult s = t.step();
+      health.loss(s.step, s.mean_loss);
       losses_csv += std::to_string(s.step) + "," + exact(s.mean_loss) + "," + std::to_string(s.cycles) + "\n";
       window_loss += s.mean_loss;
       last_loss = s.mean_loss;
@@ -256,8 +271,9 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
         window = 0;
       }
       if (c.checkpoint_every && s.step % c.checkpoint_every == 0 && s.step != last) {
-        write_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, t.read_state(), c, seed);
-        write_text(fs::path(c.out) / "losses.csv", losses_csv);  // the losses up to the checkpoint
+        write_checkpoint(model_path, checkpoint, g, t.read_state(), c, seed, losses_csv, health);
+        write_text(fs::path(c.out) / "losses.csv", losses_csv);  // the losses up to the checkpoint (also inside it)
+        health.good_step = s.step;
       }
     }
     const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count();
@@ -268,7 +284,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
       return InterruptGuard::exit_code();
     }
     const ModelState final_state = t.read_state();
-    write_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, final_state, c, seed);
+    write_checkpoint(model_path, checkpoint, g, final_state, c, seed, losses_csv, health);
     write_text(fs::path(c.out) / "losses.csv", losses_csv);
 
     // Report: measured next to the compile report's estimate.

@@ -45,6 +45,18 @@ tlm::Dataset load_data(const TrainConfig& c, bool train) {
   return c.data == "npy" ? tlm::load_npy(x, y) : tlm::load_idx(x, y);
 }
 
+void check_test_set(const tlm::Dataset& test, const KernelGraph& g) {
+  if (test.count == 0) return;
+  if (static_cast<int64_t>(test.features) != g.in_features) {
+    throw ConfigError("the test set has " + std::to_string(test.features) + " features per sample, the model's input " +
+                      std::to_string(g.in_features));
+  }
+  if (test.classes > g.classes()) {
+    throw ConfigError("the test set has labels up to " + std::to_string(test.classes - 1) + ", the model only " +
+                      std::to_string(g.classes()) + " classes");
+  }
+}
+
 void write_text(const std::filesystem::path& p, const std::string& s) { write_file_atomic(p.string(), s); }
 
 long long checkpoint_number(const OnnxModel& m, const TrainConfig& c, const char* key, long long lo) {
@@ -137,9 +149,46 @@ std::string resume_option_changes(const OnnxModel& m, const TrainConfig& c) {
          "; the results will differ from an uninterrupted run\n";
 }
 
+std::string checkpoint_losses(const OnnxModel& m, const TrainConfig& c, const std::string& header, long long step) {
+  auto it = m.metadata.find(kLossesKey);
+  if (it == m.metadata.end()) return header;
+  const std::string& s = it->second;
+  if (s.compare(0, header.size(), header) != 0 || (!s.empty() && s.back() != '\n')) {
+    throw ConfigError(c.resume + ": metadata " + kLossesKey + " is not this mode's losses.csv: the checkpoint is damaged");
+  }
+  if (s.size() > header.size()) {
+    const size_t start = s.find_last_of('\n', s.size() - 2) + 1;
+    const std::string last = s.substr(start, s.find(',', start) - start);
+    if (last != std::to_string(step)) {
+      throw ConfigError(c.resume + ": its losses end at step " + last + ", its weights are of step " + std::to_string(step) +
+                        ": the checkpoint is damaged");
+    }
+  }
+  return s;
+}
+
+void HealthCheck::fail(long long step, const std::string& what) const {
+  std::string kept = good_step < 0 ? "no checkpoint was written (train.checkpoint_every 0 writes one only at the end)"
+                                   : checkpoint + " (after step " + std::to_string(good_step) + ") and its losses are kept";
+  throw TrainingDiverged("training diverged at step " + std::to_string(step) + ": " + what + "; the run stops there and " + kept +
+                         ". Try a smaller train.lr, or check the data and its normalisation (data.scale, data.mean, data.std)");
+}
+
+void HealthCheck::loss(long long step, double loss) const {
+  if (!std::isfinite(loss)) fail(step, std::string("the mean loss is ") + (std::isnan(loss) ? "NaN" : "infinite"));
+}
+
+void HealthCheck::tensor(long long step, const std::string& what, const std::vector<float>& values) const {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      fail(step, what + " element " + std::to_string(i) + " is " + (std::isnan(values[i]) ? "NaN" : "infinite"));
+    }
+  }
+}
+
 void write_compile_outputs(const TrainConfig& c, const nlohmann::json& report, const std::string& text) {
   std::filesystem::create_directories(c.out);
-  write_text(std::filesystem::path(c.out) / "compile_report.json", report.dump(2) + "\n");
+  write_text(std::filesystem::path(c.out) / "compile_report.json", report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   write_text(std::filesystem::path(c.out) / "compile_report.txt", text);
   write_text(std::filesystem::path(c.out) / "config.ini", c.resolved_ini);
 }
@@ -169,7 +218,7 @@ void finish_run_report(const TrainConfig& c, double wall_seconds, nlohmann::json
   text += "  wall time            " + fixed(wall_seconds, 1) + " s (compile, train, evaluate)\n";
   rep["wall_seconds"] = wall_seconds;
   out << text;
-  write_text(std::filesystem::path(c.out) / "run_report.json", rep.dump(2) + "\n");
+  write_text(std::filesystem::path(c.out) / "run_report.json", rep.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   write_text(std::filesystem::path(c.out) / "run_report.txt", text);
   out << "checkpoint, reports and losses in " << c.out << "/\n";
 }

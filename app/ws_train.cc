@@ -100,11 +100,15 @@ std::vector<float> from_onnx(const DenseKernel& d, const std::vector<float>& src
 
 // Optimizer state travels as extra initializers NAME.momentum_buffer (sgd) or NAME.exp_avg and
 // NAME.exp_avg_sq (adam), exactly MemoryX's (PyTorch's) state, in the weight's layout.
+// Every value is checked to be finite first: a checkpoint that --resume would reject is never
+// written. The losses up to the checkpoint travel inside it.
 void write_ws_checkpoint(const std::string& src, const std::string& dst, const KernelGraph& g, const tlm::MemoryX& mx,
-                         const tlm::WsTrainer& t, const TrainConfig& c, uint64_t seed) {
+                         const tlm::WsTrainer& t, const TrainConfig& c, uint64_t seed, const std::string& losses_csv,
+                         const HealthCheck& health) {
   std::map<std::string, std::vector<float>> weights;
   std::vector<OnnxTensor> extra;
   auto add_extra = [&](const std::string& name, std::vector<float> v) {
+    health.tensor(t.steps_done(), "MemoryX's '" + name + "'", v);
     if (v.empty()) return;
     OnnxTensor e;
     e.name = name;
@@ -116,12 +120,14 @@ void write_ws_checkpoint(const std::string& src, const std::string& dst, const K
   for (size_t l = 0; l < g.layers.size(); ++l) {
     const DenseKernel& d = g.layers[l];
     const tlm::TensorState ws = mx.state(t.weight_tensor(static_cast<int>(l)));
+    health.tensor(t.steps_done(), "MemoryX's weight '" + d.weight + "'", ws.weights);
     weights[d.weight] = to_onnx(d, ws.weights, true);
     add_extra(d.weight + ".momentum_buffer", ws.momentum_buffer.empty() ? ws.momentum_buffer : to_onnx(d, ws.momentum_buffer, false));
     add_extra(d.weight + ".exp_avg", ws.exp_avg.empty() ? ws.exp_avg : to_onnx(d, ws.exp_avg, false));
     add_extra(d.weight + ".exp_avg_sq", ws.exp_avg_sq.empty() ? ws.exp_avg_sq : to_onnx(d, ws.exp_avg_sq, false));
     if (!d.bias.empty()) {
       const tlm::TensorState bs = mx.state(t.bias_tensor(static_cast<int>(l)));
+      health.tensor(t.steps_done(), "MemoryX's bias '" + d.bias + "'", bs.weights);
       std::vector<float> b = bs.weights;
       for (float& v : b) v /= d.beta;
       weights[d.bias] = b;
@@ -138,7 +144,8 @@ void write_ws_checkpoint(const std::string& src, const std::string& dst, const K
                            {"wafersim.optimizer", c.memx.optimizer},
                            {"wafersim.lr", fixed(c.memx.lr, 9)},
                            {"wafersim.momentum", fixed(c.memx.momentum, 9)},
-                           {"wafersim.config", checkpoint_config(c)}});
+                           {"wafersim.config", checkpoint_config(c)},
+                           {kLossesKey, losses_csv}});
 }
 
 // Puts the checkpoint's optimizer state into MemoryX (the weights are already there: they are
@@ -237,6 +244,7 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
   const tlm::Dataset train = load_data(c, true);
   tlm::Dataset test;
   if (c.eval) test = load_data(c, false);
+  check_test_set(test, g);
   write_compile_outputs(c, b.report, b.text);
 
   tlm::MemoryX mx("memoryx", c.memx);
@@ -264,7 +272,10 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
   const int B = c.ws.batch;
   const long long last = first + c.steps;
   const long long every = c.log_every ? c.log_every : std::max<long long>(1, c.steps / 20);
-  std::string csv = "step,mean_loss,cycles,compute,weight_stream,grad_reduce,input_stall\n";
+  const std::string header = "step,mean_loss,cycles,compute,weight_stream,grad_reduce,input_stall\n";
+  std::string csv = c.resume.empty() ? header : checkpoint_losses(m, c, header, first);
+  const std::string checkpoint = (fs::path(c.out) / "checkpoint.onnx").string();
+  HealthCheck health{checkpoint, c.resume.empty() ? -1 : first};
   const int passes = 2 * static_cast<int>(g.layers.size());
   tlm::WsTime total;
   std::vector<tlm::WsTime> per_pass(static_cast<size_t>(passes));
@@ -282,6 +293,7 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
   InterruptGuard interrupt;  // SIGINT/SIGTERM: stop after this step, write what there is
   while (t.steps_done() < last && !InterruptGuard::requested()) {
     const tlm::WsStepResult s = t.step();
+    health.loss(s.step, s.mean_loss);
     cycles += s.cycles;
     total += s.time;
     for (int p = 0; p < passes; ++p) per_pass[static_cast<size_t>(p)] += s.pass_time[static_cast<size_t>(p)];
@@ -302,8 +314,9 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
       window = 0;
     }
     if (c.checkpoint_every && s.step % c.checkpoint_every == 0 && s.step != last) {
-      write_ws_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, mx, t, c, seed);
-      write_text(fs::path(c.out) / "losses.csv", csv);  // the losses up to the checkpoint
+      write_ws_checkpoint(model_path, checkpoint, g, mx, t, c, seed, csv, health);
+      write_text(fs::path(c.out) / "losses.csv", csv);  // the losses up to the checkpoint (also inside it)
+      health.good_step = s.step;
     }
   }
   const double host = secs_since(h0);
@@ -313,7 +326,7 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
     out << "interrupted before the first step finished: nothing more to write\n";
     return InterruptGuard::exit_code();
   }
-  write_ws_checkpoint(model_path, (fs::path(c.out) / "checkpoint.onnx").string(), g, mx, t, c, seed);
+  write_ws_checkpoint(model_path, checkpoint, g, mx, t, c, seed, csv, health);
   write_text(fs::path(c.out) / "losses.csv", csv);
 
   const double samples = static_cast<double>(ran) * B;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -9,6 +10,12 @@ namespace wafersim::compiler {
 namespace {
 
 std::string node_ref(const OnnxNode& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
+
+std::string num(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", static_cast<double>(v));
+  return b;
+}
 
 std::string dims_str(const std::vector<int64_t>& d) {
   std::string s = "[";
@@ -40,7 +47,21 @@ struct Flow {
   int dense = -1;       // the dense kernel whose output this is (-1: the model input)
   bool activated = false;
   bool pending_matmul = false;  // output of a MatMul still waiting for its Add
+  size_t rank = 2;      // of the value: the input's rank, then [batch, features]
 };
+
+// A Gemm flag (transA, transB): 0 or 1, nothing else.
+bool flag_value(const OnnxNode& n, const char* key, bool* value, std::string* why) {
+  const OnnxAttr* a = n.attr(key);
+  *value = a && a->i != 0;
+  if (a && a->kind != OnnxAttr::kInt) *why = std::string(key) + " must be an integer, 0 or 1";
+  else if (a && a->i != 0 && a->i != 1) *why = std::string(key) + " = " + std::to_string(a->i) + " must be 0 or 1";
+  return why->empty();
+}
+
+// alpha and beta are folded into the weights and unfolded on write-back: both must survive the
+// round trip (finite, not subnormal, so that 1/alpha is finite too).
+bool foldable(float v) { return std::isfinite(v) && std::fpclassify(v) != FP_SUBNORMAL && std::isfinite(1.0f / v); }
 
 }  // namespace
 
@@ -95,6 +116,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   g.in_features = static_cast<int>(feat);
 
   Flow f{in->name, g.in_features};
+  f.rank = in->dims.size();
   auto unsupported = [&](const OnnxNode& n, const std::string& why) {
     g.unsupported.push_back(node_ref(n) + ": " + why);
     f.value = n.outputs.empty() ? "" : n.outputs[0];
@@ -106,6 +128,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
 
   for (const OnnxNode& n : m.nodes) {
     const std::string& op = n.op_type;
+    if (n.outputs.empty() || n.outputs[0].empty()) {
+      unsupported(n, "has no output");  // the ONNX checker refuses this for known ops; custom domains too
+      continue;
+    }
     if (!n.domain.empty() && n.domain != "ai.onnx") {
       unsupported(n, "domain '" + n.domain + "' is not supported");
       continue;
@@ -130,7 +156,20 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
           continue;
         }
       }
+      if (op == "Flatten" && f.known && f.rank >= 2) {
+        const OnnxAttr* ax = n.attr("axis");
+        const int64_t r = static_cast<int64_t>(f.rank), axis = ax ? ax->i : 1;
+        if (axis < -r || axis > r) {
+          unsupported(n, "axis " + std::to_string(axis) + " is outside [" + std::to_string(-r) + ", " + std::to_string(r) + "]");
+          continue;
+        }
+        if ((axis < 0 ? axis + r : axis) != 1) {
+          unsupported(n, "axis " + std::to_string(axis) + " does not keep one sample per row (only axis 1 does)");
+          continue;
+        }
+      }
       if (op == "Dropout") g.notes.push_back(node_ref(n) + " treated as identity (no dropout on the wafer)");
+      if (op == "Flatten" || op == "Reshape") f.rank = 2;
       f.value = n.outputs[0];
       continue;
     }
@@ -144,14 +183,19 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       if (w->dims.size() != 2) { unsupported(n, "weight '" + w->name + "' has shape " + dims_str(w->dims) + "; need 2-D"); continue; }
       bool trans_b = false;
       if (op == "Gemm") {
-        const OnnxAttr* ta = n.attr("transA");
-        if (ta && ta->i != 0) { unsupported(n, "transA=1 transposes the activations, which a chain of layers never produces"); continue; }
-        const OnnxAttr* tb = n.attr("transB");
-        trans_b = tb && tb->i != 0;
+        bool trans_a = false;
+        std::string why;
+        if (!flag_value(n, "transA", &trans_a, &why) || !flag_value(n, "transB", &trans_b, &why)) { unsupported(n, why); continue; }
+        if (trans_a) { unsupported(n, "transA=1 transposes the activations, which a chain of layers never produces"); continue; }
         if (const OnnxAttr* a = n.attr("alpha")) d.alpha = a->f;
         if (const OnnxAttr* b = n.attr("beta")) d.beta = b->f;
         if (!std::isfinite(d.alpha) || !std::isfinite(d.beta)) { unsupported(n, "alpha and beta must be finite numbers"); continue; }
         if (d.alpha == 0) { unsupported(n, "alpha = 0 makes the weights meaningless"); continue; }
+        if (!foldable(d.alpha) || (d.beta != 0 && !foldable(d.beta))) {
+          unsupported(n, "alpha = " + num(d.alpha) + ", beta = " + num(d.beta) +
+                             ": a scale folded into the weights must have a finite inverse (not subnormal)");
+          continue;
+        }
       }
       d.weight = w->name;
       d.weight_in_out = !trans_b;
@@ -164,14 +208,19 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         continue;
       }
       d.w.resize(static_cast<size_t>(d.in) * d.out);
+      bool overflow = false;
       for (int o = 0; o < d.out; ++o) {
         for (int i = 0; i < d.in; ++i) {
           const float v = d.weight_in_out ? w->f32[static_cast<size_t>(i) * d.out + o] : w->f32[static_cast<size_t>(o) * d.in + i];
           d.w[static_cast<size_t>(o) * d.in + i] = d.alpha * v;
+          overflow |= !std::isfinite(d.alpha * v);
         }
       }
+      if (overflow) { unsupported(n, "alpha = " + num(d.alpha) + " times the weights overflows fp32"); continue; }
       d.b.assign(static_cast<size_t>(d.out), 0.0f);
-      if (op == "Gemm" && n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      if (op == "Gemm" && n.inputs.size() > 2 && !n.inputs[2].empty() && d.beta == 0) {
+        g.notes.push_back(node_ref(n) + ": beta = 0, so the bias has no effect: it is not trained and written back unchanged");
+      } else if (op == "Gemm" && n.inputs.size() > 2 && !n.inputs[2].empty()) {
         const OnnxTensor* b = float_init(m, n.inputs[2], n);
         if (!b) { unsupported(n, "the bias (input 2) must be an initializer"); continue; }
         if (b->numel() != d.out) {
@@ -180,12 +229,16 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         }
         d.bias = b->name;
         for (int o = 0; o < d.out; ++o) d.b[static_cast<size_t>(o)] = d.beta * b->f32[static_cast<size_t>(o)];
+        if (std::any_of(d.b.begin(), d.b.end(), [](float v) { return !std::isfinite(v); })) {
+          unsupported(n, "beta = " + num(d.beta) + " times the bias overflows fp32");
+          continue;
+        }
       }
       if (d.alpha != 1 || d.beta != 1) {
         g.notes.push_back(node_ref(n) + ": alpha and beta folded into the weights (written back unfolded)");
       }
       g.layers.push_back(std::move(d));
-      f = Flow{n.outputs[0], g.layers.back().out, true, static_cast<int>(g.layers.size()) - 1, false, op == "MatMul"};
+      f = Flow{n.outputs[0], g.layers.back().out, true, static_cast<int>(g.layers.size()) - 1, false, op == "MatMul", 2};
       continue;
     }
     if (op == "Add") {
@@ -235,7 +288,11 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       }
       const OnnxAttr* red = n.attr("reduction");
       if (red && red->s != "mean") { unsupported(n, "reduction '" + red->s + "'; only mean"); continue; }
-      if (n.attr("ignore_index")) { unsupported(n, "ignore_index is not supported"); continue; }
+      // torch writes ignore_index = -100: no label in [0, classes) equals it, so nothing is ignored.
+      if (const OnnxAttr* ig = n.attr("ignore_index"); ig && !g.layers.empty() && ig->i >= 0 && ig->i < g.layers.back().out) {
+        unsupported(n, "ignore_index = " + std::to_string(ig->i) + " is a class label; ignoring a class is not supported");
+        continue;
+      }
       if (n.inputs.size() > 2 && !n.inputs[2].empty()) { unsupported(n, "class weights are not supported"); continue; }
       g.loss_node = n.name;
       f.value = n.outputs[0];
@@ -252,7 +309,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     throw CompileError(m.path + ": the model has no Gemm or MatMul layer to compile");
   }
   if (m.outputs.empty()) throw CompileError(m.path + ": the graph has no output (a model exports at least its logits)");
-  if (loss_option == "graph" && g.loss_node.empty()) {
+  const bool loss_refused = std::any_of(m.nodes.begin(), m.nodes.end(), [](const OnnxNode& n) {
+    return n.op_type == "SoftmaxCrossEntropyLoss" || n.op_type == "NegativeLogLikelihoodLoss";
+  });  // then `unsupported` says why, and "has no loss" would mislead
+  if (loss_option == "graph" && g.loss_node.empty() && !loss_refused) {
     throw CompileError(m.path + ": --train.loss graph, but the graph has no SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss");
   }
   if (!g.layers.empty() && g.layers.back().act != Activation::kNone) {

@@ -1,20 +1,61 @@
+#include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "compiler/onnx_model.h"
 #include "hw/atomic_file.h"
+#include "hw/file_read.h"
 
 namespace wafersim::compiler {
 namespace {
 
 constexpr int64_t kMinOpset = 11, kMaxOpset = 17;
+
+// Length of the UTF-8 sequence that starts at s[i], 0 if none does (overlong forms,
+// surrogates and code points past U+10FFFF are not UTF-8).
+size_t utf8_sequence_length(const std::string& s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
+  const uint8_t c = byte(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  uint32_t cp = 0, min = 0;
+  if ((c & 0xe0) == 0xc0) n = 2, cp = c & 0x1f, min = 0x80;
+  else if ((c & 0xf0) == 0xe0) n = 3, cp = c & 0x0f, min = 0x800;
+  else if ((c & 0xf8) == 0xf0) n = 4, cp = c & 0x07, min = 0x10000;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (byte(i + k) & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+bool is_valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence_length(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string first_line(const std::string& s) {
+  std::string line = s.substr(0, s.find('\n'));
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+  return line;
+}
 
 std::string dims_text(const std::vector<int64_t>& dims) {
   std::string s = "[";
@@ -22,15 +63,114 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
+// Protobuf parses at most 2 GiB, so a larger file cannot be a model.
+constexpr uint64_t kMaxModelBytes = (uint64_t{1} << 31) - 1;
+
 std::string read_bytes(const std::string& path) {
-  if (std::filesystem::is_directory(path))
-    throw CompileError(path + ": is a directory, not a model file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CompileError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::ostringstream os;
-  os << in.rdbuf();
-  if (in.bad()) throw CompileError(path + ": cannot read (" + std::strerror(errno) + ")");
-  return os.str();
+  std::string bytes, why;
+  if (!read_regular_file(path, kMaxModelBytes, &bytes, &why)) throw CompileError(path + ": " + why);
+  return bytes;
+}
+
+// A string as it can be printed: bytes that are not UTF-8 shown as \xNN.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence_length(s, i);
+    if (n == 0) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", static_cast<unsigned>(static_cast<uint8_t>(s[i])));
+      out += b;
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+// Every string of the model that reaches a message or a report must be UTF-8 (ONNX says so; the
+// JSON reports cannot hold anything else): names, op types, domains, metadata, string attributes.
+void check_utf8(const onnx::ModelProto& m, const std::string& path) {
+  auto need = [&](const std::string& s, const std::string& what) {
+    if (!is_valid_utf8(s)) throw CompileError(path + ": " + what + " '" + printable(s) + "' is not valid UTF-8");
+  };
+  need(m.producer_name(), "the producer name");
+  for (const auto& e : m.metadata_props()) {
+    need(e.key(), "metadata key");
+    need(e.value(), "the value of metadata '" + printable(e.key()) + "'");
+  }
+  for (const auto& o : m.opset_import()) need(o.domain(), "opset domain");
+  const onnx::GraphProto& g = m.graph();
+  for (const auto& t : g.initializer()) need(t.name(), "initializer name");
+  for (const auto* list : {&g.input(), &g.output(), &g.value_info()}) {
+    for (const auto& v : *list) need(v.name(), "value name");
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    const std::string at = "node " + std::to_string(i);
+    need(n.name(), at + ": name");
+    need(n.op_type(), at + ": op type");
+    need(n.domain(), at + ": domain");
+    for (const auto& v : n.input()) need(v, at + ": input name");
+    for (const auto& v : n.output()) need(v, at + ": output name");
+    for (const auto& a : n.attribute()) {
+      need(a.name(), at + ": attribute name");
+      need(a.s(), at + ": attribute '" + printable(a.name()) + "'");
+    }
+  }
+}
+
+// What the ONNX library (libonnx: checker, strict shape inference) says of the model, and the
+// structural faults it lets through: a graph output no node, input or initializer gives, a
+// default domain imported twice. Messages name the node or value.
+void check_structure(const onnx::ModelProto& m, const std::string& path) {
+  int default_domains = 0;
+  for (const auto& o : m.opset_import()) default_domains += o.domain().empty() || o.domain() == "ai.onnx";
+  if (default_domains > 1) {
+    throw CompileError(path + ": the model imports the default ONNX domain " + std::to_string(default_domains) +
+                       " times (one opset_import entry per domain)");
+  }
+  // The checker would look for an external data file; say first that none is supported.
+  for (const onnx::TensorProto& p : m.graph().initializer()) {
+    if (p.data_location() == onnx::TensorProto_DataLocation_EXTERNAL || p.external_data_size() > 0) {
+      throw CompileError(path + ": initializer '" + p.name() +
+                         "' keeps its data in an external file, which is not supported (save the model with its weights "
+                         "inside the .onnx file)");
+    }
+  }
+  // The library checks a copy: strict inference adds value_info to the model it is given, and
+  // its checker knows the default domain only as "" (the spec also names it "ai.onnx").
+  onnx::ModelProto checked = m;
+  for (auto& o : *checked.mutable_opset_import()) {
+    if (o.domain() == "ai.onnx") o.clear_domain();
+  }
+  for (auto& n : *checked.mutable_graph()->mutable_node()) {
+    if (n.domain() == "ai.onnx") n.clear_domain();
+  }
+  try {
+    onnx::checker::check_model(checked);
+  } catch (const std::exception& e) {
+    throw CompileError(path + ": the ONNX checker rejects the model: " + first_line(e.what()));
+  }
+  const onnx::GraphProto& g = m.graph();
+  std::set<std::string> given;
+  for (const auto& v : g.input()) given.insert(v.name());
+  for (const auto& t : g.initializer()) given.insert(t.name());
+  for (const auto& n : g.node()) given.insert(n.output().begin(), n.output().end());
+  for (const auto& v : g.output()) {
+    if (!given.count(v.name())) {
+      throw CompileError(path + ": graph output '" + v.name() + "' is not produced by any node (nor an input or initializer)");
+    }
+  }
+  // Strict inference checks every node's input types and shapes against its schema.
+  try {
+    onnx::shape_inference::InferShapes(checked, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(/*check_type=*/true, /*strict_mode=*/1));
+  } catch (const std::exception& e) {
+    throw CompileError(path + ": ONNX shape inference rejects the model: " + first_line(e.what()));
+  }
 }
 
 // An empty file parses as an empty ModelProto, so it is rejected here with the malformed ones.
@@ -41,6 +181,7 @@ onnx::ModelProto parse_model(const std::string& path) {
     throw CompileError(path + ": not a valid ONNX model (truncated or malformed protobuf)");
   }
   if (!m.has_graph()) throw CompileError(path + ": the model has no graph");
+  check_utf8(m, path);
   return m;
 }
 
@@ -316,6 +457,7 @@ OnnxModel import_onnx(const std::string& path) {
                        std::to_string(kMaxOpset) +
                        "; re-export the model with opset_version in that range)");
   }
+  check_structure(m, path);
   for (const onnx::StringStringEntryProto& e : m.metadata_props())
     out.metadata[e.key()] = e.value();
 
@@ -414,13 +556,7 @@ void write_onnx_with_weights(const std::string& src_path, const std::string& dst
   if (!m.SerializeToString(&bytes)) {
     throw CompileError(dst_path + ": cannot serialize the model (protobuf limits a model to 2 GB)");
   }
-  try {
-    write_file_atomic(dst_path, bytes, /*durable=*/true);  // checkpoints
-  } catch (const std::runtime_error& e) {
-    std::error_code ignored;
-    std::filesystem::remove(dst_path + ".tmp", ignored);
-    throw CompileError(e.what());
-  }
+  write_file_atomic(dst_path, bytes, /*durable=*/true);  // checkpoints; an I/O error is a runtime error (exit 1)
 }
 
 }  // namespace wafersim::compiler

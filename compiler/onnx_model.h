@@ -81,15 +81,20 @@ struct OnnxModel {
 };
 
 // Reads and checks a model file. Throws CompileError naming the file for: a missing or
-// unreadable file, bytes that do not parse as a ModelProto (malformed or truncated), a model
-// without a graph, an opset outside 11..17. Constant nodes are folded into `initializers`
-// (and kept out of `nodes`). External-data tensors are rejected with a message.
+// unreadable file, a path that is not a regular file (a directory, a device, a pipe), bytes that
+// do not parse as a ModelProto (malformed or truncated), a model without a graph, a name or
+// string that is not UTF-8, an opset outside 11..17, and whatever the ONNX library's checker
+// and strict shape inference refuse (wrong input or output counts, a tensor name produced twice,
+// tensors with two data fields, a bad ir_version, mismatched types or shapes), as well as a graph
+// output that nothing produces and a default domain imported twice. Constant nodes are folded
+// into `initializers` (and kept out of `nodes`). External-data tensors are rejected with a message.
 OnnxModel import_onnx(const std::string& path);
 
 // Writes a copy of the model at `src_path` to `dst_path` with the float initializers named in
 // `weights` replaced by those values (same dims required), the tensors in `extra` appended as
 // additional float initializers (replacing any of the same name), and `metadata` merged into
-// metadata_props. Atomic: written to dst_path + ".tmp", then renamed. Throws CompileError.
+// metadata_props. Atomic: written to dst_path + ".tmp", then renamed. Throws CompileError for a
+// model it cannot write back, std::runtime_error for an I/O failure (a full disk: exit code 1).
 void write_onnx_with_weights(const std::string& src_path, const std::string& dst_path,
                              const std::map<std::string, std::vector<float>>& weights,
                              const std::vector<OnnxTensor>& extra,

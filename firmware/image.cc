@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "hw/atomic_file.h"
+#include "hw/file_read.h"
 #include "hw/wavelet.h"
 
 namespace wafersim {
@@ -263,8 +264,11 @@ void save_image_file(const PeImage& img, const std::string& path) {
 }
 
 PeImage load_image_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  // An image holds at most 48 KB-class SRAM contents and tables: far below this bound.
+  constexpr uint64_t kMaxImageBytes = uint64_t{1} << 30;
+  std::string bytes, why;
+  if (!read_regular_file(path, kMaxImageBytes, &bytes, &why)) throw std::runtime_error(path + ": " + why);
+  std::istringstream in(bytes);
   return read_image(in, path);
 }
 

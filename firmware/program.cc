@@ -12,6 +12,7 @@
 
 #include "hw/atomic_file.h"
 #include "hw/fabric.h"
+#include "hw/file_read.h"
 #include "hw/pe_core.h"
 
 namespace wafersim {
@@ -295,7 +296,7 @@ void save_program(const FabricProgram& prog, const std::string& dir) {
   }
   j["outputs"] = outputs;
   write_file_atomic((fs::path(dir) / "data.bin").string(), blob);
-  write_file_atomic((fs::path(dir) / "program.json").string(), j.dump(1) + "\n");
+  write_file_atomic((fs::path(dir) / "program.json").string(), j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 namespace {
@@ -327,11 +328,12 @@ class Reader {
     }
     return static_cast<int>(v.get<int64_t>());
   }
-  uint64_t count(const json& j, const std::string& where, const char* key, uint64_t dflt) const {
+  // A whole number in [0, hi]; a larger one is an error, never wrapped to fit the field.
+  uint64_t count(const json& j, const std::string& where, const char* key, uint64_t dflt, uint64_t hi) const {
     if (!j.contains(key)) return dflt;
     const json& v = j[key];
-    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
-      fail(where, std::string("'") + key + "' must be a non-negative integer");
+    if ((!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) || v.get<uint64_t>() > hi) {
+      fail(where, std::string("'") + key + "' must be an integer in [0, " + std::to_string(hi) + "]");
     }
     return v.get<uint64_t>();
   }
@@ -365,12 +367,15 @@ class Reader {
   std::string m_file;
 };
 
+// Program files, image sources and data files are read whole; none is near this size.
+constexpr uint64_t kMaxProgramFileBytes = uint64_t{1} << 30;
+
 std::string read_text(const fs::path& p, const std::string& what) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw ConfigError("cannot read " + what + " '" + p.string() + "'");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+  std::string bytes, why;
+  if (!read_regular_file(p.string(), kMaxProgramFileBytes, &bytes, &why)) {
+    throw ConfigError("cannot read " + what + " '" + p.string() + "': it " + why);
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -392,8 +397,8 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
   if (j.contains("name")) p.name = rd.str(j, "", "name");
   if (j.contains("fabric")) {
     rd.only(j["fabric"], "fabric", {"min_width", "min_height"});
-    p.min_width = static_cast<int>(rd.count(j["fabric"], "fabric", "min_width", 0));
-    p.min_height = static_cast<int>(rd.count(j["fabric"], "fabric", "min_height", 0));
+    p.min_width = static_cast<int>(rd.count(j["fabric"], "fabric", "min_width", 0, kMaxFabricSide));
+    p.min_height = static_cast<int>(rd.count(j["fabric"], "fabric", "min_height", 0, kMaxFabricSide));
   }
   auto list = [&](const char* key) -> const json& {
     static const json empty = json::array();
@@ -469,9 +474,9 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
     if (e.contains("symbol") == e.contains("address")) rd.fail(w, "give exactly one of 'symbol' and 'address'");
     if (e.contains("symbol")) {
       d.symbol = rd.str(e, w, "symbol");
-      d.offset = static_cast<uint32_t>(rd.count(e, w, "offset", 0));
+      d.offset = static_cast<uint32_t>(rd.count(e, w, "offset", 0, UINT32_MAX));
     } else {
-      d.offset = static_cast<uint32_t>(rd.count(e, w, "address", 0));
+      d.offset = static_cast<uint32_t>(rd.count(e, w, "address", 0, UINT32_MAX));
     }
     if (e.contains("values") == e.contains("file")) rd.fail(w, "give exactly one of 'values' and 'file'");
     if (e.contains("values")) {
@@ -496,10 +501,10 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
         blob = read_text(dir / rel, "data file");
         have_blob = rel == "data.bin";
       }
-      const uint64_t off = rd.count(e, w, "file_offset", 0);
-      const uint64_t len = rd.count(e, w, "bytes", blob.size() > off ? blob.size() - off : 0);
-      if (off + len > blob.size()) {
-        rd.fail(w, "bytes " + std::to_string(off) + ".." + std::to_string(off + len) + " are past the end of '" + rel +
+      const uint64_t off = rd.count(e, w, "file_offset", 0, UINT64_MAX);
+      const uint64_t len = rd.count(e, w, "bytes", blob.size() > off ? blob.size() - off : 0, UINT64_MAX);
+      if (off > blob.size() || len > blob.size() - off) {
+        rd.fail(w, std::to_string(len) + " bytes at offset " + std::to_string(off) + " are past the end of '" + rel +
                        "' (" + std::to_string(blob.size()) + " bytes)");
       }
       d.bytes.assign(blob.begin() + static_cast<std::ptrdiff_t>(off), blob.begin() + static_cast<std::ptrdiff_t>(off + len));
@@ -511,8 +516,8 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
     const std::string w = "outputs[" + std::to_string(n++) + "]";
     rd.only(e, w, {"name", "at", "symbol", "offset", "count"});
     const auto [x, y] = rd.pos(e, w);
-    p.output(rd.str(e, w, "name"), x, y, rd.str(e, w, "symbol"), static_cast<uint32_t>(rd.count(e, w, "count", 0)),
-             static_cast<uint32_t>(rd.count(e, w, "offset", 0)));
+    p.output(rd.str(e, w, "name"), x, y, rd.str(e, w, "symbol"), static_cast<uint32_t>(rd.count(e, w, "count", 0, UINT32_MAX)),
+             static_cast<uint32_t>(rd.count(e, w, "offset", 0, UINT32_MAX)));
   }
   return p;
 }

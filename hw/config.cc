@@ -20,8 +20,8 @@ void check_range(const char* key, T value, T lo, T hi) {
 }  // namespace
 
 void FabricConfig::validate() const {
-  check_range("fabric.width", width, 1, 4096);
-  check_range("fabric.height", height, 1, 4096);
+  check_range("fabric.width", width, 1, kMaxFabricSide);
+  check_range("fabric.height", height, 1, kMaxFabricSide);
   check_range("fabric.clock_mhz", clock_mhz, 1.0, 10000.0);
 }
 

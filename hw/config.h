@@ -16,6 +16,9 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The largest fabric side (PEs) a configuration or program may ask for.
+constexpr int kMaxFabricSide = 4096;
+
 struct FabricConfig {
   int width = 757;          // PEs west->east (WSE-2 as seen by SDK programs)
   int height = 996;         // PEs north->south

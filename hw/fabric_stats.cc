@@ -95,7 +95,7 @@ json fabric_stats_json(const Fabric& f) {
 }
 
 void write_fabric_stats(const Fabric& f, const std::string& dir) {
-  write_file_atomic(dir + "/stats.json", fabric_stats_json(f).dump(2) + "\n");
+  write_file_atomic(dir + "/stats.json", fabric_stats_json(f).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   write_file_atomic(dir + "/pe_forwarded.csv", pe_matrix_csv(f, [](const Router& r) { return sum_ports(r.s_forwarded); }));
   write_file_atomic(dir + "/pe_stall.csv", pe_matrix_csv(f, [&f](const Router& r) { return stall_of(r, f.cycle()); }));
   write_file_atomic(dir + "/pe_peak_occupancy.csv",

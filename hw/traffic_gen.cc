@@ -54,6 +54,9 @@ void TrafficConfig::validate() const {
   if (flows < 0 || flows > 1000000) throw ConfigError("traffic.flows must be in [0, 1000000], got " + std::to_string(flows));
   if (!(drain_prob > 0 && drain_prob <= 1)) throw ConfigError("traffic.drain_prob must be in (0, 1], got " + std::to_string(drain_prob));
   if (!(stall_prob >= 0 && stall_prob < 1)) throw ConfigError("traffic.stall_prob must be in [0, 1), got " + std::to_string(stall_prob));
+  if (!routes.empty() && pattern != "file") {
+    throw ConfigError("traffic.routes is read with traffic.pattern file only, not " + pattern);
+  }
   if (hotspot_channel < -1) throw ConfigError("traffic.hotspot_channel must be -1 (the middle one) or a channel index, got " + std::to_string(hotspot_channel));
 }
 

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
+
+#include "hw/file_read.h"
 
 namespace wafersim::tlm {
 namespace fs = std::filesystem;
@@ -117,6 +120,8 @@ class GzReader {
   explicit GzReader(const std::string& path) : m_path(path) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) fail(path, "cannot open (it is a directory)");
+    // /dev/zero or a pipe would be read without end (or block): only regular files are data.
+    if (const std::string why = regular_file_problem(path); !why.empty()) fail(path, why);
     errno = 0;
     m_file = gzopen(path.c_str(), "rb");
     if (!m_file) fail(path, std::string("cannot open (") + (errno ? std::strerror(errno) : "out of memory") + ")");
@@ -223,9 +228,16 @@ void check_counts(const std::string& x_path, const std::string& labels_path, uin
   }
 }
 
-// `shape` is the samples' (count, then one sample's dimensions), already checked to fit.
-Dataset assemble(const std::string& labels_path, const std::vector<uint64_t>& shape, std::vector<float> x,
-                 const std::vector<int64_t>& raw_labels) {
+// `shape` is the samples' (count, then one sample's dimensions), already checked to fit. A
+// NaN or infinity among the samples is refused here: it would make every loss after it NaN.
+Dataset assemble(const std::string& x_path, const std::string& labels_path, const std::vector<uint64_t>& shape,
+                 std::vector<float> x, const std::vector<int64_t>& raw_labels) {
+  const auto bad = std::find_if(x.begin(), x.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != x.end()) {
+    const size_t at = static_cast<size_t>(bad - x.begin()), per = x.size() / std::max<uint64_t>(shape[0], 1);
+    fail(x_path, std::string(std::isnan(*bad) ? "NaN" : "an infinity") + " in sample " + std::to_string(at / std::max<size_t>(per, 1)) +
+                     ", value " + std::to_string(at % std::max<size_t>(per, 1)) + ": inputs must be finite numbers");
+  }
   Dataset d;
   d.count = static_cast<size_t>(shape[0]);
   d.features = static_cast<size_t>(*checked_product({shape.begin() + 1, shape.end()}, 1));
@@ -448,7 +460,7 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path)
   check_counts(images_path, labels_path, im.dims[0], lb.dims[0], "images");
   std::vector<float> x = read_values<float>(im_in, im.elements, im.type);
   const std::vector<int64_t> labels = read_values<int64_t>(lb_in, lb.elements, lb.type);
-  return assemble(labels_path, im.dims, std::move(x), labels);
+  return assemble(images_path, labels_path, im.dims, std::move(x), labels);
 }
 
 Dataset load_npy(const std::string& x_path, const std::string& labels_path) {
@@ -464,7 +476,7 @@ Dataset load_npy(const std::string& x_path, const std::string& labels_path) {
   check_counts(x_path, labels_path, xh.shape[0], lh.shape[0], "samples");
   std::vector<float> x = read_values<float>(x_in, xh.elements, xh.type);
   const std::vector<int64_t> labels = read_values<int64_t>(lb_in, lh.elements, lh.type);
-  return assemble(labels_path, xh.shape, std::move(x), labels);
+  return assemble(x_path, labels_path, xh.shape, std::move(x), labels);
 }
 
 Dataset load_fashion_mnist(const std::string& dir, bool train) {

@@ -57,6 +57,7 @@ class Graph {
     m_model.set_ir_version(8);
     m_model.set_producer_name("wafersim-test");
     m_model.add_opset_import()->set_version(opset);
+    m_model.mutable_graph()->set_name("test_graph");  // the ONNX checker requires one
   }
 
   // A graph input; a dim < 0 is symbolic, named by the next entry of `syms`.
@@ -64,8 +65,8 @@ class Graph {
              std::vector<std::string> syms = {"batch"}) {
     value(g()->add_input(), name, type, dims, syms);
   }
-  void output(const std::string& name, int64_t features) {
-    value(g()->add_output(), name, onnx::TensorProto::FLOAT, {-1, features}, {"batch"});
+  void output(const std::string& name, int64_t features, int type = onnx::TensorProto::FLOAT) {
+    value(g()->add_output(), name, type, {-1, features}, {"batch"});
   }
 
   // A float initializer with values v, v + 1, ... (or an empty tensor of another type).
@@ -207,26 +208,40 @@ TEST(Compiler, MalformedAndTruncatedFilesAreNotValidOnnx) {
 TEST(Compiler, UnsupportedDtypesAreNamed) {
   for (const auto& [type, name] : {std::pair{onnx::TensorProto::INT64, "int64"},
                                    std::pair{onnx::TensorProto::DOUBLE, "double"}}) {
+    // A well-typed model (the ONNX checker refuses an int64 tensor into Gemm): cast to float.
     Graph g;
     g.input("input", type, {-1, 16});
-    g.linear("fc1", "input", "logits", 16, 4);
+    Graph::attr(g.node("Cast", "/Cast", {"input"}, "input_f"), "to", onnx::TensorProto::FLOAT);
+    g.linear("fc1", "input_f", "logits", 16, 4);
     g.output("logits", 4);
     const CmdResult r = compile({g.save(name), "--validate-only"});
     EXPECT_EQ(r.rc, kExitUsage) << name;
     EXPECT_TRUE(contains(r.err, std::string("input 'input' of dtype ") + name)) << r.err;
     EXPECT_TRUE(contains(r.err, "float (fp32) input")) << r.err;
   }
+  // A float16 model: its input names the dtype (float weights with a float16 input, once
+  // named here, are now refused by the ONNX checker's type inference before the compiler).
   Graph g;
-  g.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+  g.input("input", onnx::TensorProto::FLOAT16, {-1, 16});
   g.init("fc1.weight", {4, 16}, onnx::TensorProto::FLOAT16);
-  g.init("fc1.bias", {4});
+  g.init("fc1.bias", {4}, onnx::TensorProto::FLOAT16);
   Graph::attr(g.node("Gemm", "/fc1/Gemm", {"input", "fc1.weight", "fc1.bias"}, "logits"), "transB",
               1);
-  g.output("logits", 4);
+  g.output("logits", 4, onnx::TensorProto::FLOAT16);
   const CmdResult r = compile({g.save("half_weights"), "--validate-only"});
   EXPECT_EQ(r.rc, kExitUsage);
-  EXPECT_TRUE(contains(r.err, "initializer 'fc1.weight' has dtype float16")) << r.err;
-  EXPECT_TRUE(contains(r.err, "/fc1/Gemm")) << r.err;
+  EXPECT_TRUE(contains(r.err, "input 'input' of dtype float16")) << r.err;
+  // Float weights under a float16 input: the type mismatch is named with its node.
+  Graph mixed;
+  mixed.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+  mixed.init("fc1.weight", {4, 16}, onnx::TensorProto::FLOAT16);
+  mixed.init("fc1.bias", {4});
+  Graph::attr(mixed.node("Gemm", "/fc1/Gemm", {"input", "fc1.weight", "fc1.bias"}, "logits"), "transB", 1);
+  mixed.output("logits", 4);
+  const CmdResult rm = compile({mixed.save("mixed_weights"), "--validate-only"});
+  EXPECT_EQ(rm.rc, kExitUsage);
+  EXPECT_TRUE(contains(rm.err, "/fc1/Gemm")) << rm.err;
+  EXPECT_TRUE(contains(rm.err, "inconsistent type")) << rm.err;
 }
 
 // The batch dimension may be symbolic; a symbolic feature dimension cannot be compiled.

@@ -81,6 +81,9 @@ onnx::ModelProto gemm_model(int64_t opset = 13) {
   onnx::OperatorSetIdProto* ml = m.add_opset_import();
   ml->set_domain("ai.onnx.ml");
   ml->set_version(3);
+  onnx::OperatorSetIdProto* custom_domain = m.add_opset_import();  // the Custom node's
+  custom_domain->set_domain("wafersim.test");
+  custom_domain->set_version(1);
   onnx::StringStringEntryProto* md = m.add_metadata_props();
   md->set_key("author");
   md->set_value("test");
@@ -119,9 +122,16 @@ onnx::ModelProto gemm_model(int64_t opset = 13) {
   c2->set_name("k_const");
   c2->set_op_type("Constant");
   c2->add_output("k");
-  onnx::AttributeProto* vi = add_attr(c2, "value_ints", onnx::AttributeProto_AttributeType_INTS);
-  vi->add_ints(1);
-  vi->add_ints(-1);
+  if (opset >= 12) {  // value_ints came with opset 12
+    onnx::AttributeProto* vi = add_attr(c2, "value_ints", onnx::AttributeProto_AttributeType_INTS);
+    vi->add_ints(1);
+    vi->add_ints(-1);
+  } else {
+    onnx::TensorProto* kt = add_tensor(add_attr(c2, "value", onnx::AttributeProto_AttributeType_TENSOR)->mutable_t(), "",
+                                       onnx::TensorProto_DataType_INT64, {2});
+    kt->add_int64_data(1);
+    kt->add_int64_data(-1);
+  }
 
   onnx::NodeProto* gemm = g->add_node();
   gemm->set_name("/fc1/Gemm");
@@ -151,7 +161,8 @@ onnx::ModelProto gemm_model(int64_t opset = 13) {
   fs->add_floats(0.5f);
   add_attr(custom, "mode", onnx::AttributeProto_AttributeType_STRING)->set_s("nearest");
   add_tensor(add_attr(custom, "t", onnx::AttributeProto_AttributeType_TENSOR)->mutable_t(), "t",
-             onnx::TensorProto_DataType_FLOAT, {});
+             onnx::TensorProto_DataType_FLOAT, {})
+      ->add_float_data(1.0f);  // a scalar holds one value
   return m;
 }
 
@@ -443,6 +454,17 @@ TEST(OnnxImport, WritingRejectsUnknownNamesAndWrongSizes) {
     }
     return std::string();
   };
+  // An I/O failure is not a model error: a plain runtime_error (exit 1, not 2).
+  auto io_error = [&](const std::string& to) {
+    try {
+      write_onnx_with_weights(src, to, {}, {}, {});
+    } catch (const CompileError& e) {
+      return std::string("CompileError: ") + e.what();
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
   std::string e = write_error({{"fc9.weight", {1}}}, {}, dst);
   EXPECT_TRUE(contains(e, src + ": has no initializer 'fc9.weight' to replace")) << e;
   e = write_error({{"W", {1, 2, 3}}}, {}, dst);
@@ -454,7 +476,7 @@ TEST(OnnxImport, WritingRejectsUnknownNamesAndWrongSizes) {
   EXPECT_FALSE(std::filesystem::exists(dst));
 
   const std::string nowhere = test_tmp_dir() + "/no/such/dir/out.onnx";
-  e = write_error({}, {}, nowhere);
+  e = io_error(nowhere);
   EXPECT_TRUE(contains(e, "cannot write " + nowhere + ".tmp")) << e;
   EXPECT_FALSE(std::filesystem::exists(nowhere + ".tmp"));
 }
