@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_target_socket.h>
@@ -486,8 +485,10 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
 
 WsTrainer::~WsTrainer() = default;
 
+// In integer time units: exact however late in the run (a double's quotient is not).
 uint64_t WsTrainer::cycle_of(const sc_core::sc_time& t) const {
-  return static_cast<uint64_t>(std::ceil(t / m_period - 1e-9));
+  const uint64_t per = m_period.value();
+  return (t.value() + per - 1) / per;
 }
 
 std::vector<float> WsTrainer::read_tensor(int id, sc_core::sc_time& delay) {

@@ -260,7 +260,7 @@ class WsTrainer : public sc_core::sc_module {
   std::vector<std::unique_ptr<sc_core::sc_event>> m_stretch_done;  // per system
   std::chrono::steady_clock::time_point m_step0;  // host time at the minibatch's start (progress lines)
   int m_reported = 0;                             // passes reported (system 0)
-  uint64_t cycle_of(const sc_core::sc_time& t) const;
+  uint64_t cycle_of(const sc_core::sc_time& t) const;  // the first clock edge at or after t
   std::vector<float> read_tensor(int id, sc_core::sc_time& delay);  // a READ transaction on MemoryX
 
   const compiler::WsCompiled& m_c;
