@@ -536,6 +536,14 @@ void WsTrainer::chief() {
     }
     m_requested = false;
     try {
+      // A minibatch starts on a clock edge, the first at or after the previous one's end (its
+      // gradient reduce ends between edges). Its arrivals and its reduction then fall at the same
+      // times relative to the wafer's cycles in every step, so a step's cycles do not depend on
+      // the fraction of a period the steps before it left over, which changed from step to step
+      // (and a resumed run starts at time 0).
+      const uint64_t first = cycle_of(sc_core::sc_time_stamp());
+      const sc_core::sc_time edge = sc_core::sc_time::from_value(m_period.value() * first);
+      if (edge > sc_core::sc_time_stamp()) sc_core::wait(edge - sc_core::sc_time_stamp());
       const sc_core::sc_time t0 = sc_core::sc_time_stamp();
       // MemoryX and SwarmX's link each serve one transfer at a time: pass p+1's READ runs while
       // pass p crosses SwarmX (absolute times at which each is free again; loosely timed, the

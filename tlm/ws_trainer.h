@@ -2,10 +2,10 @@
 // wafer with the same weight-streaming program, train data-parallel on equal shards of every
 // minibatch. It is a SystemC model with loosely timed TLM-2.0 transactions and temporal
 // decoupling:
-//   chief (SC_THREAD): starts the input streams (tlm/input_stream.h: each system's samples and
-//     labels), then per layer pass READs the layer from MemoryX and WRITEs its weights (and,
-//     forward, biases) into SwarmX, which broadcasts them to every system's bridge port; a
-//     pass's READ overlaps the previous pass's broadcast;
+//   chief (SC_THREAD): on a clock edge, starts the input streams (tlm/input_stream.h: each
+//     system's samples and labels), then per layer pass READs the layer from MemoryX and WRITEs
+//     its weights (and, forward, biases) into SwarmX, which broadcasts them to every system's
+//     bridge port; a pass's READ overlaps the previous pass's broadcast;
 //   runner i (SC_THREAD per system, with a quantum keeper): steps its wafer cycle by cycle, one
 //     clock period of local time each, the port turning each pass's payload into wavelets on the
 //     row channels from the time it arrives; when the minibatch's results are back it WRITEs
