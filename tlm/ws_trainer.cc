@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_target_socket.h>
@@ -486,8 +485,10 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
 
 WsTrainer::~WsTrainer() = default;
 
+// In integer time units: exact however late in the run (a double's quotient is not).
 uint64_t WsTrainer::cycle_of(const sc_core::sc_time& t) const {
-  return static_cast<uint64_t>(std::ceil(t / m_period - 1e-9));
+  const uint64_t per = m_period.value();
+  return (t.value() + per - 1) / per;
 }
 
 std::vector<float> WsTrainer::read_tensor(int id, sc_core::sc_time& delay) {
@@ -535,6 +536,14 @@ void WsTrainer::chief() {
     }
     m_requested = false;
     try {
+      // A minibatch starts on a clock edge, the first at or after the previous one's end (its
+      // gradient reduce ends between edges). Its arrivals and its reduction then fall at the same
+      // times relative to the wafer's cycles in every step, so a step's cycles do not depend on
+      // the fraction of a period the steps before it left over, which changed from step to step
+      // (and a resumed run starts at time 0).
+      const uint64_t first = cycle_of(sc_core::sc_time_stamp());
+      const sc_core::sc_time edge = sc_core::sc_time::from_value(m_period.value() * first);
+      if (edge > sc_core::sc_time_stamp()) sc_core::wait(edge - sc_core::sc_time_stamp());
       const sc_core::sc_time t0 = sc_core::sc_time_stamp();
       // MemoryX and SwarmX's link each serve one transfer at a time: pass p+1's READ runs while
       // pass p crosses SwarmX (absolute times at which each is free again; loosely timed, the

@@ -2,10 +2,10 @@
 // wafer with the same weight-streaming program, train data-parallel on equal shards of every
 // minibatch. It is a SystemC model with loosely timed TLM-2.0 transactions and temporal
 // decoupling:
-//   chief (SC_THREAD): starts the input streams (tlm/input_stream.h: each system's samples and
-//     labels), then per layer pass READs the layer from MemoryX and WRITEs its weights (and,
-//     forward, biases) into SwarmX, which broadcasts them to every system's bridge port; a
-//     pass's READ overlaps the previous pass's broadcast;
+//   chief (SC_THREAD): on a clock edge, starts the input streams (tlm/input_stream.h: each
+//     system's samples and labels), then per layer pass READs the layer from MemoryX and WRITEs
+//     its weights (and, forward, biases) into SwarmX, which broadcasts them to every system's
+//     bridge port; a pass's READ overlaps the previous pass's broadcast;
 //   runner i (SC_THREAD per system, with a quantum keeper): steps its wafer cycle by cycle, one
 //     clock period of local time each, the port turning each pass's payload into wavelets on the
 //     row channels from the time it arrives; when the minibatch's results are back it WRITEs
@@ -260,7 +260,7 @@ class WsTrainer : public sc_core::sc_module {
   std::vector<std::unique_ptr<sc_core::sc_event>> m_stretch_done;  // per system
   std::chrono::steady_clock::time_point m_step0;  // host time at the minibatch's start (progress lines)
   int m_reported = 0;                             // passes reported (system 0)
-  uint64_t cycle_of(const sc_core::sc_time& t) const;
+  uint64_t cycle_of(const sc_core::sc_time& t) const;  // the first clock edge at or after t
   std::vector<float> read_tensor(int id, sc_core::sc_time& delay);  // a READ transaction on MemoryX
 
   const compiler::WsCompiled& m_c;
