@@ -466,9 +466,6 @@ std::vector<std::string> split_lines(const std::string& text) {
   return lines;
 }
 
-// Warm-up: after reset_stats() the port and color counters count only what follows, so a run of
-// 100 + 100 cycles with a reset in between counts exactly the difference of the 200- and 100-cycle
-// runs; totals keep counting from cycle 0 and the JSON says where the counters start.
 // Two streams that pass each other along a column of routers between PEs: where both arrive in
 // the same cycle the routers' straight-on path sends both (a peak of two wavelets, as the
 // general path counts it), with the same arrivals, counters and peaks as the general path alone,
@@ -617,6 +614,9 @@ TEST(Stats, StallCyclesCountSleptCycles) {
   }
 }
 
+// Warm-up: after reset_stats() the port and color counters count only what follows, so a run of
+// 100 + 100 cycles with a reset in between counts exactly the difference of the 200- and 100-cycle
+// runs; totals keep counting from cycle 0 and the JSON says where the counters start.
 TEST(Stats, WarmupResetCountsOnlyWhatFollows) {
   auto run = [](uint64_t cycles, bool reset_at_100) {
     HwConfig cfg = test::small_config(16, 16);
