@@ -153,8 +153,8 @@ class Fabric {
   std::unique_ptr<VectorFabric> m_vector;  // steps the routers instead of their own visits
   mutable uint64_t m_synced_at = ~uint64_t{0};
   uint64_t m_cycle = 0;
-  uint64_t m_idle_cycles = 0;
-  uint64_t m_channel_deliveries = 0;  // consecutive cycles with wavelets buffered and nothing moving
+  uint64_t m_idle_cycles = 0;  // consecutive cycles with wavelets buffered and nothing moving (the watchdog's count)
+  uint64_t m_channel_deliveries = 0;  // wavelets handed to I/O channels so far (channel_deliveries())
   uint64_t m_stats_from = 0;   // cycle the port/color counters last restarted
   std::atomic<bool> m_fault_flag{false};  // some agent reported a fault this cycle
   std::vector<ThreadCtx> m_ctx;

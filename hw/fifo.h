@@ -1,20 +1,22 @@
-// Bounded FIFO of wavelets with arrival times, used for router input buffers and agent queues.
+// Bounded FIFO of wavelets with ready cycles: a TrafficAgent's receive queue per color (routers
+// keep their buffers in their own slots, Router::FifoMeta and Router::Slot).
 #pragma once
 
 #include <cstdint>
 
 namespace wafersim {
 
-// A buffered wavelet: its payload and control bit plus the first cycle it may leave the buffer
-// (arrival cycle + link latency). The color is implied by the buffer that holds it.
+// A buffered wavelet: its payload and control bit plus the first cycle the agent may take it
+// (the cycle the router delivered it + router.ramp_latency). The color is implied by the queue.
 struct FifoEntry {
   uint64_t ready = 0;
   uint32_t payload = 0;
   bool ctrl = false;
 };
 
-// Ring buffer over storage owned elsewhere (one pool per router keeps a PE's buffers together).
-// Only the PE that owns it reads or writes it during commit; neighbours read size() in evaluate.
+// Ring buffer over storage owned elsewhere (the agent's one vector, queue_depth slots per queue).
+// Only its agent touches it: deliver() pushes, evaluate() pops; the router learns that a queue
+// is full from the agent's full_colors(), never from the queue.
 class Fifo {
  public:
   Fifo() = default;

@@ -1,5 +1,6 @@
 // One PE's router: per-color routes with switch positions, per-(input port, color) buffers,
-// a round-robin arbiter per output link, and credit backpressure. Plain C++, two-phase.
+// a round-robin arbiter per output port, and credit backpressure. Plain C++, one visit per cycle
+// (step()): what neighbours exchange goes through mailboxes by cycle parity, not a commit phase.
 #pragma once
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 
 #include "hw/bit_counters.h"
 #include "hw/config.h"
-#include "hw/fifo.h"
 #include "hw/pe_agent.h"
 #include "hw/timed_wakes.h"
 #include "hw/wavelet.h"

@@ -2,6 +2,7 @@
 """Trains small ONNX models on the simulated wafer and in PyTorch and compares the two.
 
 Usage: scripts/test_torch_roundtrip.py --wafersim build/wafersim [--workdir DIR]
+                                       [--mode layer-pipelined|weight-streaming]
 
 For each shape below the test builds the network as scripts/make_model.py does (its build()),
 exports it with torch.onnx.export, makes a random float32 dataset of exactly --train.batch
@@ -18,6 +19,14 @@ model in PyTorch with torch.optim.SGD(lr, momentum) and F.cross_entropy (mean). 
             and torch with its weights loaded) against PyTorch's trained model
 A float64 copy of the PyTorch training runs next to the float32 one; its distance from PyTorch
 float32 is printed as the scale of fp32 rounding that the wafer's differences compare to.
+With --mode weight-streaming it trains WS_CASES instead: the wafer runs `--mode weight-streaming
+--systems 2` (each system half of the batch, SwarmX summing their gradients, MemoryX's SGD +
+momentum or Adam updating the weights) and PyTorch trains with torch.optim.SGD or torch.optim.Adam.
+Checks loss1, losses, onnx (metadata: mode, step, optimizer; the report: 2 systems), weights
+and the optimizer state, which the weight-streaming checkpoint keeps as PyTorch does
+(NAME.momentum_buffer, NAME.exp_avg, NAME.exp_avg_sq). This is the check of weight streaming
+that shares no code with the simulator (the C++ reference of WsTraining.* uses MemoryX and
+SwarmX::tree_sum themselves).
 Prints PASS/FAIL per check and exits 1 if any check fails.
 Needs Debian's python3-torch, python3-onnx and numpy; runs /usr/bin/python3.
 """
@@ -52,6 +61,21 @@ SHAPES = [
 BATCH = 8
 STEPS = 4
 SIM_SEED = 7
+
+# Weight streaming: (name, layer widths, activation, opset, seed, optimizer, lr, momentum), on
+# WS_SYSTEMS systems for WS_STEPS steps. Adam uses the defaults of memoryx.beta1/beta2/eps,
+# which are torch.optim.Adam's. Losses and weights use the tolerances above (measured: losses
+# within 1.5e-7 relative, weights 6e-8 absolute). The optimizer state is compared relative to
+# each tensor's largest element: measured 2.6e-7 (SGD's momentum_buffer) and 4.6e-7 (Adam's
+# exp_avg_sq), WS_STATE_RTOL 2e-6 is 4 to 8x that; SwarmX weighting one system's gradients by
+# 0.999 moves it by 1e-3, the weights by 7e-5 and the losses by 5e-4.
+WS_CASES = [
+    ("ws_sgd_tanh", [20, 12, 5], "tanh", 13, 4, "sgd", 0.1, 0.9),
+    ("ws_adam_relu", [16, 10, 8, 4], "relu", 17, 5, "adam", 0.01, 0.0),
+]
+WS_SYSTEMS = 2
+WS_STEPS = 3
+WS_STATE_RTOL = 2e-6
 
 # Tolerances. The wafer and PyTorch compute the same float32 arithmetic in a different order
 # (per-sample fma accumulation of the gradients on the wafer, a matmul over the batch in torch;
@@ -90,10 +114,14 @@ def export(net, layers, opset, path):
                       opset_version=opset, do_constant_folding=True)
 
 
-def torch_train(net, x, y, lr, mu, steps, dtype):
-    """Full-batch SGD + momentum; returns the loss before each update, the model, the optimizer."""
+def torch_train(net, x, y, lr, mu, steps, dtype, optimizer="sgd"):
+    """Full-batch training with torch.optim.SGD(lr, momentum) or torch.optim.Adam(lr); returns the
+    loss before each update, the model, the optimizer."""
     net = copy.deepcopy(net).to(dtype)
-    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=mu)
+    if optimizer == "adam":
+        opt = torch.optim.Adam(net.parameters(), lr=lr)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=mu)
     xt, yt = torch.from_numpy(x).to(dtype), torch.from_numpy(y)
     losses = []
     for _ in range(steps):
@@ -299,23 +327,117 @@ def test_shape(wafersim, workdir, shape):
           f"vs torch {b:.2e} (tol {LOGIT_ATOL:g}; logits up to {float(np.abs(want).max()):.2f})")
 
 
+def test_ws_case(wafersim, workdir, case):
+    name, layers, act, opset, seed, optimizer, lr, mu = case
+    print(f"{name}: weight streaming on {WS_SYSTEMS} systems, layers {','.join(map(str, layers))} {act} "
+          f"opset {opset}, batch {BATCH}, {WS_STEPS} steps, {optimizer} lr {lr}"
+          + (f" momentum {mu}" if optimizer == "sgd" else ""))
+    d = os.path.join(workdir, name)
+    os.makedirs(d, exist_ok=True)
+
+    torch.manual_seed(seed)
+    net = make_model.build(layers, act)
+    model_path = os.path.join(d, "model.onnx")
+    export(net, layers, opset, model_path)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((BATCH, layers[0])).astype(np.float32)
+    y = (np.arange(BATCH) % layers[-1]).astype(np.int64)
+    rng.shuffle(y)
+    np.save(os.path.join(d, "x.npy"), x)
+    np.save(os.path.join(d, "y.npy"), y)
+
+    # The wafers: runs of 1..N steps (each run_report.json has its last loss in full precision).
+    common = ["--mode", "weight-streaming", "--systems", str(WS_SYSTEMS),
+              "--data.source", "npy", "--data.train_x", os.path.join(d, "x.npy"),
+              "--data.train_y", os.path.join(d, "y.npy"),
+              "--data.scale", "1", "--data.mean", "0", "--data.std", "1",
+              "--train.batch", str(BATCH), "--train.lr", repr(lr), "--memoryx.optimizer", optimizer,
+              "--train.eval", "0", "--sim.seed", str(SIM_SEED),
+              "--fabric.width", "32", "--fabric.height", "32", "--io.spacing", "8"]
+    if optimizer == "sgd":
+        common += ["--train.momentum", repr(mu)]
+    t0 = time.monotonic()
+    runs = {}
+    for k in range(1, WS_STEPS + 1):
+        runs[k] = wafer_train(wafersim, d, f"out{k}", [model_path, "--train.steps", str(k)] + common)
+        if runs[k] is None:
+            return
+    out = os.path.join(d, f"out{WS_STEPS}")
+    rep = runs[WS_STEPS]
+    check(name, "wafersim train", rep.get("mode") == "weight-streaming" and rep.get("systems") == WS_SYSTEMS
+          and rep.get("steps") == WS_STEPS,
+          f"{WS_STEPS} runs of 1..{WS_STEPS} steps in {time.monotonic() - t0:.2f} s; the report says mode "
+          f"{rep.get('mode')}, {rep.get('systems')} systems, {rep.get('steps')} steps")
+    wafer_losses = [runs[k]["final_loss"] for k in range(1, WS_STEPS + 1)]
+
+    t_losses, t_net, t_opt = torch_train(net, x, y, lr, mu, WS_STEPS, torch.float32, optimizer)
+    d_losses, d_net, _ = torch_train(net, x, y, lr, mu, WS_STEPS, torch.float64, optimizer)
+    w1, t1 = wafer_losses[0], t_losses[0]
+    check(name, "loss1", abs(w1 - t1) <= LOSS1_ATOL + LOSS1_RTOL * abs(t1),
+          f"wafer {w1:.8f} torch {t1:.8f}: abs {abs(w1 - t1):.2e} (tol abs {LOSS1_ATOL:g} + rel {LOSS1_RTOL:g}; "
+          f"torch fp32-fp64 {abs(t1 - d_losses[0]):.2e})")
+    rel = [abs(w - t) / abs(t) for w, t in zip(wafer_losses, t_losses)]
+    check(name, "losses", all(abs(w - t) <= LOSS_ATOL + LOSS_RTOL * abs(t) for w, t in zip(wafer_losses, t_losses)),
+          "wafer " + " ".join(f"{v:.7f}" for v in wafer_losses) + " | torch " +
+          " ".join(f"{v:.7f}" for v in t_losses) + f" | max rel {max(rel):.2e} (tol abs {LOSS_ATOL:g} + rel "
+          f"{LOSS_RTOL:g}; torch fp32-fp64 max rel {max(abs(a - b) / abs(b) for a, b in zip(t_losses, d_losses)):.2e})")
+
+    ck = onnx.load(os.path.join(out, "checkpoint.onnx"))
+    meta = {p.key: p.value for p in ck.metadata_props}
+    check(name, "onnx", meta.get("wafersim.mode") == "weight-streaming" and meta.get("wafersim.step") == str(WS_STEPS)
+          and meta.get("wafersim.optimizer") == optimizer and meta.get("wafersim.batch") == str(BATCH),
+          f"metadata mode {meta.get('wafersim.mode')} step {meta.get('wafersim.step')} optimizer "
+          f"{meta.get('wafersim.optimizer')} batch {meta.get('wafersim.batch')}")
+    inits = {t.name: numpy_helper.to_array(t) for t in ck.graph.initializer}
+    sd32, sd64 = t_net.state_dict(), d_net.state_dict()
+    state_names = ["exp_avg", "exp_avg_sq"] if optimizer == "adam" else ["momentum_buffer"]
+    missing = [k for k in sd32 if k not in inits] + \
+              [f"{k}.{s}" for k in sd32 for s in state_names if f"{k}.{s}" not in inits]
+    if not check(name, "initializers", not missing,
+                 f"{len(sd32)} parameters and their {', '.join(state_names)}, missing {missing or 'none'}"):
+        return
+    wd = {k: maxdiff(inits[k].reshape(sd32[k].shape), sd32[k]) for k in sd32}
+    worst = max(wd, key=wd.get)
+    ref = max(maxdiff(sd32[k], sd64[k]) for k in sd32)
+    moved = max(maxdiff(sd32[k], net.state_dict()[k]) for k in sd32)
+    check(name, "weights", wd[worst] <= WEIGHT_ATOL,
+          f"max abs diff {wd[worst]:.2e} ({worst}; tol {WEIGHT_ATOL:g}); torch fp32-fp64 {ref:.2e}; "
+          f"training moved them by up to {moved:.2e}")
+    # The optimizer state as PyTorch keeps it, in the weight's layout (flattened), relative to each
+    # tensor's largest element: Adam's exp_avg_sq is the square of gradients (1e-5 here), where
+    # an absolute tolerance would pass anything.
+    params = dict(t_net.named_parameters())
+    sd = {}
+    for k, p in params.items():
+        for s in state_names:
+            buf = t_opt.state[p][s].detach().numpy()
+            sd[f"{k}.{s}"] = maxdiff(inits[f"{k}.{s}"].reshape(buf.shape), buf) / max(float(np.abs(buf).max()), 1e-30)
+    worst = max(sd, key=sd.get)
+    check(name, "optimizer state", sd[worst] <= WS_STATE_RTOL,
+          f"max diff against torch's {', '.join(state_names)} {sd[worst]:.2e} of the tensor's largest element "
+          f"({worst}; tol {WS_STATE_RTOL:g})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--wafersim", required=True, help="path to the wafersim binary")
     ap.add_argument("--workdir", default="/tmp/torch_roundtrip", help="models, data and runs go here")
+    ap.add_argument("--mode", choices=["layer-pipelined", "weight-streaming"], default="layer-pipelined",
+                    help="the shapes trained in layer-pipelined mode, or the weight-streaming cases")
     a = ap.parse_args()
     if not os.access(a.wafersim, os.X_OK):
         ap.error(f"--wafersim {a.wafersim} is not an executable")
     os.makedirs(a.workdir, exist_ok=True)
     torch.set_num_threads(1)
     t0 = time.monotonic()
-    for s in SHAPES:
-        test_shape(os.path.abspath(a.wafersim), a.workdir, s)
+    ws = a.mode == "weight-streaming"
+    for s in WS_CASES if ws else SHAPES:
+        (test_ws_case if ws else test_shape)(os.path.abspath(a.wafersim), a.workdir, s)
     secs = time.monotonic() - t0
     if failures:
         print(f"FAIL: {len(failures)} check(s) failed in {secs:.1f} s: " + ", ".join(failures))
         return 1
-    print(f"PASS: {len(SHAPES)} shapes in {secs:.1f} s")
+    print(f"PASS: {len(WS_CASES) if ws else len(SHAPES)} {'cases' if ws else 'shapes'} in {secs:.1f} s")
     return 0
 
 

@@ -200,7 +200,6 @@ const MemoryX::Tensor& MemoryX::tensor(int id) const {
   return m_tensors[static_cast<size_t>(id)];
 }
 
-const std::string& MemoryX::tensor_name(int id) const { return tensor(id).name; }
 uint64_t MemoryX::base(int id) const { return tensor(id).base; }
 size_t MemoryX::size(int id) const { return tensor(id).s.weights.size(); }
 const std::vector<float>& MemoryX::weights(int id) const { return tensor(id).s.weights; }

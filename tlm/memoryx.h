@@ -84,7 +84,6 @@ class MemoryX : public sc_core::sc_module {
   int add_tensor(const std::string& name, std::vector<float> init);
   int tensor_count() const { return static_cast<int>(m_tensors.size()); }
   int find_tensor(const std::string& name) const;  // -1 if absent
-  const std::string& tensor_name(int id) const;
   uint64_t base(int id) const;  // byte address of element 0
   size_t size(int id) const;    // elements
 

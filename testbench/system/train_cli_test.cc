@@ -127,16 +127,19 @@ TEST_F(TrainCli, FabricStatsCoverTheSteps) {
 }
 
 // The compile report's overall samples/s against the measured rate of the same run, on two
-// models and placements (docs/compiler.md quotes the figures).
-TEST_F(TrainCli, EstimateWithinFifteenPercentOfMeasured) {
+// models and placements (docs/compiler.md quotes the figures). Measured at 8f00da7: the demo
+// 0.53 % (83,967 estimated, 83,522 measured), the 784-48-10 tanh MLP on 24 PEs 0.31 % (105,887,
+// 105,565); each case's tolerance is about 3x its error: 1.5 % (2.8x) and 0.9 % (2.9x).
+TEST_F(TrainCli, EstimateWithin1Point5PercentOfMeasured) {
   const std::string other = tmp_path("mlp_784_48_10.onnx");
   write_mlp(other, MlpSpec{{784, 48, 10}, "Tanh", 5, 13});
   struct Case {
     std::vector<std::string> args;
+    double tolerance;  // relative
   };
   const Case cases[] = {
-      {{"--train.steps", "4", "--train.eval", "0"}},
-      {{other, "--compile.max_pes", "24", "--train.steps", "4", "--train.eval", "0"}},
+      {{"--train.steps", "4", "--train.eval", "0"}, 0.015},
+      {{other, "--compile.max_pes", "24", "--train.steps", "4", "--train.eval", "0"}, 0.009},
   };
   int i = 0;
   for (const Case& k : cases) {
@@ -150,7 +153,7 @@ TEST_F(TrainCli, EstimateWithinFifteenPercentOfMeasured) {
     const double est = rep["estimated_samples_per_s"].get<double>(), meas = rep["measured_samples_per_s"].get<double>();
     std::cout << "estimate " << est << " samples/s, measured " << meas << " (" << rep["estimate_error_pct"].get<double>()
               << " %)\n";
-    EXPECT_LT(std::abs(est - meas) / meas, 0.15) << "estimate " << est << " vs measured " << meas;
+    EXPECT_LT(std::abs(est - meas) / meas, k.tolerance) << "estimate " << est << " vs measured " << meas;
   }
 }
 

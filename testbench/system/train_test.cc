@@ -1,4 +1,7 @@
 // Layer-pipelined training on the simulated wafer against the host reference of the same math.
+// The reference follows the compiler's own Plan, so a planning error both share would pass here:
+// ctest torch_roundtrip (scripts/test_torch_roundtrip.py) checks layer-pipelined runs against
+// PyTorch, sharing no code.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -308,7 +308,9 @@ TEST_F(WsCli, LazyCoresChangeNoResult) {
 // The same global batch, seed and data order on 1, 2 and 4 systems and in layer-pipelined mode:
 // the weights after 6 steps agree within the stated tolerance (docs/weight-streaming.md); they
 // differ at all only by the order of fp32 sums (and, against layer-pipelined, by where the
-// momentum is added).
+// momentum is added). Measured at 8f00da7: 7.5e-7 against layer-pipelined, 4.1e-7 and 3.4e-7
+// for 2 and 4 systems against 1; the tolerances are 2e-6 (2.7x) and 1e-6 (2.4x and 3.0x), where
+// a real error moves the weights far more (a learning rate 1 % off in weight streaming: 0.11).
 TEST_F(WsCli, OneAndNSystemsAndLayerPipelinedAgree) {
   const fs::path one = tmp_path("ws_n1"), lp = tmp_path("ws_lp");
   for (const auto& d : {one, lp}) fs::remove_all(d);
@@ -316,15 +318,17 @@ TEST_F(WsCli, OneAndNSystemsAndLayerPipelinedAgree) {
   train_ok({"--train.steps", "6", "--train.eval", "0", "-o", lp.string()});
   const double d_lp = max_rel_diff(lp / "checkpoint.onnx", one / "checkpoint.onnx");
   std::cout << "layer-pipelined vs weight streaming: max relative difference " << d_lp << "\n";
-  EXPECT_LT(d_lp, 1e-4);
+  EXPECT_LT(d_lp, 2e-6);
   for (const char* n : {"2", "4"}) {
     const fs::path d = tmp_path(std::string("ws_n") + n);
     fs::remove_all(d);
     train_ok(with(kWs, {"--train.steps", "6", "--systems", n, "-o", d.string()}));
     const double diff = max_rel_diff(d / "checkpoint.onnx", one / "checkpoint.onnx");
     std::cout << n << " systems vs 1: max relative difference " << diff << "\n";
-    EXPECT_LT(diff, 1e-4);
-    EXPECT_GT(diff, -1.0);
+    EXPECT_LT(diff, 1e-6);
+    // N systems sum the gradients in another order than one: weights equal to the last bit would
+    // mean that --systems changed nothing.
+    EXPECT_GT(diff, 0.0) << n << " systems trained exactly as one";
   }
 }
 

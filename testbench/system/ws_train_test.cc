@@ -1,4 +1,7 @@
 // Weight-streaming training on simulated wafers against the host reference of the same math.
+// The reference shares MemoryX and SwarmX::tree_sum with the run it checks, so an error in either
+// would pass here: ctest torch_roundtrip_ws (scripts/test_torch_roundtrip.py) checks 2-system runs
+// with SGD and Adam against PyTorch, sharing no code.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -148,11 +148,25 @@ TEST_F(ProgramFile, HandWrittenJsonWithValuesAndSwitchPositions) {
     "routes": [{"at": [0, 0], "color": 2, "positions": [{"rx": "R", "tx": "E"}, {"rx": "R", "tx": "S"}]}],
     "data": [{"at": [0, 0], "symbol": "buf", "values": [1.5, 2, 3, 4]}]})");
   const FabricProgram p = load_program_file(dir, AsmTarget{});
+  // Both switch positions, each with its own ports, in the order written.
   ASSERT_EQ(p.routes.size(), 1u);
-  EXPECT_EQ(p.routes[0].route.npos, 2);
-  float v[4];
-  std::memcpy(v, p.data[0].bytes.data(), 16);
-  EXPECT_EQ(v[0], 1.5f);
+  const RouteSpec& r = p.routes[0];
+  EXPECT_EQ(r.x, 0);
+  EXPECT_EQ(r.y, 0);
+  EXPECT_EQ(r.color, 2);
+  ASSERT_EQ(r.route.npos, 2);
+  EXPECT_EQ(r.route.pos[0].rx, R);
+  EXPECT_EQ(r.route.pos[0].tx, E);
+  EXPECT_EQ(r.route.pos[1].rx, R);
+  EXPECT_EQ(r.route.pos[1].tx, S);
+  // Every value, as fp32 in order (the integer 2 included), and nothing more.
+  ASSERT_EQ(p.data.size(), 1u);
+  EXPECT_EQ(p.data[0].symbol, "buf");
+  EXPECT_EQ(p.data[0].offset, 0u);
+  ASSERT_EQ(p.data[0].bytes.size(), 16u);
+  std::vector<float> v(4);
+  std::memcpy(v.data(), p.data[0].bytes.data(), 16);
+  EXPECT_EQ(v, (std::vector<float>{1.5f, 2, 3, 4}));
 }
 
 TEST_F(ProgramFile, MalformedFilesGiveClearErrors) {

@@ -70,8 +70,27 @@ std::string route_file_error(const std::string& text, int w = 4, int h = 4) {
   return "";
 }
 
+// The file is accepted, and the fabric it programs runs: the flow's 10 wavelets cross the two
+// hops to the receiver at (2, 0), in order, and nothing reaches the PE between.
 TEST(RouteFile, GoodFileProgramsAndRuns) {
-  EXPECT_EQ(route_file_error("# two hops east\nroute 0 0 1 R E\nroute 1 0 1 W E\nroute 2 0 1 W R\nflow 0 0 1 1.0 10\n"), "");
+  const std::string text = "# two hops east\nroute 0 0 1 R E\nroute 1 0 1 W E\nroute 2 0 1 W R\nflow 0 0 1 1.0 10\n";
+  EXPECT_EQ(route_file_error(text), "");
+  const std::string path = test::test_tmp_dir() + "/good.routes";
+  test::write_text(path, text);
+  Fabric f(small_config(4, 4));
+  TrafficConfig tc;
+  tc.pattern = "file";
+  tc.routes = path;
+  tc.record = true;
+  program_traffic(f, tc);
+  ASSERT_TRUE(test::run_until_idle(f, 1000));
+  ASSERT_NE(f.agent(2, 0), nullptr);
+  EXPECT_EQ(f.agent(2, 0)->consumed(), 10u);
+  EXPECT_EQ(f.agent(1, 0), nullptr);
+  EXPECT_EQ(f.totals().delivered, 10u);
+  const auto* rx = dynamic_cast<const TrafficAgent*>(f.agent(2, 0));
+  ASSERT_NE(rx, nullptr);
+  EXPECT_EQ(test::seqs_of(*rx), test::iota_seqs(10));
 }
 
 TEST(RouteFile, ErrorsNameFileAndLine) {
