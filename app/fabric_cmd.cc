@@ -64,6 +64,17 @@ sc_core::sc_trace_file* open_vcd(const std::string& path) {
   return tf;
 }
 
+bool write_interval_stats(const Fabric& f, const std::string& dir, std::string* error) {
+  try {
+    write_fabric_stats(f, dir);
+    return true;
+  } catch (const std::exception& e) {
+    *error = e.what();
+    sc_core::sc_stop();
+    return false;
+  }
+}
+
 int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FabricRunConfig cfg;
   std::unique_ptr<Fabric> fabric;
@@ -101,14 +112,7 @@ int run_fabric_command(const std::vector<std::string>& args, std::ostream& out, 
   wafer.on_cycle([&](Fabric& fab) {
     active_pe_cycles += fab.active_routers();
     if (st.warmup && fab.cycle() == st.warmup) fab.reset_stats();
-    if (st.interval && fab.cycle() % st.interval == 0) {
-      try {
-        write_fabric_stats(fab, st.out);
-      } catch (const std::exception& e) {
-        write_error = e.what();
-        sc_core::sc_stop();
-      }
-    }
+    if (st.interval && fab.cycle() % st.interval == 0) write_interval_stats(fab, st.out, &write_error);
     if (InterruptGuard::requested()) sc_core::sc_stop();
   });
 

@@ -111,15 +111,7 @@ int run_program_command(const std::vector<std::string>& args, std::ostream& out,
   std::string write_error;  // an interval's stats that could not be written stop the run
   wafer.on_cycle([&](Fabric& fab) {
     if (st.warmup && fab.cycle() == st.warmup) fab.reset_stats();
-    if (st.interval && fab.cycle() % st.interval == 0) {
-      try {
-        write_fabric_stats(fab, st.out);
-      } catch (const std::exception& e) {
-        write_error = e.what();
-        sc_core::sc_stop();
-        return;
-      }
-    }
+    if (st.interval && fab.cycle() % st.interval == 0 && !write_interval_stats(fab, st.out, &write_error)) return;
     if (program_done(fab, loaded, &first_running)) {
       finished = true;
       sc_core::sc_stop();

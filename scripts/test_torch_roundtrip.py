@@ -114,6 +114,36 @@ def export(net, layers, opset, path):
                       opset_version=opset, do_constant_folding=True)
 
 
+def check_weights(name, got, sd32, sd64, net):
+    """The wafer's weights `got` against torch's fp32 run `sd32` (state dicts by name), with
+    torch's own fp32-fp64 gap and how far training moved them from `net` in the message."""
+    wd = {k: maxdiff(got[k], sd32[k]) for k in sd32}
+    worst = max(wd, key=wd.get)
+    ref = max(maxdiff(sd32[k], sd64[k]) for k in sd32)
+    moved = max(maxdiff(sd32[k], net.state_dict()[k]) for k in sd32)
+    check(name, "weights", wd[worst] <= WEIGHT_ATOL,
+          f"max abs diff {wd[worst]:.2e} ({worst}; tol {WEIGHT_ATOL:g}); torch fp32-fp64 {ref:.2e}; "
+          f"training moved them by up to {moved:.2e}")
+
+
+def make_case(workdir, name, layers, act, opset, seed):
+    """A case's directory, its model (built and exported here) and B random samples with integer
+    labels covering the classes (x.npy, y.npy there), and the generator that drew them."""
+    d = os.path.join(workdir, name)
+    os.makedirs(d, exist_ok=True)
+    torch.manual_seed(seed)
+    net = make_model.build(layers, act)
+    model_path = os.path.join(d, "model.onnx")
+    export(net, layers, opset, model_path)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((BATCH, layers[0])).astype(np.float32)
+    y = (np.arange(BATCH) % layers[-1]).astype(np.int64)
+    rng.shuffle(y)
+    np.save(os.path.join(d, "x.npy"), x)
+    np.save(os.path.join(d, "y.npy"), y)
+    return d, net, model_path, x, y, rng
+
+
 def torch_train(net, x, y, lr, mu, steps, dtype, optimizer="sgd"):
     """Full-batch training with torch.optim.SGD(lr, momentum) or torch.optim.Adam(lr); returns the
     loss before each update, the model, the optimizer."""
@@ -193,22 +223,8 @@ def test_shape(wafersim, workdir, shape):
     name, layers, act, opset, seed, lr, mu = shape
     print(f"{name}: layers {','.join(map(str, layers))} {act} opset {opset}, batch {BATCH}, "
           f"{STEPS} steps, lr {lr} momentum {mu}")
-    d = os.path.join(workdir, name)
-    os.makedirs(d, exist_ok=True)
-
-    # 1. The model, built and exported here.
-    torch.manual_seed(seed)
-    net = make_model.build(layers, act)
-    model_path = os.path.join(d, "model.onnx")
-    export(net, layers, opset, model_path)
-
-    # 2. B random samples, integer labels covering the classes.
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((BATCH, layers[0])).astype(np.float32)
-    y = (np.arange(BATCH) % layers[-1]).astype(np.int64)
-    rng.shuffle(y)
-    np.save(os.path.join(d, "x.npy"), x)
-    np.save(os.path.join(d, "y.npy"), y)
+    # 1. The model, built and exported here; 2. B random samples, integer labels covering the classes.
+    d, net, model_path, x, y, rng = make_case(workdir, name, layers, act, opset, seed)
 
     # 3. The wafer: the N-step run, and runs of 1..N-1 steps whose run_report.json carries the
     # last step's mean loss in full precision (losses.csv rounds to 6 decimals).
@@ -274,13 +290,7 @@ def test_shape(wafersim, workdir, shape):
                  f"shape changed {reshaped or 'none'}"):
         return
     loaded = {k: torch.from_numpy(inits[k].copy()).reshape(sd32[k].shape) for k in sd32}
-    wd = {k: maxdiff(loaded[k], sd32[k]) for k in sd32}
-    worst = max(wd, key=wd.get)
-    ref = max(maxdiff(sd32[k], sd64[k]) for k in sd32)
-    moved = max(maxdiff(sd32[k], net.state_dict()[k]) for k in sd32)
-    check(name, "weights", wd[worst] <= WEIGHT_ATOL,
-          f"max abs diff {wd[worst]:.2e} ({worst}; tol {WEIGHT_ATOL:g}); torch fp32-fp64 {ref:.2e}; "
-          f"training moved them by up to {moved:.2e}")
+    check_weights(name, loaded, sd32, sd64, net)
 
     # Momentum: torch keeps v_N = mu v_{N-1} + g_N per parameter. The wafer keeps V already scaled
     # for the next minibatch (V = mu v_N, to which the next gradients add; docs/training.md), and
@@ -332,19 +342,7 @@ def test_ws_case(wafersim, workdir, case):
     print(f"{name}: weight streaming on {WS_SYSTEMS} systems, layers {','.join(map(str, layers))} {act} "
           f"opset {opset}, batch {BATCH}, {WS_STEPS} steps, {optimizer} lr {lr}"
           + (f" momentum {mu}" if optimizer == "sgd" else ""))
-    d = os.path.join(workdir, name)
-    os.makedirs(d, exist_ok=True)
-
-    torch.manual_seed(seed)
-    net = make_model.build(layers, act)
-    model_path = os.path.join(d, "model.onnx")
-    export(net, layers, opset, model_path)
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((BATCH, layers[0])).astype(np.float32)
-    y = (np.arange(BATCH) % layers[-1]).astype(np.int64)
-    rng.shuffle(y)
-    np.save(os.path.join(d, "x.npy"), x)
-    np.save(os.path.join(d, "y.npy"), y)
+    d, net, model_path, x, y, rng = make_case(workdir, name, layers, act, opset, seed)
 
     # The wafers: runs of 1..N steps (each run_report.json has its last loss in full precision).
     common = ["--mode", "weight-streaming", "--systems", str(WS_SYSTEMS),
@@ -396,13 +394,7 @@ def test_ws_case(wafersim, workdir, case):
     if not check(name, "initializers", not missing,
                  f"{len(sd32)} parameters and their {', '.join(state_names)}, missing {missing or 'none'}"):
         return
-    wd = {k: maxdiff(inits[k].reshape(sd32[k].shape), sd32[k]) for k in sd32}
-    worst = max(wd, key=wd.get)
-    ref = max(maxdiff(sd32[k], sd64[k]) for k in sd32)
-    moved = max(maxdiff(sd32[k], net.state_dict()[k]) for k in sd32)
-    check(name, "weights", wd[worst] <= WEIGHT_ATOL,
-          f"max abs diff {wd[worst]:.2e} ({worst}; tol {WEIGHT_ATOL:g}); torch fp32-fp64 {ref:.2e}; "
-          f"training moved them by up to {moved:.2e}")
+    check_weights(name, {k: inits[k].reshape(sd32[k].shape) for k in sd32}, sd32, sd64, net)
     # The optimizer state as PyTorch keeps it, in the weight's layout (flattened), relative to each
     # tensor's largest element: Adam's exp_avg_sq is the square of gradients (1e-5 here), where
     # an absolute tolerance would pass anything.

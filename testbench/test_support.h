@@ -67,6 +67,14 @@ inline std::string finalize_error(Fabric& f) {
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// `a` as one shell word (single-quoted), for tests that run the wafersim binary.
+inline std::string quote(const std::string& a) {
+  std::string q = "'";
+  for (char ch : a) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+
 // A whole file as a string ("" when it cannot be read).
 inline std::string slurp(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);

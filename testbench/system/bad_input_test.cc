@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 #include <filesystem>
 #include <fstream>
 
@@ -35,11 +36,6 @@ struct CliResult {
   std::string out, err;
 };
 
-std::string quote(const std::string& a) {
-  std::string q = "'";
-  for (char ch : a) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
 
 // A fresh scratch directory per test.
 fs::path scratch() {
@@ -84,30 +80,24 @@ onnx::NodeProto* node(onnx::ModelProto& m, const std::string& name) {
   return m.mutable_graph()->mutable_node(0);
 }
 
-void set_attr(onnx::NodeProto* n, const std::string& key, int64_t i) {
-  for (auto& a : *n->mutable_attribute()) {
-    if (a.name() == key) {
-      a.set_i(i);
-      return;
-    }
+// Sets an int (int64_t) or float attribute, adding it when the node has none of that name.
+template <typename T>
+void set_attr(onnx::NodeProto* n, const std::string& key, T v) {
+  onnx::AttributeProto* a = nullptr;
+  for (auto& e : *n->mutable_attribute()) {
+    if (e.name() == key) a = &e;
   }
-  auto* a = n->add_attribute();
-  a->set_name(key);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(i);
-}
-
-void set_attr(onnx::NodeProto* n, const std::string& key, float f) {
-  for (auto& a : *n->mutable_attribute()) {
-    if (a.name() == key) {
-      a.set_f(f);
-      return;
-    }
+  if (!a) {
+    a = n->add_attribute();
+    a->set_name(key);
   }
-  auto* a = n->add_attribute();
-  a->set_name(key);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(f);
+  if constexpr (std::is_same_v<T, float>) {
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  } else {
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
 }
 
 // A .npy file of `shape` (rows, cols or rows) of float32 or int64 values.

@@ -35,11 +35,6 @@ struct CliRun {
 
 // Weight-streaming runs are SystemC simulations, one per process: each command runs the
 // wafersim binary.
-std::string quote(const std::string& a) {
-  std::string q = "'";
-  for (char ch : a) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
 
 CliRun cmd(bool is_train, std::vector<std::string> args) {
   // ctest runs each test in its own process, two at a time: the process ID keeps their
