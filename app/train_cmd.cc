@@ -243,7 +243,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     const std::string header = "step,mean_loss,cycles\n";
     std::string losses_csv = c.resume.empty() ? header : checkpoint_losses(m, c, header, state.step);
     const std::string checkpoint = (fs::path(c.out) / "checkpoint.onnx").string();
-    HealthCheck health{checkpoint, c.resume.empty() ? -1 : state.step};
+    HealthCheck health{c.resume.empty() ? checkpoint : c.resume, c.resume.empty() ? -1 : state.step};
     if (c.fabric_stats) t.fabric().reset_stats();  // the counters cover the training steps
     const FabricTotals traffic0 = t.fabric().totals();  // (a whole-fabric scan: before the host timer)
     const auto h0 = std::chrono::steady_clock::now();
@@ -273,7 +273,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
       if (c.checkpoint_every && s.step % c.checkpoint_every == 0 && s.step != last) {
         write_checkpoint(model_path, checkpoint, g, t.read_state(), c, seed, losses_csv, health);
         write_text(fs::path(c.out) / "losses.csv", losses_csv);  // the losses up to the checkpoint (also inside it)
-        health.good_step = s.step;
+        health = {checkpoint, s.step};
       }
     }
     const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count();

@@ -56,7 +56,7 @@ class TrainingDiverged : public std::runtime_error {
 };
 // Tracks the last good checkpoint of a run for the message.
 struct HealthCheck {
-  std::string checkpoint;      // OUT/checkpoint.onnx
+  std::string checkpoint;      // the last good one: OUT/checkpoint.onnx, or the one resumed from
   long long good_step = -1;    // the step of the last checkpoint written or resumed from; -1: none
   // Throws TrainingDiverged when `loss` is NaN or infinite.
   void loss(long long step, double loss) const;

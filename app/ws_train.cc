@@ -275,7 +275,7 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
   const std::string header = "step,mean_loss,cycles,compute,weight_stream,grad_reduce,input_stall\n";
   std::string csv = c.resume.empty() ? header : checkpoint_losses(m, c, header, first);
   const std::string checkpoint = (fs::path(c.out) / "checkpoint.onnx").string();
-  HealthCheck health{checkpoint, c.resume.empty() ? -1 : first};
+  HealthCheck health{c.resume.empty() ? checkpoint : c.resume, c.resume.empty() ? -1 : first};
   const int passes = 2 * static_cast<int>(g.layers.size());
   tlm::WsTime total;
   std::vector<tlm::WsTime> per_pass(static_cast<size_t>(passes));
@@ -316,7 +316,7 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
     if (c.checkpoint_every && s.step % c.checkpoint_every == 0 && s.step != last) {
       write_ws_checkpoint(model_path, checkpoint, g, mx, t, c, seed, csv, health);
       write_text(fs::path(c.out) / "losses.csv", csv);  // the losses up to the checkpoint (also inside it)
-      health.good_step = s.step;
+      health = {checkpoint, s.step};
     }
   }
   const double host = secs_since(h0);
