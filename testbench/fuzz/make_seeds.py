@@ -205,15 +205,15 @@ def checkpoint_seeds(wafersim, tmp):
     for name, data in [("x.idx", images), ("y.idx", labels)]:
         with open(os.path.join(tmp, name), "wb") as f:
             f.write(data)
-    common = ["--data.source", "idx", "--data.train_x", os.path.join(tmp, "x.idx"), "--data.train_y",
-              os.path.join(tmp, "y.idx"), "--train.eval", "false", "--train.steps", "2", "--train.batch", "4",
+    # Run in `tmp` with relative paths: the checkpoint records the options (wafersim.config).
+    common = ["--data.source", "idx", "--data.train_x", "x.idx", "--data.train_y", "y.idx", "--train.eval", "false", "--train.steps", "2", "--train.batch", "4",
               "--fabric.width", "24", "--fabric.height", "24"]
     env = dict(os.environ, SYSTEMC_DISABLE_COPYRIGHT_MESSAGE="1")
     ckpts = {}
     for name, extra in [("layer-pipelined", []), ("weight-streaming", ["--mode", "weight-streaming"])]:
         out = os.path.join(tmp, "train-" + name)
-        subprocess.run([wafersim, "train", small, "-o", out] + common + extra, check=True, env=env,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([wafersim, "train", "ckpt-model.onnx", "-o", "train-" + name] + common + extra, check=True,
+                       env=env, cwd=tmp, stdout=subprocess.DEVNULL)
         ckpts[name] = open(os.path.join(out, "checkpoint.onnx"), "rb").read()
         put("fuzz_checkpoint", name + ".onnx", ckpts[name])
     base = onnx.load_from_string(ckpts["layer-pipelined"])
