@@ -241,6 +241,9 @@ def checkpoint_seeds(wafersim, tmp):
     variant("lr-nan.onnx", set_meta("wafersim.lr", "nan"))
     variant("momentum-one.onnx", set_meta("wafersim.momentum", "1.0"))
     variant("config-changed.onnx", set_meta("wafersim.config", "fabric.width = 32\ntrain.lr = 0.5\nbad line\n"))
+    variant("losses-damaged.onnx", set_meta("wafersim.losses", "step,mean_loss\n1,2.3\n"))
+    variant("losses-end-elsewhere.onnx", set_meta("wafersim.losses", "step,mean_loss,cycles\n1,2.3,400\n7,2.2,800\n"))
+    variant("losses-no-comma.onnx", set_meta("wafersim.losses", "step,mean_loss,cycles\n2\n"))
 
     def drop_momentum(m):
         kept = [t for t in m.graph.initializer if t.name != "fc2.bias.momentum"]
