@@ -200,15 +200,22 @@ PeImage read_image(std::istream& is, const std::string& name) {
   }
   PeImage img;
   img.code.resize(r.count("instructions"));
-  for (uint64_t& word : img.code) word = r.u64("code");
+  for (size_t i = 0; i < img.code.size(); ++i) {
+    img.code[i] = r.u64("code");
+    try {
+      decode(img.code[i]);  // the core decodes every word when it loads the image
+    } catch (const std::invalid_argument& e) {
+      r.fail("corrupt image: instruction " + std::to_string(i) + ": " + e.what());
+    }
+  }
 
   img.data.resize(r.count("data blocks"));
   uint64_t total = 0;
   for (DataBlock& b : img.data) {
     b.addr = r.u32("data blocks");
     const uint32_t size = r.u32("data blocks");
-    if (uint64_t{b.addr} + size > (uint64_t{1} << 32)) {
-      r.fail("corrupt image: data block at " + std::to_string(b.addr) + " runs past 4 GB");
+    if (uint64_t{b.addr} + size >= (uint64_t{1} << 32)) {  // end_address() is 32-bit
+      r.fail("corrupt image: data block at " + std::to_string(b.addr) + " runs past the 32-bit address space");
     }
     total += size;
     if (total > kMaxDataBytes) {
@@ -252,6 +259,17 @@ PeImage read_image(std::istream& is, const std::string& name) {
     s.fmt = static_cast<NumFormat>(fmt);
     s.elem_bytes = r.u32("symbols");
     s.count = r.u32("symbols");
+    if (s.code) continue;
+    // Data symbols as the assembler makes them: the loader converts values and reads outputs by
+    // these sizes.
+    const bool size_ok = s.is_int ? s.elem_bytes == 2 || s.elem_bytes == 4
+                                  : s.elem_bytes == (s.fmt == NumFormat::kF32 ? 4u : 2u);
+    const std::string sym = "corrupt image: data symbol '" + s.name + "'";
+    if (!size_ok) r.fail(sym + " has " + std::to_string(s.elem_bytes) + "-byte elements");
+    if (s.count == 0) r.fail(sym + " has no elements");
+    if (uint64_t{s.addr} + uint64_t{s.count} * s.elem_bytes >= (uint64_t{1} << 32)) {
+      r.fail(sym + " runs past the 32-bit address space");
+    }
   }
   if (!r.at_end()) r.fail("corrupt image: trailing bytes after the symbol table");
   return img;

@@ -388,7 +388,7 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
   json j;
   try {
     j = json::parse(read_text(file, "program"));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number no double holds
     rd.fail("", std::string("not valid JSON (") + e.what() + ")");
   }
   rd.only(j, "", {"format", "name", "fabric", "images", "placements", "routes", "data", "outputs"});

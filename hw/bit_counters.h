@@ -20,7 +20,8 @@ class BitCounters32 {
       mask = carry;
     };
     for (int k = 0; k < kEager; ++k) plane(k);
-    for (int k = kEager; mask; ++k) plane(k);
+    int next = kEager;  // a while: clang's loop analysis would not see the lambda change mask
+    while (mask) plane(next++);
     if (++m_adds == kFlushEvery) flush();
   }
   void add_n(uint32_t mask, uint64_t n) {  // add(mask), n times

@@ -26,6 +26,7 @@ void sc_trace(sc_core::sc_trace_file* tf, const TracedWavelet& w, const std::str
 // the occupancy of its 8 input and 6 output queues.
 class PeProbe : public sc_core::sc_module {
  public:
+  using sc_core::sc_module::trace;  // sc_object's trace(tf) stays visible beside ours
   PeProbe(sc_core::sc_module_name name, int x, int y);
   void sample(const Fabric& fabric, uint64_t now);
   void trace(sc_core::sc_trace_file* tf, const Fabric& fabric) const;
@@ -50,6 +51,7 @@ void make_probes(sc_core::sc_vector<PeProbe>& probes, const Region& region);
 // cycle, under this module's name (wafer_0.pe_X_Y, ...).
 class FabricProbes : public sc_core::sc_module {
  public:
+  using sc_core::sc_module::trace;  // sc_object's trace(tf) stays visible beside ours
   FabricProbes(sc_core::sc_module_name name, const Region& region);
   void trace(sc_core::sc_trace_file* tf, const Fabric& fabric);
   void sample(const Fabric& fabric, uint64_t now);
@@ -69,6 +71,7 @@ class FabricProbes : public sc_core::sc_module {
 //   if (!wafer.error().empty()) ...
 class Wafer : public sc_core::sc_module {
  public:
+  using sc_core::sc_module::trace;  // sc_object's trace(tf) stays visible beside ours
   sc_core::sc_in<bool> clk;
 
   Wafer(sc_core::sc_module_name name, Fabric& fabric, uint64_t cycles, const Region* trace_region);

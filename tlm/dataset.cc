@@ -99,6 +99,13 @@ std::optional<uint64_t> checked_product(const std::vector<uint64_t>& dims, uint6
   return n;
 }
 
+// Whether the data and one sample (the dimensions after the first) both fit 64 bits: a file of
+// no samples may still announce huge ones.
+bool shape_fits(const std::vector<uint64_t>& dims, uint64_t elem_bytes) {
+  return checked_product(dims, elem_bytes) &&
+         (dims.empty() || checked_product({dims.begin() + 1, dims.end()}, elem_bytes));
+}
+
 std::string shape_text(const std::vector<uint64_t>& dims) {
   std::string s;
   for (uint64_t d : dims) s += (s.empty() ? "" : " x ") + std::to_string(d);
@@ -280,7 +287,7 @@ IdxHeader read_idx_header(GzReader& in, const std::string& path) {
   std::vector<uint8_t> dims(4 * static_cast<size_t>(ndims));
   in.read_header(dims.data(), dims.size(), 4);
   for (int i = 0; i < ndims; ++i) a.dims.push_back(be(&dims[4 * static_cast<size_t>(i)], 4));
-  if (!checked_product(a.dims, static_cast<uint64_t>(a.type.bytes))) {
+  if (!shape_fits(a.dims, static_cast<uint64_t>(a.type.bytes))) {
     fail(path, "dimensions " + shape_text(a.dims) + " are too large");
   }
   a.elements = *checked_product(a.dims, 1);
@@ -419,7 +426,7 @@ NpyHeader read_npy_header(GzReader& in, const std::string& path, const std::vect
     fail(path, std::string("dtype '") + a.descr + "' not supported for " + role + " (expected " + list + ")");
   }
   a.type = ElemType{a.descr[1], a.descr[2] - '0', false};  // one of the accepted: little-endian
-  if (!checked_product(a.shape, static_cast<uint64_t>(a.type.bytes))) {
+  if (!shape_fits(a.shape, static_cast<uint64_t>(a.type.bytes))) {
     fail(path, "shape " + shape_text(a.shape) + " is too large");
   }
   a.elements = *checked_product(a.shape, 1);

@@ -196,6 +196,7 @@ struct WsStepResult {
 
 class WsTrainer : public sc_core::sc_module {
  public:
+  using sc_core::sc_module::trace;  // sc_object's trace(tf) stays visible beside ours
   tlm_utils::simple_initiator_socket<WsTrainer> to_swarmx;  // the chief's broadcasts
 
   // Registers the model's weights and biases in `memx` and binds SwarmX's sum to it (so `memx`

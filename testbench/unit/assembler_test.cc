@@ -539,11 +539,43 @@ TEST(Image, CorruptFilesAreRejected) {
   expect(patched(12, "\xff\xff\xff\xff"), "instructions");             // code count
   expect(patched(24, std::string("\0\0\0\x10", 4)), "data blocks");    // 256 M data blocks
   expect(patched(32, std::string("\0\0\0\x02", 4)), "bytes of data");  // a 32 MB block
-  expect(patched(28, "\xff\xff\xff\xff"), "runs past 4 GB");           // block address
+  expect(patched(28, "\xff\xff\xff\xff"), "32-bit address space");     // block address
   expect(good + "x", "trailing");
   std::string bad_color = good;
   bad_color[40] = 32;  // inq_color[0]
   expect(bad_color, "color 32");
+}
+
+// What the core and the program loader rely on, checked when the file is read (fuzz_program
+// found the first; before, load_program threw std::invalid_argument, and the others read or wrote
+// outside their buffers).
+TEST(Image, CorruptTablesAreRejected) {
+  const PeImage img = assemble("main: halt\n.task 0, main\n.data v, fp32, 1\n", "s.s", AsmTarget{});
+  const std::string good = to_bytes(img);
+  ASSERT_TRUE(from_bytes(good) == img);
+  const auto patched = [&](size_t at, const std::string& with) {
+    std::string b = good;
+    b.replace(at, with.size(), with);
+    return b;
+  };
+  const auto expect = [](const std::string& bytes, const std::string& what) {
+    const std::string err = read_error(bytes);
+    EXPECT_NE(err.find(what), std::string::npos) << "'" << err << "' lacks '" << what << "'";
+    EXPECT_EQ(err.rfind("mem.wsimg: ", 0), 0u) << err;
+  };
+  // The code word at byte 16: an unknown opcode, and bits in a field halt does not have.
+  expect(patched(16, "\xff"), "instruction 0: unknown opcode 255");
+  expect(patched(20, "\x09"), "instruction 0: invalid instruction word");
+  // The data block at byte 28 (4 bytes): ending at 4 GB, which a 32-bit end address cannot hold.
+  expect(patched(28, "\xfc\xff\xff\xff"), "32-bit address space");
+  // The last symbol, v: address, flags, format, element bytes, count (the last 14 bytes).
+  const size_t v = good.size() - 14;
+  expect(patched(v + 6, std::string("\x08\0\0\0", 4)), "data symbol 'v' has 8-byte elements");
+  expect(patched(v + 6, std::string("\x02\0\0\0", 4)), "data symbol 'v' has 2-byte elements");
+  expect(patched(v + 10, std::string("\0\0\0\0", 4)), "data symbol 'v' has no elements");
+  expect(patched(v, "\xfe\xff\xff\xff"), "data symbol 'v' runs past the 32-bit address space");
+  EXPECT_EQ(read_error(patched(v + 4, "\x02")), "");  // as i32: integer symbols have 2- or 4-byte elements
+  expect(patched(v + 4, std::string("\x02\0\x01", 3)), "data symbol 'v' has 1-byte elements");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -230,6 +230,9 @@ TEST(Dataset, IdxBadFilesAreRejectedNamingFileAndProblem) {
       {"images as labels", small_images(), small_images(), true, "not a label file: 3 dimensions"},
       {"float labels", small_images(), idx(kF32, {3}, idx_values(kF32, {1, 0, 2})), true,
        "labels of type float32 (expected an integer type)"},
+      // No samples, but a sample of more than 2^64 bytes (found by fuzz_idx's assertions).
+      {"no samples of a huge shape", idx(kU8, {0, 0xffffffff, 0xffffffff, 0xffffffff}, {}), idx(kU8, {0}, {}), false,
+       "dimensions 0 x 4294967295 x 4294967295 x 4294967295 are too large"},
   };
   for (const IdxErrorCase& c : cases) {
     const std::string im = write_file("im", c.images), lb = write_file("lb", c.labels);
@@ -342,6 +345,8 @@ TEST(Dataset, NpyBadFilesAreRejectedNamingFileAndProblem) {
        false, "unexpected key 'x'"},
       {"garbled shape", npy(npy_dict("<f4", "(3, two)"), Bytes(24, 0)), y, false, "expected a dimension"},
       {"short header", Bytes(x.begin(), x.begin() + 30), y, false, "truncated header (expected 128 bytes, found 30)"},
+      {"no samples of a huge shape", npy(npy_dict("|u1", "(0, 4294967296, 4294967296)"), {}),
+       npy(npy_dict("<i8", "(0,)"), {}), false, "shape 0 x 4294967296 x 4294967296 is too large"},
   };
   for (const NpyErrorCase& c : cases) {
     const std::string xp = write_file("x.npy", c.x), yp = write_file("y.npy", c.labels);

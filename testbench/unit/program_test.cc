@@ -220,6 +220,15 @@ TEST_F(ProgramFile, RunCommandRejectsBadInputWithUsageExit) {
   EXPECT_NE(e.find("trace.region"), std::string::npos) << e;
 }
 
+// A number no double can hold is malformed JSON too: a usage error naming the file, not an
+// internal error (fuzz_program found the JSON parser's out_of_range escaping as exit 1).
+TEST_F(ProgramFile, NumberTooLargeForJsonIsUsageError) {
+  write("program.json", R"({"format": "wafersim-program/1", "fabric": {"min_width": 1e999}})");
+  std::string e;
+  EXPECT_EQ(run_cmd({dir}, &e), kExitUsage);
+  EXPECT_NE(e.find(dir + "/program.json: not valid JSON"), std::string::npos) << e;
+}
+
 TEST(KernelCommand, RejectsUnknownKernelsAndShapes) {
   auto run = [](const std::vector<std::string>& args) {
     std::ostringstream out, err;

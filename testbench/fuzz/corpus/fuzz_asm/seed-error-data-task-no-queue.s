@@ -1,0 +1,2 @@
+.task 0, main, color=3
+main: halt
