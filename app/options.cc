@@ -1,5 +1,6 @@
 #include "app/options.h"
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -140,10 +141,26 @@ void check_values(const po::parsed_options& parsed, const po::variables_map& vm,
   }
 }
 
+// Boost.Program_options writes its error messages by replacing placeholders (%value%, %option%,
+// %canonical_option%, ...) with the user's text until none is left, so text that holds a
+// placeholder would loop forever once the parser reports it. No option takes such text: it is
+// refused first. `where` prefixes the message.
+void check_placeholders(const std::string& text, const std::string& where) {
+  for (size_t a = text.find('%'); a != std::string::npos; a = text.find('%', a + 1)) {
+    size_t b = a + 1;
+    while (b < text.size() && (std::islower(static_cast<unsigned char>(text[b])) || text[b] == '_')) ++b;
+    if (b > a + 1 && b < text.size() && text[b] == '%') {
+      throw ConfigError(where + "'" + text.substr(a, b + 1 - a) + "' is not accepted in an option or its value " +
+                        "(the option parser takes it for a placeholder of its messages)");
+    }
+  }
+}
+
 // Parses the command line (and the INI file it names) into `vm`; false after printing help.
 bool parse_into(const std::vector<std::string>& args, const po::options_description& all,
                 const po::options_description& file_opts, const po::positional_options_description* pos,
                 po::variables_map& vm, std::ostream& out) {
+  for (const std::string& a : args) check_placeholders(a, "");
   try {
     po::command_line_parser parser(args);
     parser.options(all);
@@ -161,8 +178,12 @@ bool parse_into(const std::vector<std::string>& args, const po::options_descript
       if (!std::filesystem::is_regular_file(path, ec)) {
         throw ConfigError("config file '" + path + "' " + (std::filesystem::exists(path, ec) ? "is not a regular file" : "does not exist"));
       }
-      std::ifstream in(path);
-      if (!in) throw ConfigError("cannot read config file '" + path + "'");
+      std::ifstream file_in(path);
+      if (!file_in) throw ConfigError("cannot read config file '" + path + "'");
+      std::ostringstream text;
+      text << file_in.rdbuf();
+      check_placeholders(text.str(), "config file '" + path + "': ");
+      std::istringstream in(text.str());
       try {
         const po::parsed_options file = po::parse_config_file(in, file_opts, /*allow_unregistered=*/false);
         // Every value of the file is converted and checked, also those the command line

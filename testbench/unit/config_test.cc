@@ -272,6 +272,28 @@ TEST(ConfigParse, NegativeUnsignedValuesAreRejected) {
   EXPECT_EQ(parse_error({"--sim.seed", "5", "--traffic.hotspot_channel", "-1"}), "");  // signed options keep -1
 }
 
+// Boost.Program_options fills in its messages by replacing placeholders such as %value% until
+// none is left: a value or an option name holding its own placeholder made the parser loop
+// forever, on the command line and in INI files (found by fuzz_ini). Such text is a usage
+// error of its own.
+TEST(ConfigParse, PlaceholderTextIsUsageErrorNotAHang) {
+  CmdResult r = run_cmd({"--fabric.width", "%value%"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_NE(r.err.find("'%value%'"), std::string::npos) << r.err;
+  r = run_cmd({"--%canonical_option%", "1"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_NE(r.err.find("'%canonical_option%'"), std::string::npos) << r.err;
+  const std::string ini = test::test_tmp_dir() + "/placeholder.ini";
+  test::write_text(ini, "[fabric]\nwidth = 16\nheight = argument ('%value%')16\n");
+  r = run_cmd({"--config", ini});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_NE(r.err.find("config file '" + ini + "'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'%value%'"), std::string::npos) << r.err;
+  // A lone percent sign is just text.
+  r = run_cmd({"--fabric.width", "16%"});
+  EXPECT_EQ(r.err.find("placeholder"), std::string::npos) << r.err;
+}
+
 TEST(ConfigParse, NonFiniteNumbersAreRejected) {
   EXPECT_NE(parse_error({"--fabric.clock_mhz", "nan"}).find("fabric.clock_mhz must be a finite number, got nan"),
             std::string::npos);
