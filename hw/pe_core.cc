@@ -505,7 +505,9 @@ uint64_t PeCore::pure_run(uint64_t t, uint32_t unknown, uint64_t dlo, uint64_t d
     const Instr& in = m_code[pc];
     uint32_t next = pc + 1;
     uint64_t when = t + 1;
-    const uint32_t dst = 1u << in.reg[0];
+    // reg[0] names a GPR only for ALU ops and loads, the ones that use this mask; for other ops it
+    // can be a DSD register or a task (up to 63), too far to shift a 32-bit mask by.
+    const uint32_t dst = in.reg[0] < kNumGprs ? 1u << in.reg[0] : 0;
     if (alu(in, r)) {
       if (kTrack) unknown = (unknown & alu_sources(in)) ? unknown | dst : unknown & ~dst;
     } else if (const int b = branch(in, r)) {

@@ -27,8 +27,8 @@ InputStream::InputStream(sc_core::sc_module_name name, const Dataset& data, Inpu
 
 void InputStream::run() {
   const size_t n = m_data.features;
-  std::vector<float> buf(n + 1);
-  const sc_core::sc_time per_sample(static_cast<double>(buf.size()) * 32.0 / m_cfg.gbps, sc_core::SC_NS);
+  m_buf.assign(n + 1, 0.0f);
+  const sc_core::sc_time per_sample(static_cast<double>(m_buf.size()) * 32.0 / m_cfg.gbps, sc_core::SC_NS);
   for (;;) {
     sc_core::wait(m_start);
     sc_core::sc_time d = sc_core::SC_ZERO_TIME;
@@ -36,12 +36,12 @@ void InputStream::run() {
     for (int s = m_cfg.index; s < m_cfg.shard; s += m_cfg.workers) {
       const size_t idx = m_order.sample_at(first + s);
       const float* x = m_data.sample(idx);
-      for (size_t k = 0; k < n; ++k) buf[k] = m_order.normalize().apply(x[k]);
+      for (size_t k = 0; k < n; ++k) m_buf[k] = m_order.normalize().apply(x[k]);
       const int32_t label = m_data.labels[idx];
-      std::memcpy(&buf.back(), &label, 4);
+      std::memcpy(&m_buf.back(), &label, 4);
       d += per_sample;
       ::tlm::tlm_generic_payload t;
-      detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, static_cast<uint64_t>(s), buf.data(), buf.size() * 4);
+      detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, static_cast<uint64_t>(s), m_buf.data(), m_buf.size() * 4);
       socket->b_transport(t, d);
       if (t.is_response_error() && m_error.empty()) {
         m_error = std::string(name()) + ": the port refused sample " + std::to_string(s) + " (" + t.get_response_string() + ")";

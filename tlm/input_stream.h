@@ -19,6 +19,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <systemc>
 #include <tlm>
@@ -61,6 +62,9 @@ class InputStream : public sc_core::sc_module {
   const long long& m_step;
   std::string m_error;
   long long m_sent = 0;
+  // run()'s sample buffer. A member, not a local of run(): run() never returns, and SystemC
+  // frees a thread's stack without unwinding it, so a local's heap memory would leak.
+  std::vector<float> m_buf;
 };
 
 }  // namespace wafersim::tlm
