@@ -10,6 +10,7 @@
 #include "app/fabric_cmd.h"
 #include "app/run_cmd.h"
 #include "app/train_cmd.h"
+#include "app/validate_cmd.h"
 
 namespace {
 
@@ -22,6 +23,7 @@ const char kUsage[] =
     "  kernel   write a kernel of the library as a fabric program (wafersim kernel --help)\n"
     "  compile  compile an ONNX model for the wafer: validate, place, route, report (wafersim compile --help)\n"
     "  train    train an ONNX model on the simulated wafer, layer-pipelined or weight streaming (wafersim train --help)\n"
+    "  validate run the validation cases and compare their cycles with published CS-2 figures (wafersim validate --help)\n"
     "\n"
     "Every dotted option (fabric.width, train.steps, ...) can also come from an INI file (--config FILE,\n"
     "[fabric] width = 64); the command line wins. The model, --mode and --systems are command-line only.\n";
@@ -42,6 +44,7 @@ int sc_main(int argc, char** argv) {
   if (cmd == "compile") return wafersim::compile_command(args, std::cout, std::cerr);
   if (cmd == "train") return wafersim::train_command(args, std::cout, std::cerr);
   if (cmd == "kernel") return wafersim::kernel_command(args, std::cout, std::cerr);
+  if (cmd == "validate") return wafersim::validate_command(args, std::cout, std::cerr);
   std::cerr << "wafersim: error: unknown command '" << cmd << "'\n\n" << kUsage;
   return wafersim::kExitUsage;
 }

@@ -342,7 +342,7 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   po::options_description general("General");
   general.add_options()
       ("help,h", "print this help and exit")
-      ("kernel", po::value(&c.kernel), "gemv, allreduce, reduce, broadcast, elementwise or pingpong")
+      ("kernel", po::value(&c.kernel), "gemv, allreduce, reduce, broadcast, elementwise, stream or pingpong")
       ("out,o", po::value(&c.out)->default_value(c.out), "directory to write the program to")
       ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)");
   po::options_description kernel("Kernel [kernel]"), router("Router [router]"), core("PE core [core]"),
@@ -357,7 +357,8 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
       ("kernel.acc", po::value(&c.acc)->default_value(c.acc), "gemv: accumulation format (fp32 or the same as kernel.format)")
       ("kernel.algo", po::value(&c.algo)->default_value(c.algo), "chain or tree (reductions)")
       ("kernel.reps", po::value(&c.reps)->default_value(c.reps), "gemv: products computed back to back")
-      ("kernel.op", po::value(&c.op)->default_value(c.op), "elementwise: add, sub, mul, max, cmpgt, relu, exp, recip")
+      ("kernel.op", po::value(&c.op)->default_value(c.op), "elementwise: add, sub, mul, max, cmpgt, relu, exp, recip; stream: copy, scale, add, triad")
+      ("kernel.warmup", po::value(&c.warmup)->default_value(c.warmup), "stream: untimed runs of the op before the timed one")
       ("kernel.columns", po::value(&c.columns)->default_value(c.columns), "broadcast: down the columns instead of along the rows")
       ("kernel.distance", po::value(&c.distance)->default_value(c.distance), "pingpong: hops between the two PEs")
       ("kernel.rounds", po::value(&c.rounds)->default_value(c.rounds), "pingpong: round trips");
@@ -374,7 +375,7 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   pos.add("kernel", 1);
   po::variables_map vm;
   if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
-  if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, allreduce, reduce, broadcast, elementwise, pingpong)");
+  if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, allreduce, reduce, broadcast, elementwise, stream, pingpong)");
   c.hw.validate();
   if (c.out.empty()) throw ConfigError("-o needs the directory to write the program to");
   // Shapes the kernels can be built for, checked before anything is allocated.
@@ -401,6 +402,44 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
                                                            std::to_string(c.h) + " PEs: use more PEs (kernel.w, kernel.h)"));
     }
   }
+  return true;
+}
+
+bool parse_validate_options(const std::vector<std::string>& args, ValidateConfig* cfg, std::ostream& out) {
+  ValidateConfig& c = *cfg;
+  c.hw.sim.cycles = 100000000;  // a bound on each case's run, not its length
+  std::string visit_order = visit_order_name(c.hw.sim.visit_order);
+  po::options_description general("General");
+  general.add_options()
+      ("help,h", "print this help and exit")
+      ("case", po::value(&c.cases)->multitoken(), "cases or families to run (default: all; --list names them)")
+      ("quick", po::bool_switch(&c.quick), "the quick subset (the default ctest set runs it)")
+      ("list", po::bool_switch(&c.list), "list the cases with their published figures and exit")
+      ("max-error", po::value(&c.max_error)->default_value(c.max_error), "exit 1 when a case is more than this many percent off (0: report only)")
+      ("out,o", po::value(&c.out)->default_value(c.out), "directory for validation.json and validation.md")
+      ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)");
+  po::options_description fabric("Fabric [fabric]"), router("Router [router]"), core("PE core [core]"),
+      sim("Simulation [sim]");
+  add_fabric_options(fabric, c.hw);
+  add_router_options(router, c.hw);
+  add_core_options(core, c.hw);
+  add_sim_options(sim, c.hw, visit_order, "cycles at most per case run");
+  po::options_description file_opts;
+  file_opts.add(fabric).add(router).add(core).add(sim);
+  po::options_description all(
+      "wafersim validate [CASE...] [-o DIR]: run the validation cases (kernels as the published\n"
+      "implementations describe them) and compare their cycles with the published CS-2 figures\n"
+      "(docs/validation.md). The fabric size of each case is its own; the other options are the\n"
+      "hardware the cases run on\n\nOptions");
+  all.add(general).add(file_opts);
+  po::positional_options_description pos;
+  pos.add("case", -1);
+  po::variables_map vm;
+  if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
+  c.hw.sim.visit_order = parse_visit_order(visit_order);
+  c.hw.validate();
+  if (c.out.empty()) throw ConfigError("-o needs the directory to write the results to");
+  if (!(c.max_error >= 0) || c.max_error > 1e6) throw ConfigError("max-error must be a percentage >= 0");
   return true;
 }
 

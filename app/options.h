@@ -61,9 +61,20 @@ struct KernelGenConfig {
   std::string kernel, out = "wafersim-program", config_file;
   int w = 4, h = 4;
   uint32_t m = 256, n = 256, len = 16, reps = 1, rounds = 4;
+  uint32_t warmup = 100;
   int distance = 1;
   std::string format = "fp32", acc = "fp32", algo = "chain", op = "add";
   bool columns = false;
+};
+
+// Everything `wafersim validate` uses: which cases, where the results go, and the hardware the
+// cases run on (defaults: the calibrated WSE-2 of docs/core.md and docs/fabric.md).
+struct ValidateConfig {
+  HwConfig hw;
+  std::vector<std::string> cases;  // names or families; empty: all (or the quick subset)
+  std::string out = "validation", config_file;
+  bool quick = false, list = false;
+  double max_error = 0;  // percent; > 0: exit 1 when a case is further off than this
 };
 
 // Everything `wafersim compile` and `wafersim train` use.
@@ -104,6 +115,7 @@ bool parse_fabric_options(const std::vector<std::string>& args, FabricRunConfig*
 bool parse_run_options(const std::vector<std::string>& args, RunConfig* cfg, std::ostream& out);
 // The traced region, checked against the fabric (once its size is final); throws ConfigError.
 Region run_trace_region(const RunConfig& cfg);
+bool parse_validate_options(const std::vector<std::string>& args, ValidateConfig* cfg, std::ostream& out);
 bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig* cfg, std::ostream& out);
 // `train` false: the options of `wafersim compile` only.
 bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg, std::ostream& out, bool train);

@@ -265,6 +265,15 @@ int kernel_command(const std::vector<std::string>& args, std::ostream& out, std:
       p.len = c.len;
       p.fmt = fmt;
       kernels::add_elementwise(prog, p, per_pe(pes, c.len), per_pe(pes, c.len), t);
+    } else if (c.kernel == "stream") {
+      kernels::StreamParams p;
+      p.rect = {0, 0, c.w, c.h};
+      p.op = c.op;
+      p.len = c.len;
+      p.fmt = fmt;
+      p.warmup = c.warmup;
+      const bool two = kernels::stream_sources(c.op) == 2;
+      kernels::add_stream(prog, p, per_pe(pes, c.len), two ? per_pe(pes, c.len) : std::vector<std::vector<float>>{}, t);
     } else if (c.kernel == "pingpong") {
       kernels::PingPongParams p;
       p.distance = c.distance;
@@ -272,7 +281,7 @@ int kernel_command(const std::vector<std::string>& args, std::ostream& out, std:
       p.rounds = c.rounds;
       kernels::add_pingpong(prog, p, vec(c.len), t);
     } else {
-      throw ConfigError("kernel '" + c.kernel + "' is unknown (gemv, allreduce, reduce, broadcast, elementwise, pingpong)");
+      throw ConfigError("kernel '" + c.kernel + "' is unknown (gemv, allreduce, reduce, broadcast, elementwise, stream, pingpong)");
     }
     save_program(prog, c.out);
     out << "wrote " << c.out << "/program.json: " << prog.name << ", " << prog.images.size() << " images on "

@@ -70,6 +70,8 @@ const OpInfo kOpInfo[] = {
     {"vlog", "d,d", true, false},
     {"filt", "c,r,r", false, false},
     {"fcnt", "c,r", false, false},
+    {"tsc", "r", false, false},
+    {"vfmacs", "d,d,d,r", true, false},
 };
 static_assert(sizeof(kOpInfo) / sizeof(kOpInfo[0]) == static_cast<size_t>(Op::kCount), "op table out of step");
 

@@ -31,6 +31,10 @@ enum class Op : uint8_t {
   kVrecip, kVcmpgt, kVsel, kVcvt, kVsum, kVlog,
   // Ramp filters: which wavelets of a color enter its input queue.
   kFilt, kFcnt,
+  // The cycle counter (the SDK's timestamp module), as programs time themselves.
+  kTsc,
+  // D = A + B * s (the SDK's fmacs/fmach: STREAM's triad); after kTsc to keep earlier opcodes.
+  kVfmacs,
   kCount
 };
 

@@ -441,6 +441,7 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
       break;
     }
     case Op::kFcnt: m_inq[m_queue_of_color[g[0] & 31]].fcount = r[g[1]]; break;
+    case Op::kTsc: r[g[0]] = static_cast<uint32_t>(now); break;  // ends a lazy window (pure_run)
     default:
       fault(now, std::string("cannot execute ") + info.mnemonic);
       return false;

@@ -20,7 +20,7 @@ inline bool is16(NumFormat f) { return f != NumFormat::kF32; }
 struct VecShape {
   int nsrc;       // descriptor sources
   bool dst_src;   // the destination is also read (vaxpy)
-  bool scalar;    // reg[2] (vaxpy, vmuls) or reg[1] (vfill) is a GPR holding an fp32
+  bool scalar;    // reg[2] (vaxpy, vmuls), reg[3] (vfmacs) or reg[1] (vfill) is a GPR holding an fp32
   bool alu;       // needs the arithmetic datapath (moves and fills do not)
 };
 
@@ -35,6 +35,7 @@ inline VecShape shape(Op op) {
     case Op::kVadd: case Op::kVsub: case Op::kVmul: case Op::kVmax: case Op::kVdrelu: case Op::kVcmpgt:
       return {2, false, false, true};
     case Op::kVfmac: case Op::kVsel: return {3, false, false, true};
+    case Op::kVfmacs: return {2, false, true, true};
     case Op::kVaxpy: return {1, true, true, true};
     case Op::kVmuls: return {1, false, true, true};
     case Op::kVfill: return {0, false, true, false};

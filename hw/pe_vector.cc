@@ -55,11 +55,11 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
   if (!sum) op.dst = m_dsd[in.reg[0]];
   for (int k = 0; k < sh.nsrc; ++k) op.src[op.nsrc++] = m_dsd[in.reg[sum ? 1 : 1 + k]];
   if (sh.dst_src) op.src[op.nsrc++] = op.dst;
-  if (sh.scalar) op.scalar = f32_from_bits(m_gpr[in.op == Op::kVfill ? in.reg[1] : in.reg[2]]);
+  if (sh.scalar) op.scalar = f32_from_bits(m_gpr[in.reg[in.op == Op::kVfill ? 1 : in.op == Op::kVfmacs ? 3 : 2]]);
   op.total = sum ? op.src[0].len : op.dst.len;
   op.alu = sh.alu;
   switch (in.op) {
-    case Op::kVfmac: case Op::kVaxpy:
+    case Op::kVfmac: case Op::kVaxpy: case Op::kVfmacs:
       op.rate = !is16(in.fmt) && !is16(in.fmt2) ? m_cfg.fmac_fp32 : is16(in.fmt) && is16(in.fmt2) ? m_cfg.fmac_16 : m_cfg.fmac_mixed;
       break;
     case Op::kVexp: case Op::kVrecip: case Op::kVlog: op.rate = m_cfg.special; break;
@@ -156,6 +156,7 @@ inline float PeCore::apply(VecOp& op, const float* v, bool* raw_copy) {
     case Op::kVmax: return std::fmax(v[0], v[1]);
     case Op::kVfmac: return std::fma(v[0], v[1], v[2]);
     case Op::kVaxpy: return std::fma(op.scalar, v[0], v[1]);
+    case Op::kVfmacs: return std::fma(v[1], op.scalar, v[0]);
     case Op::kVmuls: return v[0] * op.scalar;
     case Op::kVfill: return op.scalar;
     case Op::kVrelu: return (v[0] > 0 || std::isnan(v[0])) ? v[0] : 0.0f;

@@ -86,6 +86,24 @@ void add_elementwise(FabricProgram& prog, const ElementwiseParams& p, const std:
                      const std::vector<std::vector<float>>& data_b, const AsmTarget& t);
 bool elementwise_binary(const std::string& op);  // throws ConfigError for an unknown op
 
+// STREAM (leightonw-cerebras/stream, as measured on a CS-2): every PE of rect runs `warmup`
+// times, then once between two reads of the cycle counter, one vector op over SRAM of len
+// elements in `fmt`: copy (dest = src0), scale (dest = s * src0), add (dest = src0 + src1) or
+// triad (dest = src0 + s * src1). The arrays are 16-byte aligned and the k-th operand starts k
+// elements in (fp32) or 3k (16-bit), as in the published kernel. Outputs "dest.X.Y" (len
+// elements) and "cycles.X.Y" (the timed op's cycles, counter reads included).
+struct StreamParams {
+  Rect rect;
+  std::string op = "copy";
+  uint32_t len = 2048;
+  NumFormat fmt = NumFormat::kF32;
+  uint32_t warmup = 100;
+  float scalar = 42.0f;
+};
+void add_stream(FabricProgram& prog, const StreamParams& p, const std::vector<std::vector<float>>& src0,
+                const std::vector<std::vector<float>>& src1, const AsmTarget& t);
+int stream_sources(const std::string& op);  // 1 or 2; throws ConfigError for an unknown op
+
 // Ping-pong: PE (x0, y0) sends len fp32 words east to PE (x0 + distance, y0), which echoes them
 // straight back (fabric to fabric); `rounds` times. The echo lands in "echo" (output "echo").
 // Cycles per round = len + round-trip latency once the stream is going.

@@ -186,5 +186,47 @@ TEST(CoreTiming, StridedOperandsMoveOneElementPerCycle) {
   EXPECT_EQ(f16_to_f32(y[3]), 7.0f);
 }
 
+// tsc reads the cycle its instruction executes in: the first one executes decode_latency after
+// the pick at cycle 0, each later scalar instruction one cycle on, a taken branch
+// decode_latency on, a synchronous vector op the cycle after its last step. With the core
+// skipping cycles (core.lazy) the readings are the same: tsc ends a skipped stretch.
+TEST(CoreTiming, TscReadsTheCycleItExecutesIn) {
+  for (bool lazy : {true, false}) {
+    for (int lat : {1, 3}) {
+      CoreRig rig(1);
+      rig.hw().core.decode_latency = lat;
+      rig.hw().core.lazy = lazy;
+      PeCore* c = rig.add(0, 0, R"(
+        .task 0, main, active
+        .space a, fp32, 64
+        .space out, i32, 4
+        main:
+          tsc r1              ; lat
+          tsc r2              ; lat + 1
+          jmp next            ; lat + 2, taken
+        next:
+          tsc r3              ; lat + 2 + lat
+          dmem d0, a, 64, 1
+          vmov.fp32 d0, d0    ; 32 steps at 2 fp32 per cycle: lat + 4 + lat .. + 31
+          tsc r4              ; the cycle after the last step
+          li r5, out
+          st32 [r5], r1
+          st32 [r5+4], r2
+          st32 [r5+8], r3
+          st32 [r5+12], r4
+          halt
+      )");
+      rig.run_until_halted();
+      const uint64_t L = static_cast<uint64_t>(lat);
+      const auto v = rig.read<uint32_t>(c, "out", 4);
+      EXPECT_EQ(v[0], L) << "lazy " << lazy;
+      EXPECT_EQ(v[1], L + 1);
+      EXPECT_EQ(v[2], L + 2 + L);
+      EXPECT_EQ(v[3], L + 2 + L + 1 + 1 + 32) << "tsc, dmem, then 32 steps of vmov";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace wafersim::test
+

@@ -1,0 +1,291 @@
+// `wafersim validate`: the validation suite. Each case builds a kernel of the library as the
+// published implementation describes it, runs it on the simulated fabric, checks its numbers
+// against a host reference and compares its cycles with the published CS-2 figure
+// (docs/validation.md). Results: validation.json and validation.md in the output directory.
+#include "app/validate_cmd.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <iomanip>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/fabric_cmd.h"
+#include "app/options.h"
+#include "firmware/assembler.h"
+#include "firmware/kernels/kernels.h"
+#include "firmware/program.h"
+#include "hw/atomic_file.h"
+#include "hw/fabric.h"
+#include "hw/number_format.h"
+
+namespace wafersim {
+namespace {
+
+// What one case run gives: the simulated figure (cycles), whether the kernel's numbers matched
+// the host reference, and what the run was.
+struct CaseRun {
+  double cycles = 0;
+  bool numerics_ok = false;
+  std::string numerics;  // how the result was checked, and the worst difference
+  std::string setup;     // PEs and sizes simulated
+};
+
+struct Case {
+  std::string name, family;
+  bool quick = false;
+  double published = 0;     // cycles
+  std::string source;       // where the figure comes from
+  std::string measured;     // how it was measured
+  std::string differs;      // what the model does differently (or lacks)
+  std::function<CaseRun(const HwConfig&)> run;
+};
+
+// Runs `prog` on a fabric just large enough for it; throws when it does not finish.
+struct Finished {
+  uint64_t cycles = 0;
+  std::vector<OutputValues> out;
+};
+Finished run_case_program(HwConfig hw, const FabricProgram& prog, uint64_t limit) {
+  hw.fabric.width = std::max(1, prog.min_width);
+  hw.fabric.height = std::max(1, prog.min_height);
+  hw.validate();
+  Fabric f(hw);
+  const LoadedProgram lp = load_program(f, prog);
+  const RunResult r = run_to_completion(f, lp, limit);
+  if (!r.finished) {
+    throw std::runtime_error(prog.name + " did not finish within " + std::to_string(limit) + " cycles (sim.cycles)");
+  }
+  return {r.cycles, read_outputs(f, prog)};
+}
+
+const std::vector<float>& output(const std::vector<OutputValues>& out, const std::string& name) {
+  for (const OutputValues& o : out) {
+    if (o.name == name) return o.values;
+  }
+  throw std::runtime_error("the kernel wrote no output '" + name + "'");
+}
+
+// ---- STREAM: one vector op per PE (leightonw-cerebras/stream, results/*_cs2.csv) ----
+
+CaseRun run_stream(const HwConfig& hw, const std::string& op, NumFormat fmt, uint32_t len) {
+  const int bias = hw.core.cb16_bias;
+  std::mt19937 rng(static_cast<uint32_t>(hw.sim.seed));
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto vec = [&] {
+    std::vector<float> v(len);
+    for (float& x : v) x = to_f32(fmt, from_f32(fmt, uni(rng), bias), bias);
+    return v;
+  };
+  const bool two = kernels::stream_sources(op) == 2;
+  const std::vector<float> a = vec(), b = two ? vec() : std::vector<float>{};
+  kernels::StreamParams p;
+  p.op = op;
+  p.len = len;
+  p.fmt = fmt;
+  FabricProgram prog;
+  prog.name = "stream_" + op;
+  kernels::add_stream(prog, p, {a}, two ? std::vector<std::vector<float>>{b} : std::vector<std::vector<float>>{},
+                      asm_target(hw));
+  const Finished r = run_case_program(hw, prog, hw.sim.cycles);
+  const std::vector<float>& d = output(r.out, "dest.0.0");
+  size_t wrong = 0;
+  for (uint32_t i = 0; i < len; ++i) {
+    float want = a[i];
+    if (op == "scale") want = a[i] * p.scalar;
+    if (op == "add") want = a[i] + b[i];
+    if (op == "triad") want = std::fma(b[i], p.scalar, a[i]);
+    want = to_f32(fmt, from_f32(fmt, want, bias), bias);
+    if (f32_bits(want) != f32_bits(d[i])) ++wrong;
+  }
+  CaseRun cr;
+  cr.cycles = output(r.out, "cycles.0.0").at(0);
+  cr.numerics_ok = wrong == 0;
+  cr.numerics = "bit-exact against the host (one rounding to " + std::string(format_name(fmt)) + "): " +
+                std::to_string(wrong) + " of " + std::to_string(len) + " elements differ";
+  cr.setup = "1 PE (every PE runs alone: no shared resource), " + std::to_string(len) + " elements, 100 warm-ups";
+  return cr;
+}
+
+Case stream_case(const std::string& op, const char* mnemonic, NumFormat fmt, uint32_t len, double published) {
+  Case c;
+  c.name = std::string("stream.") + mnemonic + "." + std::to_string(len);
+  c.family = "stream";
+  c.quick = true;
+  c.published = published;
+  c.source = "leightonw-cerebras/stream results/" + op + "_" + (fmt == NumFormat::kF32 ? "f32" : "f16") +
+             "_cs2.csv (max over PEs)";
+  c.measured = "CS-2, all 750 x 994 PEs run the op; cycle counter read around one op after 100 warm-ups";
+  c.run = [=](const HwConfig& hw) { return run_stream(hw, op, fmt, len); };
+  return c;
+}
+
+// ---- Allreduce of one fp32 value over the whole fabric (Rocki et al., SC20, CS-1) ----
+
+CaseRun run_allreduce(const HwConfig& hw, int w, int h, kernels::ReduceAlgo algo) {
+  kernels::ReduceParams p;
+  p.rect = {0, 0, w, h};
+  p.len = 1;
+  p.algo = algo;
+  p.all = true;
+  std::vector<std::vector<float>> data;
+  double want = 0;
+  for (int i = 0; i < w * h; ++i) {
+    data.push_back({static_cast<float>(i % 7)});  // integers: the sum is exact in any order
+    want += i % 7;
+  }
+  FabricProgram prog;
+  prog.name = "allreduce";
+  kernels::add_reduce(prog, p, data, asm_target(hw));
+  const Finished r = run_case_program(hw, prog, hw.sim.cycles);
+  size_t wrong = 0;
+  for (const OutputValues& o : r.out) {
+    if (o.values.size() != 1 || o.values[0] != static_cast<float>(want)) ++wrong;
+  }
+  CaseRun cr;
+  cr.cycles = static_cast<double>(r.cycles);
+  cr.numerics_ok = wrong == 0 && r.out.size() == static_cast<size_t>(w) * static_cast<size_t>(h);
+  cr.numerics = "every PE ends with the exact sum (integer-valued fp32): " + std::to_string(wrong) + " of " +
+                std::to_string(r.out.size()) + " differ";
+  cr.setup = std::to_string(w) + " x " + std::to_string(h) + " PEs, " + kernels::reduce_algo_name(algo) + ", centre root";
+  return cr;
+}
+
+Case allreduce_case(int w, int h, kernels::ReduceAlgo algo, bool quick) {
+  Case c;
+  c.name = std::string("allreduce.") + kernels::reduce_algo_name(algo) + "." + std::to_string(w) + "x" + std::to_string(h);
+  c.family = "allreduce";
+  c.quick = quick;
+  c.published = 1.1 * (w - 1 + h - 1);
+  c.source = "Rocki et al., SC20 (arXiv 2010.03660): allreduce in about 1.1 x the fabric diameter";
+  c.measured = "CS-1, whole fabric, one value per PE; the published ratio applied to this fabric's diameter";
+  c.differs = "the model's reduction hop goes router -> ramp -> core add -> ramp (docs/kernels.md)";
+  c.run = [=](const HwConfig& hw) { return run_allreduce(hw, w, h, algo); };
+  return c;
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  v.push_back(stream_case("copy", "fmovs", NumFormat::kF32, 2048, 1512));
+  v.push_back(stream_case("scale", "fmuls", NumFormat::kF32, 2048, 2187));
+  v.push_back(stream_case("triad", "fmacs", NumFormat::kF32, 2048, 2444));
+  v.push_back(stream_case("copy", "fmovh", NumFormat::kF16, 4096, 1512));
+  v.push_back(stream_case("scale", "fmulh", NumFormat::kF16, 4096, 1513));
+  v.push_back(stream_case("add", "faddh", NumFormat::kF16, 4096, 1771));
+  v.push_back(stream_case("triad", "fmach", NumFormat::kF16, 4096, 1772));
+  v.push_back(allreduce_case(32, 32, kernels::ReduceAlgo::kTree, true));
+  v.push_back(allreduce_case(256, 256, kernels::ReduceAlgo::kChain, false));
+  return v;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+}  // namespace
+
+int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ValidateConfig c;
+  std::vector<Case> chosen;
+  const std::vector<Case> cases = all_cases();
+  try {
+    if (!parse_validate_options(args, &c, out)) return kExitOk;
+    if (c.list) {
+      for (const Case& k : cases) {
+        out << std::left << std::setw(28) << k.name << (k.quick ? " quick " : "       ") << std::setw(10)
+            << fixed(k.published, 0) << " cycles  " << k.source << "\n";
+      }
+      return kExitOk;
+    }
+    for (const Case& k : cases) {
+      bool take = c.cases.empty() ? (!c.quick || k.quick) : false;
+      for (const std::string& n : c.cases) take = take || n == k.name || n == k.family;
+      if (take && !(c.quick && !c.cases.empty() && !k.quick)) chosen.push_back(k);
+    }
+    for (const std::string& n : c.cases) {
+      const bool known = std::any_of(cases.begin(), cases.end(), [&](const Case& k) { return n == k.name || n == k.family; });
+      if (!known) throw ConfigError("validation case '" + n + "' is unknown (wafersim validate --list names them)");
+    }
+    if (chosen.empty()) throw ConfigError("no case chosen (--quick takes only quick cases)");
+  } catch (const ConfigError& e) {
+    err << "wafersim validate: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "wafersim validate: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+
+  nlohmann::json rows = nlohmann::json::array();
+  std::ostringstream md;
+  md << "| case | published (cycles) | simulated (cycles) | error | numerics | reproduce |\n|---|---|---|---|---|---|\n";
+  double abs_sum = 0, worst = 0;
+  int ran = 0, numerics_bad = 0;
+  for (const Case& k : chosen) {
+    CaseRun r;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      r = k.run(c.hw);
+    } catch (const ConfigError& e) {  // the case does not fit the hardware asked for
+      err << "wafersim validate: error: " << k.name << ": " << e.what() << "\n";
+      return kExitUsage;
+    } catch (const AsmError& e) {  // its code and data do not fit core.sram_kb
+      err << "wafersim validate: error: " << k.name << ": " << e.what() << "\n";
+      return kExitUsage;
+    } catch (const std::exception& e) {
+      err << "wafersim validate: error: " << k.name << ": " << e.what() << "\n";
+      return kExitRuntime;
+    }
+    const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double error = 100.0 * (r.cycles - k.published) / k.published;
+    abs_sum += std::fabs(error);
+    worst = std::max(worst, std::fabs(error));
+    ++ran;
+    if (!r.numerics_ok) ++numerics_bad;
+    const std::string cmd = "wafersim validate " + k.name;
+    out << std::left << std::setw(28) << k.name << " published " << std::setw(8) << fixed(k.published, 0)
+        << " simulated " << std::setw(8) << fixed(r.cycles, 0) << " error " << (error >= 0 ? "+" : "")
+        << fixed(error, 1) << " %  numerics " << (r.numerics_ok ? "ok" : "WRONG") << "  (" << fixed(host_s, 1)
+        << " s)\n";
+    rows.push_back({{"case", k.name}, {"family", k.family}, {"quick", k.quick}, {"published_cycles", k.published},
+                    {"simulated_cycles", r.cycles}, {"error_pct", error}, {"numerics_ok", r.numerics_ok},
+                    {"numerics", r.numerics}, {"setup", r.setup}, {"source", k.source}, {"measured", k.measured},
+                    {"differs", k.differs}, {"command", cmd}, {"host_seconds", host_s}});
+    md << "| " << k.name << " | " << fixed(k.published, 0) << " | " << fixed(r.cycles, 0) << " | "
+       << (error >= 0 ? "+" : "") << fixed(error, 1) << " % | " << (r.numerics_ok ? "ok" : "WRONG") << " | `" << cmd
+       << "` |\n";
+  }
+  const double mean = abs_sum / ran;
+  md << "\nMean absolute error " << fixed(mean, 1) << " % over " << ran << " cases; worst " << fixed(worst, 1)
+     << " %.\n";
+  out << "mean absolute error " << fixed(mean, 1) << " % over " << ran << " cases, worst " << fixed(worst, 1) << " %\n";
+  nlohmann::json doc = {{"cases", rows}, {"mean_abs_error_pct", mean}, {"worst_abs_error_pct", worst},
+                        {"clock_mhz", c.hw.fabric.clock_mhz}};
+  try {
+    std::filesystem::create_directories(c.out);
+    write_file_atomic(c.out + "/validation.json", doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    write_file_atomic(c.out + "/validation.md", md.str());
+    out << "wrote    " << c.out << "/{validation.json,validation.md}\n";
+  } catch (const std::exception& e) {
+    err << "wafersim validate: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+  if (numerics_bad) {
+    err << "wafersim validate: error: " << numerics_bad << " case(s) computed wrong results\n";
+    return kExitRuntime;
+  }
+  if (c.max_error > 0 && worst > c.max_error) {
+    err << "wafersim validate: error: a case is " << fixed(worst, 1) << " % off (max-error " << fixed(c.max_error, 1)
+        << " %)\n";
+    return kExitRuntime;
+  }
+  return kExitOk;
+}
+
+}  // namespace wafersim

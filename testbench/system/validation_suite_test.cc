@@ -1,0 +1,166 @@
+// The validation suite (docs/validation.md): the STREAM kernel's numbers and timing, vfmacs,
+// and `wafersim validate` through the binary (its output files and its bad-input exits).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "firmware/assembler.h"
+#include "firmware/kernels/kernels.h"
+#include "firmware/program.h"
+#include "hw/fabric.h"
+#include "test_support.h"
+
+namespace wafersim::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every STREAM op in every format on 2 x 2 PEs: each PE's result bit for bit against the host
+// (the op computed in fp32 from the rounded inputs, rounded once), and its counter reading is
+// the op's steps plus one (the second tsc executes the cycle after the last step): copy and
+// scale at the add rate, add at the add rate with one more cycle per step when the two reads
+// meet in a bank, triad at the FMAC rate (docs/core.md).
+TEST(Stream, EveryOpAndFormatIsExactAndTimedByTheCycleCounter) {
+  HwConfig hw = small_config(2, 2);
+  const AsmTarget t = asm_target(hw);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uni(-4.0f, 4.0f);
+  const uint32_t len = 96;
+  for (NumFormat fmt : {NumFormat::kF32, NumFormat::kF16, NumFormat::kBF16, NumFormat::kCB16}) {
+    for (const std::string op : {"copy", "scale", "add", "triad"}) {
+      const bool two = kernels::stream_sources(op) == 2;
+      std::vector<std::vector<float>> a(4), b(4);
+      for (int p = 0; p < 4; ++p) {
+        for (uint32_t i = 0; i < len; ++i) {
+          a[p].push_back(to_f32(fmt, from_f32(fmt, uni(rng), hw.core.cb16_bias), hw.core.cb16_bias));
+          b[p].push_back(to_f32(fmt, from_f32(fmt, uni(rng), hw.core.cb16_bias), hw.core.cb16_bias));
+        }
+        if (!two) b[p].clear();
+      }
+      kernels::StreamParams sp;
+      sp.rect = {0, 0, 2, 2};
+      sp.op = op;
+      sp.len = len;
+      sp.fmt = fmt;
+      sp.warmup = 3;
+      sp.scalar = 1.5f;
+      FabricProgram prog;
+      kernels::add_stream(prog, sp, a, two ? b : std::vector<std::vector<float>>{}, t);
+      Fabric f(hw);
+      const LoadedProgram lp = load_program(f, prog);
+      ASSERT_TRUE(run_to_completion(f, lp, 100000).finished);
+      const auto out = read_outputs(f, prog);
+      const bool f32 = fmt == NumFormat::kF32;
+      const uint32_t per_step = f32 ? (op == "triad" ? 1u : 2u) : 4u;
+      // Two sources whose step spans a whole 64-bit access meet in a bank (src1 starts 1 fp32 or 3
+      // 16-bit elements in): one more cycle per step. fp32 triad's one-element steps do not.
+      const uint32_t step_cycles = two && per_step * (f32 ? 4 : 2) == 8 ? 2u : 1u;
+      const uint32_t want_cycles = (len / per_step) * step_cycles + 1;
+      for (int p = 0; p < 4; ++p) {
+        const std::string xy = std::to_string(p % 2) + "." + std::to_string(p / 2);
+        std::vector<float> dest, cycles;
+        for (const auto& o : out) {
+          if (o.name == "dest." + xy) dest = o.values;
+          if (o.name == "cycles." + xy) cycles = o.values;
+        }
+        ASSERT_EQ(dest.size(), len) << op << " " << format_name(fmt);
+        for (uint32_t i = 0; i < len; ++i) {
+          float want = a[p][i];
+          if (op == "scale") want = a[p][i] * sp.scalar;
+          if (op == "add") want = a[p][i] + b[p][i];
+          if (op == "triad") want = std::fma(b[p][i], sp.scalar, a[p][i]);
+          want = to_f32(fmt, from_f32(fmt, want, hw.core.cb16_bias), hw.core.cb16_bias);
+          ASSERT_EQ(f32_bits(dest[i]), f32_bits(want)) << op << " " << format_name(fmt) << " element " << i;
+        }
+        ASSERT_EQ(cycles.size(), 1u);
+        EXPECT_EQ(cycles[0], static_cast<float>(want_cycles)) << op << " " << format_name(fmt);
+      }
+    }
+  }
+}
+
+TEST(Stream, VfmacsAssemblesAndDisassembles) {
+  const PeImage img = assemble(".task 0, main, active\nmain:\n  vfmacs.fp16 d3, d1, d2, r7, async=2\n  tsc r4\n  halt\n", "t.s", AsmTarget{});
+  ASSERT_GE(img.code.size(), 2u);
+  EXPECT_EQ(disassemble(decode(img.code[0])), "vfmacs.fp16 d3, d1, d2, r7, async=2");
+  EXPECT_EQ(disassemble(decode(img.code[1])), "tsc r4");
+  EXPECT_EQ(encode(decode(img.code[0])), img.code[0]);
+}
+
+struct Cli {
+  int rc;
+  std::string out, err;
+};
+
+Cli validate(const std::vector<std::string>& args) {
+  static int n = 0;
+  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(n++);
+  const std::string o = tmp_path("validate_out_" + tag), e = tmp_path("validate_err_" + tag);
+  std::string line = "exec timeout 300 " + std::string(WAFERSIM_BIN) + " validate";
+  for (const auto& a : args) line += " " + quote(a);
+  line += " > " + quote(o) + " 2> " + quote(e);
+  const int status = std::system(("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 bash -c " + quote(line)).c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(o), slurp(e)};
+}
+
+TEST(ValidateCli, WritesTheTableAndTheJsonOfTheChosenCases) {
+  const fs::path d = tmp_path("validate_cli_ok");
+  fs::remove_all(d);
+  const Cli r = validate({"stream.fmovs.2048", "stream.fmach.4096", "-o", d.string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto doc = nlohmann::json::parse(slurp(d / "validation.json"));
+  ASSERT_EQ(doc["cases"].size(), 2u);
+  for (const auto& c : doc["cases"]) {
+    EXPECT_TRUE(c["numerics_ok"].get<bool>()) << c["case"];
+    EXPECT_GT(c["simulated_cycles"].get<double>(), 0);
+    const double err = 100.0 * (c["simulated_cycles"].get<double>() - c["published_cycles"].get<double>()) /
+                       c["published_cycles"].get<double>();
+    EXPECT_NEAR(c["error_pct"].get<double>(), err, 1e-9);
+    EXPECT_EQ(c["command"].get<std::string>(), "wafersim validate " + c["case"].get<std::string>());
+  }
+  EXPECT_EQ(doc["cases"][0]["published_cycles"].get<double>(), 1512);
+  const std::string md = slurp(d / "validation.md");
+  EXPECT_NE(md.find("| stream.fmovs.2048 | 1512 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Mean absolute error"), std::string::npos);
+  // --max-error turns a case further off than that into exit 1, after writing the table.
+  fs::remove_all(d);
+  const Cli strict = validate({"stream.fmovs.2048", "-o", d.string(), "--max-error", "0.001"});
+  EXPECT_EQ(strict.rc, 1) << strict.out;
+  EXPECT_NE(strict.err.find("max-error"), std::string::npos) << strict.err;
+  EXPECT_TRUE(fs::exists(d / "validation.json"));
+}
+
+// Bad input: an unknown case, a fabric without the colors a case needs, a PE without the SRAM
+// a case needs, an empty -o: each a clear message and exit 2.
+TEST(ValidateCli, BadInputIsAUsageError) {
+  const std::string d = tmp_path("validate_cli_bad");
+  Cli r = validate({"stream.nosuch", "-o", d});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("validation case 'stream.nosuch' is unknown"), std::string::npos) << r.err;
+  r = validate({"allreduce.tree.32x32", "--router.colors", "8", "-o", d});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("router.colors"), std::string::npos) << r.err;
+  r = validate({"stream.fmovs.2048", "--core.sram_kb", "8", "-o", d});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("stream.fmovs.2048"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("SRAM"), std::string::npos) << r.err;
+  r = validate({"--quick", "allreduce.chain.256x256", "-o", d});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("no case chosen"), std::string::npos) << r.err;
+  r = validate({"-o", ""});
+  EXPECT_EQ(r.rc, 2);
+  r = validate({"--list"});
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("stream.fmacs.2048"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace wafersim::test
