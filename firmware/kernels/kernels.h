@@ -48,6 +48,13 @@ struct ReduceParams {
   ReduceAlgo algo = ReduceAlgo::kChain;
   int root_x = -1, root_y = -1;  // absolute; -1 = centre (x0 + w/2, y0 + h/2)
   bool all = true;
+  // The partial sums overwrite v instead of a copy of it (no vmov before the reduction, as the
+  // published reduce implementations do); the sum is then read from v.
+  bool in_place = false;
+  // Each PE reads the cycle counter before its first reduction op and after its last one
+  // (outputs "t.X.Y": start, end), as the published measurements time a collective:
+  // max(end) - min(start).
+  bool timed = false;
   int color_base = 0;
 };
 int add_reduce(FabricProgram& prog, const ReduceParams& p, const std::vector<std::vector<float>>& data,

@@ -64,23 +64,30 @@ int add_reduce(FabricProgram& prog, const ReduceParams& p, const std::vector<std
       PeAsm a;
       a.task("0, main, active");
       a.data(".space v, " + F + ", " + L);
-      a.data(".space sum, " + F + ", " + L);
+      if (!p.in_place) a.data(".space sum, " + F + ", " + L);
       a << "main:";
-      const std::string dv = a.mem("v", p.len), ds = a.mem("sum", p.len);
-      a << "vmov." + F + " " + ds + ", " + dv;
+      const std::string dv = a.mem("v", p.len), ds = p.in_place ? dv : a.mem("sum", p.len);
+      if (!p.in_place) a << "vmov." + F + " " + ds + ", " + dv;
+      if (p.timed) {
+        a.data(".space t, i32, 2");
+        a << "tsc r13";
+      }
       emit_line_reduce(a, row, x - r.x0, p.len, F, ds);
       if (x == rx) emit_line_reduce(a, col, y - r.y0, p.len, F, ds);
       if (p.all && (r.w > 1 || r.h > 1)) {
         if (root) a << "vmov." + F + " " + a.fout(bcast, p.len) + ", " + ds;
         else a << "vmov." + F + " " + ds + ", " + a.fin(bcast, p.len);
       }
+      if (p.timed) a << "tsc r14" << "li r12, t" << "st32 [r12], r13" << "st32 [r12+4], r14";
       a << "halt";
       prog.place(x, y, intern_image(prog, p.all ? "allreduce" : "reduce", a.text(), t));
       const auto& v = data[static_cast<size_t>(y - r.y0) * r.w + (x - r.x0)];
       if (v.size() != p.len) throw ConfigError("reduce: every PE's vector needs len elements");
       prog.set_data(x, y, "v", encode(p.fmt, v, t.cb16_bias));
-      if (root) prog.output("sum", x, y, "sum");
-      else if (p.all) prog.output("sum." + std::to_string(x) + "." + std::to_string(y), x, y, "sum");
+      const std::string sum = p.in_place ? "v" : "sum";
+      if (p.timed) prog.output("t." + std::to_string(x) + "." + std::to_string(y), x, y, "t");
+      if (root) prog.output("sum", x, y, sum);
+      else if (p.all) prog.output("sum." + std::to_string(x) + "." + std::to_string(y), x, y, sum);
     }
   }
   routes.emit(prog);

@@ -87,6 +87,54 @@ TEST(Stream, EveryOpAndFormatIsExactAndTimedByTheCycleCounter) {
   }
 }
 
+// A chain reduce over a row toward its west end, timed as the published measurements time it
+// (max of the PEs' end readings - min of their start readings): the first element crosses each
+// of the P - 1 hops in ramp out + hop + ramp in + the add's cycle, the other B - 1 follow one a
+// cycle, plus the two counter reads: B + (P - 1)(2 ramp_latency + hop_latency + 1) + 2. With the
+// defaults (ramp 2, hop 1) that is the reduce model of Luczynski et al. (T_R = 2) plus 2, and the
+// sum is exact.
+TEST(Reduce, TimedChainFollowsTheRowModelForEveryLatency) {
+  for (int ramp : {1, 2, 3}) {
+    for (int hop : {1, 2}) {
+      for (int pes : {2, 5, 9}) {
+        for (uint32_t len : {1u, 7u, 64u}) {
+          HwConfig hw = small_config(pes, 1);
+          hw.router.ramp_latency = ramp;
+          hw.router.hop_latency = hop;
+          kernels::ReduceParams p;
+          p.rect = {0, 0, pes, 1};
+          p.len = len;
+          p.root_x = 0;
+          p.root_y = 0;
+          p.all = false;
+          p.in_place = true;
+          p.timed = true;
+          std::vector<std::vector<float>> data;
+          for (int i = 0; i < pes; ++i) data.push_back(std::vector<float>(len, static_cast<float>(i + 1)));
+          FabricProgram prog;
+          kernels::add_reduce(prog, p, data, asm_target(hw));
+          Fabric f(hw);
+          const LoadedProgram lp = load_program(f, prog);
+          ASSERT_TRUE(run_to_completion(f, lp, 100000).finished);
+          double start = 1e300, end = 0;
+          std::vector<float> sum;
+          for (const auto& o : read_outputs(f, prog)) {
+            if (o.name == "sum") sum = o.values;
+            if (o.name.rfind("t.", 0) == 0) {
+              start = std::min(start, static_cast<double>(o.values.at(0)));
+              end = std::max(end, static_cast<double>(o.values.at(1)));
+            }
+          }
+          const std::string at = "ramp " + std::to_string(ramp) + " hop " + std::to_string(hop) + " P " +
+                                 std::to_string(pes) + " B " + std::to_string(len);
+          EXPECT_EQ(sum, std::vector<float>(len, static_cast<float>(pes * (pes + 1) / 2))) << at;
+          EXPECT_EQ(end - start, len + (pes - 1) * (2.0 * ramp + hop + 1) + 2) << at;
+        }
+      }
+    }
+  }
+}
+
 TEST(Stream, VfmacsAssemblesAndDisassembles) {
   const PeImage img = assemble(".task 0, main, active\nmain:\n  vfmacs.fp16 d3, d1, d2, r7, async=2\n  tsc r4\n  halt\n", "t.s", AsmTarget{});
   ASSERT_GE(img.code.size(), 2u);
