@@ -57,6 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                });
   parse_and_reparse<KernelGenConfig>("kernel", {"gemv", "--config", path}, parse_kernel_options,
                                      [](const KernelGenConfig&) { return std::string(); });
+  parse_and_reparse<ValidateConfig>("validate", {"--config", path}, parse_validate_options,
+                                    [](const ValidateConfig&) { return std::string(); });
   for (const bool train : {false, true}) {
     std::vector<std::string> args = {"--config", path};
     if (train) args.insert(args.begin(), {"--trace.vcd", ""});
