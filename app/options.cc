@@ -342,7 +342,7 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   po::options_description general("General");
   general.add_options()
       ("help,h", "print this help and exit")
-      ("kernel", po::value(&c.kernel), "gemv, allreduce, reduce, broadcast, elementwise, stream or pingpong")
+      ("kernel", po::value(&c.kernel), "gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream or pingpong")
       ("out,o", po::value(&c.out)->default_value(c.out), "directory to write the program to")
       ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)");
   po::options_description kernel("Kernel [kernel]"), router("Router [router]"), core("PE core [core]"),
@@ -350,12 +350,12 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   kernel.add_options()
       ("kernel.w", po::value(&c.w)->default_value(c.w), "PEs west to east")
       ("kernel.h", po::value(&c.h)->default_value(c.h), "PEs north to south")
-      ("kernel.m", po::value(&c.m)->default_value(c.m), "gemv: rows of A")
-      ("kernel.n", po::value(&c.n)->default_value(c.n), "gemv: columns of A")
+      ("kernel.m", po::value(&c.m)->default_value(c.m), "gemv: rows of A; meshgemv: length of x (rows of W)")
+      ("kernel.n", po::value(&c.n)->default_value(c.n), "gemv: columns of A; meshgemv: columns of W")
       ("kernel.len", po::value(&c.len)->default_value(c.len), "elements per PE (reduce, broadcast, elementwise, pingpong)")
       ("kernel.format", po::value(&c.format)->default_value(c.format), "fp32, fp16, cb16 or bf16")
       ("kernel.acc", po::value(&c.acc)->default_value(c.acc), "gemv: accumulation format (fp32 or the same as kernel.format)")
-      ("kernel.algo", po::value(&c.algo)->default_value(c.algo), "chain or tree (reductions)")
+      ("kernel.algo", po::value(&c.algo)->default_value(c.algo), "chain, tree or two-phase (reductions)")
       ("kernel.reps", po::value(&c.reps)->default_value(c.reps), "gemv: products computed back to back")
       ("kernel.op", po::value(&c.op)->default_value(c.op), "elementwise: add, sub, mul, max, cmpgt, relu, exp, recip; stream: copy, scale, add, triad")
       ("kernel.warmup", po::value(&c.warmup)->default_value(c.warmup), "stream: untimed runs of the op before the timed one")
@@ -375,7 +375,7 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   pos.add("kernel", 1);
   po::variables_map vm;
   if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
-  if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, allreduce, reduce, broadcast, elementwise, stream, pingpong)");
+  if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, pingpong)");
   c.hw.validate();
   if (c.out.empty()) throw ConfigError("-o needs the directory to write the program to");
   // Shapes the kernels can be built for, checked before anything is allocated.
@@ -391,12 +391,12 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   }
   if (c.reps < 1 || c.rounds < 1) throw ConfigError("kernel.reps and kernel.rounds must be at least 1");
   if (c.distance < 1 || c.distance > 4095) throw ConfigError("kernel.distance must be in [1, 4095] (the two PEs share one row of at most 4096)");
-  if (c.kernel == "gemv") {
+  if (c.kernel == "gemv" || c.kernel == "meshgemv") {
     if (c.m < 1 || c.n < 1) throw ConfigError("kernel.m and kernel.n must be at least 1");
-    if (c.h + 1 > 4096) throw ConfigError("gemv uses kernel.h + 1 rows (x enters on the row above): kernel.h must be at most 4095");
+    if (c.kernel == "gemv" && c.h + 1 > 4096) throw ConfigError("gemv uses kernel.h + 1 rows (x enters on the row above): kernel.h must be at most 4095");
     const uint64_t elems = uint64_t{c.m} * uint64_t{c.n};
     if (elems * 2 > uint64_t(c.w) * uint64_t(c.h) * sram || elems > (uint64_t{1} << 30)) {
-      throw ConfigError("gemv: A (kernel.m x kernel.n = " + std::to_string(elems) + " elements) " +
+      throw ConfigError(c.kernel + ": the matrix (kernel.m x kernel.n = " + std::to_string(elems) + " elements) " +
                         (elems > (uint64_t{1} << 30) ? std::string("is over 2^30 elements")
                                                      : "does not fit the SRAM of " + std::to_string(c.w) + " x " +
                                                            std::to_string(c.h) + " PEs: use more PEs (kernel.w, kernel.h)"));

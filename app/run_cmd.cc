@@ -265,6 +265,14 @@ int kernel_command(const std::vector<std::string>& args, std::ostream& out, std:
       p.len = c.len;
       p.fmt = fmt;
       kernels::add_elementwise(prog, p, per_pe(pes, c.len), per_pe(pes, c.len), t);
+    } else if (c.kernel == "meshgemv") {
+      kernels::MeshGemvParams g;
+      g.rect = {0, 0, c.w, c.h};
+      g.m = c.m;
+      g.n = c.n;
+      g.fmt = fmt;
+      const auto w = vec(size_t{c.m} * c.n), x = vec(c.m);
+      kernels::add_meshgemv(prog, g, w, x, t);
     } else if (c.kernel == "stream") {
       kernels::StreamParams p;
       p.rect = {0, 0, c.w, c.h};
@@ -281,7 +289,7 @@ int kernel_command(const std::vector<std::string>& args, std::ostream& out, std:
       p.rounds = c.rounds;
       kernels::add_pingpong(prog, p, vec(c.len), t);
     } else {
-      throw ConfigError("kernel '" + c.kernel + "' is unknown (gemv, allreduce, reduce, broadcast, elementwise, stream, pingpong)");
+      throw ConfigError("kernel '" + c.kernel + "' is unknown (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, pingpong)");
     }
     save_program(prog, c.out);
     out << "wrote " << c.out << "/program.json: " << prog.name << ", " << prog.images.size() << " images on "

@@ -27,6 +27,12 @@
 namespace wafersim {
 namespace {
 
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
 // What one case run gives: the simulated figure (cycles), whether the kernel's numbers matched
 // the host reference, and what the run was.
 struct CaseRun {
@@ -232,6 +238,83 @@ Case row_reduce_case(int pes, uint32_t len, bool quick) {
   return c;
 }
 
+// ---- MeshGEMV (WaferLLM, OSDI 2025, Table 6) ----
+
+// The P x P mesh's columns share no link, queue or color (each reduces and broadcasts down
+// itself), so one column of P PEs, holding its n/P columns of W, takes the cycles of the whole
+// mesh (test MeshGemv.OneColumnTakesTheCyclesOfTheWholeMesh); its numbers are checked against
+// the same-order reference.
+CaseRun run_meshgemv(const HwConfig& hw, int pes, uint32_t m, uint32_t n) {
+  const int bias = hw.core.cb16_bias;
+  const NumFormat fmt = NumFormat::kF16;
+  const uint32_t nt = n / static_cast<uint32_t>(pes), mt = m / static_cast<uint32_t>(pes);
+  std::mt19937 rng(static_cast<uint32_t>(hw.sim.seed));
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto rnd = [&](float v) { return to_f32(fmt, from_f32(fmt, v, bias), bias); };
+  std::vector<float> w(size_t{m} * nt), x(m);
+  for (float& v : w) v = rnd(uni(rng));
+  for (float& v : x) v = rnd(uni(rng));
+  kernels::MeshGemvParams p;
+  p.rect = {0, 0, 1, pes};
+  p.m = m;
+  p.n = nt;
+  p.fmt = fmt;
+  FabricProgram prog;
+  prog.name = "meshgemv";
+  kernels::add_meshgemv(prog, p, w, x, asm_target(hw));
+  const Finished r = run_case_program(hw, prog, hw.sim.cycles);
+  const kernels::LinePlan plan = kernels::plan_line_reduce(pes, pes / 2, kernels::ReduceAlgo::kTwoPhase, 0, p.group);
+  size_t wrong = 0;
+  double start = 1e300, end = 0;
+  for (uint32_t c = 0; c < nt; ++c) {
+    std::vector<float> part(static_cast<size_t>(pes));
+    for (int j = 0; j < pes; ++j) {
+      float acc = 0;
+      for (uint32_t k = 0; k < mt; ++k) acc = rnd(std::fma(w[(size_t{mt} * static_cast<size_t>(j) + k) * nt + c], x[size_t{mt} * static_cast<size_t>(j) + k], acc));
+      part[static_cast<size_t>(j)] = acc;
+    }
+    std::function<float(int)> total = [&](int pos) {
+      float acc = part[static_cast<size_t>(pos)];
+      for (int kid : plan.children[static_cast<size_t>(pos)]) acc = rnd(total(kid) + acc);
+      return acc;
+    };
+    const float want = total(pes / 2);
+    for (int j = 0; j < pes; ++j) {
+      if (f32_bits(output(r.out, "out.0." + std::to_string(j)).at(c)) != f32_bits(want)) ++wrong;
+    }
+  }
+  for (int j = 0; j < pes; ++j) {
+    const std::vector<float>& t = output(r.out, "t.0." + std::to_string(j));
+    start = std::min(start, static_cast<double>(t.at(0)));
+    end = std::max(end, static_cast<double>(t.at(1)));
+  }
+  CaseRun cr;
+  cr.cycles = end - start;
+  cr.numerics_ok = wrong == 0;
+  cr.numerics = "bit-exact against the same-order fp16 reference on every PE of the column: " + std::to_string(wrong) +
+                " of " + std::to_string(size_t{nt} * static_cast<size_t>(pes)) + " values differ";
+  cr.setup = "one column of the " + std::to_string(pes) + " x " + std::to_string(pes) + " mesh (" + std::to_string(mt) +
+             " x " + std::to_string(nt) + " fp16 tile per PE), two-phase column reduce and broadcast; max(end) - min(start)";
+  return cr;
+}
+
+Case meshgemv_case(uint32_t size, double published_ms) {
+  Case c;
+  const int pes = 512;
+  c.name = "gemv.meshgemv." + std::to_string(size / 1024) + "k";
+  c.family = "gemv";
+  c.quick = true;
+  c.published = published_ms * 1e-3 * 1.1e9;  // their scripts convert cycles at 1.1 GHz
+  c.source = "He et al., WaferLLM (OSDI 2025), Table 6: fp16 [1," + std::to_string(size / 1024) + "K] x [" +
+             std::to_string(size / 1024) + "K," + std::to_string(size / 1024) + "K] in " + fixed(published_ms, 5) +
+             " ms on WSE-2, converted at 1.1 GHz";
+  c.measured = "WSE-2, MeshGEMV on a P x P mesh (P not stated; 512 assumed: the largest P <= 750 that divides the "
+               "size, as their code requires), 10 warm-ups, mean of 100 timed repeats";
+  c.differs = "x is held as fp32 for the scalar operand (fp16 values); one column simulated (the columns are independent)";
+  c.run = [=](const HwConfig& hw) { return run_meshgemv(hw, pes, size, size); };
+  return c;
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> v;
   v.push_back(stream_case("copy", "fmovs", NumFormat::kF32, 2048, 1512));
@@ -244,15 +327,12 @@ std::vector<Case> all_cases() {
   for (int pes : {4, 16, 64, 256, 512}) {
     for (uint32_t len : {1u, 256u, 4096u}) v.push_back(row_reduce_case(pes, len, pes <= 64 && len <= 256));
   }
+  v.push_back(meshgemv_case(16384, 0.0012));
+  v.push_back(meshgemv_case(32768, 0.00203));
   v.push_back(allreduce_case(32, 32, kernels::ReduceAlgo::kTree, true));
-  v.push_back(allreduce_case(256, 256, kernels::ReduceAlgo::kChain, false));
+  v.push_back(allreduce_case(32, 32, kernels::ReduceAlgo::kTwoPhase, true));
+  v.push_back(allreduce_case(256, 256, kernels::ReduceAlgo::kTwoPhase, false));
   return v;
-}
-
-std::string fixed(double v, int digits) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << v;
-  return os.str();
 }
 
 }  // namespace

@@ -81,15 +81,18 @@ void RouteTable::emit(FabricProgram& prog) const {
   for (const auto& [k, r] : m_routes) prog.route(std::get<0>(k), std::get<1>(k), std::get<2>(k), r.first, r.second);
 }
 
-const char* reduce_algo_name(ReduceAlgo a) { return a == ReduceAlgo::kChain ? "chain" : "tree"; }
+const char* reduce_algo_name(ReduceAlgo a) {
+  return a == ReduceAlgo::kChain ? "chain" : a == ReduceAlgo::kTree ? "tree" : "two-phase";
+}
 
 ReduceAlgo parse_reduce_algo(const std::string& s) {
   if (s == "chain") return ReduceAlgo::kChain;
   if (s == "tree") return ReduceAlgo::kTree;
-  throw ConfigError("reduction algorithm '" + s + "' is unknown (choose chain or tree)");
+  if (s == "two-phase") return ReduceAlgo::kTwoPhase;
+  throw ConfigError("reduction algorithm '" + s + "' is unknown (choose chain, tree or two-phase)");
 }
 
-LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base) {
+LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int group) {
   if (n < 1 || root < 0 || root >= n) throw ConfigError("line reduction: root outside the line");
   LinePlan p;
   p.parent.assign(static_cast<size_t>(n), -1);
@@ -109,6 +112,34 @@ LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base) {
     // The root adds its left neighbour, then its right one.
     auto& rc = p.children[static_cast<size_t>(root)];
     std::sort(rc.begin(), rc.end());
+  } else if (algo == ReduceAlgo::kTwoPhase) {
+    int g = group > 0 ? group : 1;
+    if (group <= 0) {
+      while (g * g < n) ++g;
+    }
+    const int groups = (n + g - 1) / g, rg = root / g;
+    std::vector<int> leader(static_cast<size_t>(groups));
+    for (int k = 0; k < groups; ++k) {
+      const int lo = k * g, hi = std::min(n, lo + g) - 1;
+      leader[static_cast<size_t>(k)] = k == rg ? root : std::min(hi, lo + g / 2);
+    }
+    // Phase 1, inside each group: chains toward its leader (west or north side first).
+    for (int k = 0; k < groups; ++k) {
+      const int lo = k * g, hi = std::min(n, lo + g) - 1, ld = leader[static_cast<size_t>(k)];
+      for (int i = lo; i < ld; ++i) link(i, i + 1, color_base + (i % 2));
+      for (int i = hi; i > ld; --i) link(i, i - 1, color_base + 2 + (i % 2));
+    }
+    // Phase 2: the leaders' chain toward the root's group, added after a leader's own group.
+    for (int k = 0; k < rg; ++k) link(leader[static_cast<size_t>(k)], leader[static_cast<size_t>(k) + 1], color_base + 4 + (k % 2));
+    for (int k = groups - 1; k > rg; --k) link(leader[static_cast<size_t>(k)], leader[static_cast<size_t>(k) - 1], color_base + 6 + (k % 2));
+    for (int k = 0; k < groups; ++k) {
+      // Own group first (west child, then east), then the leaders' (west, then east).
+      auto& kids = p.children[static_cast<size_t>(leader[static_cast<size_t>(k)])];
+      std::stable_sort(kids.begin(), kids.end(), [&](int a, int b) {
+        const bool pa = a / g != k, pb = b / g != k;  // a phase-2 child lives in another group
+        return pa != pb ? pb : a < b;
+      });
+    }
   } else {
     // In-order binary tree: the middle of each interval is the parent of its halves' middles.
     std::function<void(int, int, int, int)> build = [&](int lo, int hi, int parent, int depth) {

@@ -60,7 +60,11 @@ class RouteTable {
 // position sends once to its parent; `children` lists who sends to each position, in the order
 // the position adds them. chain: neighbours, 2 colors per side; tree: an in-order binary tree
 // (a position has at most one child on each side), 2 colors per level.
-enum class ReduceAlgo { kChain, kTree };
+// two-phase: chains inside groups of consecutive positions toward each group's leader (its
+// middle; the root in the root's group), then a chain across the leaders toward the root, each
+// of its edges a path of `group` hops through the PEs between (Luczynski et al.'s two-phase
+// reduce; WaferLLM's K-tree with K = 2); 8 colors.
+enum class ReduceAlgo { kChain, kTree, kTwoPhase };
 const char* reduce_algo_name(ReduceAlgo a);
 ReduceAlgo parse_reduce_algo(const std::string& s);  // throws ConfigError
 
@@ -70,7 +74,8 @@ struct LinePlan {
   std::vector<int> color;                  // color of the edge to the parent (-1 at the root)
   int colors = 0;                          // colors used, from color_base
 };
-LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base);
+// `group`: positions per group of the two-phase reduction (0: ceil(sqrt(n))).
+LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int group = 0);
 
 // The code of one position of a line reduction. `acc` is a memory descriptor holding this PE's
 // contribution, which the code may overwrite: the sum of the subtree ends in `acc` at the root;

@@ -55,6 +55,7 @@ struct ReduceParams {
   // (outputs "t.X.Y": start, end), as the published measurements time a collective:
   // max(end) - min(start).
   bool timed = false;
+  int group = 0;  // two-phase: positions per group (0: ceil(sqrt(line)))
   int color_base = 0;
 };
 int add_reduce(FabricProgram& prog, const ReduceParams& p, const std::vector<std::vector<float>>& data,
@@ -92,6 +93,25 @@ struct ElementwiseParams {
 void add_elementwise(FabricProgram& prog, const ElementwiseParams& p, const std::vector<std::vector<float>>& data_a,
                      const std::vector<std::vector<float>>& data_b, const AsmTarget& t);
 bool elementwise_binary(const std::string& op);  // throws ConfigError for an unknown op
+
+// MeshGEMV (WaferLLM, OSDI 2025): out[1, n] = x[1, m] W[m, n] on rect (w x h PEs). PE (i, j)
+// holds W's rows j*m/h.. and columns i*n/w.. (row-major) and x's segment j (every PE of row j,
+// in fmt, held as fp32 for the scalar operand); it computes its partial out segment with m/h
+// vfmacs over its tile's rows (res = res + W[k, :] * x_k, rounded to fmt each time), the
+// columns reduce them toward the middle row (two-phase: groups of `group` rows, then their
+// leaders; 16-bit adds in fmt) and the root broadcasts the sum back up and down its column.
+// Every PE of column i ends with out's segment i (outputs "out.X.Y"); `timed`: outputs "t.X.Y"
+// (cycle counter before the local GEMV and after the broadcast). Colors: color_base .. +8.
+struct MeshGemvParams {
+  Rect rect;
+  uint32_t m = 256, n = 256;
+  NumFormat fmt = NumFormat::kF16;
+  int group = 0;
+  bool timed = true;
+  int color_base = 0;
+};
+void add_meshgemv(FabricProgram& prog, const MeshGemvParams& p, const std::vector<float>& w, const std::vector<float>& x,
+                  const AsmTarget& t);
 
 // STREAM (leightonw-cerebras/stream, as measured on a CS-2): every PE of rect runs `warmup`
 // times, then once between two reads of the cycle counter, one vector op over SRAM of len

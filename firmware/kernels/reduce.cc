@@ -23,8 +23,8 @@ int add_reduce(FabricProgram& prog, const ReduceParams& p, const std::vector<std
   if (rx < r.x0 || rx >= r.x0 + r.w || ry < r.y0 || ry >= r.y0 + r.h) throw ConfigError("reduce: the root is outside the rectangle");
   if (p.len < 1) throw ConfigError("reduce: len must be at least 1");
   if (data.size() != static_cast<size_t>(r.w) * r.h) throw ConfigError("reduce: need one vector per PE");
-  const LinePlan row = plan_line_reduce(r.w, rx - r.x0, p.algo, p.color_base);
-  const LinePlan col = plan_line_reduce(r.h, ry - r.y0, p.algo, p.color_base + row.colors);
+  const LinePlan row = plan_line_reduce(r.w, rx - r.x0, p.algo, p.color_base, p.group);
+  const LinePlan col = plan_line_reduce(r.h, ry - r.y0, p.algo, p.color_base + row.colors, p.group);
   const int bcast = p.color_base + row.colors + col.colors;
   const int colors = row.colors + col.colors + (p.all ? 1 : 0);
   need_colors(p.all ? "allreduce" : "reduce", p.color_base, colors, t);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <functional>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -132,6 +133,131 @@ TEST(Reduce, TimedChainFollowsTheRowModelForEveryLatency) {
         }
       }
     }
+  }
+}
+
+// The two-phase reduction (groups, then their leaders) leaves the exact sum everywhere, for
+// roots and group sizes that put the root at a group's edge or in its middle.
+TEST(Reduce, TwoPhaseAllreduceIsExact) {
+  for (int group : {0, 1, 3, 5, 16}) {
+    for (int root : {-1, 0, 11}) {
+      HwConfig hw = small_config(13, 12);
+      kernels::ReduceParams p;
+      p.rect = {0, 0, 13, 12};
+      p.len = 5;
+      p.algo = kernels::ReduceAlgo::kTwoPhase;
+      p.group = group;
+      p.root_x = root;
+      p.root_y = root;
+      std::vector<std::vector<float>> data;
+      double want = 0;
+      for (int i = 0; i < 13 * 12; ++i) {
+        data.push_back(std::vector<float>(5, static_cast<float>(i % 9)));
+        want += i % 9;
+      }
+      FabricProgram prog;
+      kernels::add_reduce(prog, p, data, asm_target(hw));
+      Fabric f(hw);
+      const LoadedProgram lp = load_program(f, prog);
+      ASSERT_TRUE(run_to_completion(f, lp, 100000).finished) << group << " " << root;
+      const auto out = read_outputs(f, prog);
+      ASSERT_EQ(out.size(), 13u * 12u);
+      for (const auto& o : out) EXPECT_EQ(o.values, std::vector<float>(5, static_cast<float>(want))) << o.name;
+    }
+  }
+}
+
+// MeshGEMV against a host reference in the same order: per PE row j and column i, the partial
+// res = fl(res + W[k, c] x_k) over the tile's rows k in order (one rounding to the format per
+// step, as vfmacs does), then the column's partials summed in the two-phase plan's order
+// (acc = fl(child + acc), children in the plan's order), the same value on every PE of the column.
+TEST(MeshGemv, BitIdenticalToTheSameOrderReferenceInEveryFormat) {
+  for (NumFormat fmt : {NumFormat::kF16, NumFormat::kBF16, NumFormat::kF32}) {
+    for (int group : {0, 2}) {
+      const int pw = 3, ph = 7;
+      const uint32_t m = 7 * 6, n = 3 * 8;
+      HwConfig hw = small_config(pw, ph);
+      const int bias = hw.core.cb16_bias;
+      std::mt19937 rng(11);
+      std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+      std::vector<float> w(size_t{m} * n), x(m);
+      for (float& v : w) v = to_f32(fmt, from_f32(fmt, uni(rng), bias), bias);
+      for (float& v : x) v = to_f32(fmt, from_f32(fmt, uni(rng), bias), bias);
+      kernels::MeshGemvParams p;
+      p.rect = {0, 0, pw, ph};
+      p.m = m;
+      p.n = n;
+      p.fmt = fmt;
+      p.group = group;
+      FabricProgram prog;
+      kernels::add_meshgemv(prog, p, w, x, asm_target(hw));
+      Fabric f(hw);
+      const LoadedProgram lp = load_program(f, prog);
+      ASSERT_TRUE(run_to_completion(f, lp, 200000).finished);
+      const auto out = read_outputs(f, prog);
+      auto rnd = [&](float v) { return to_f32(fmt, from_f32(fmt, v, bias), bias); };
+      const uint32_t mt = m / ph, nt = n / pw;
+      const kernels::LinePlan plan = kernels::plan_line_reduce(ph, ph / 2, kernels::ReduceAlgo::kTwoPhase, 0, group);
+      for (int i = 0; i < pw; ++i) {
+        for (uint32_t c = 0; c < nt; ++c) {
+          const size_t col = static_cast<size_t>(i) * nt + c;
+          std::vector<float> part(ph);
+          for (int j = 0; j < ph; ++j) {
+            float acc = 0;
+            for (uint32_t k = 0; k < mt; ++k) acc = rnd(std::fma(w[(size_t{mt} * j + k) * n + col], x[size_t{mt} * j + k], acc));
+            part[static_cast<size_t>(j)] = acc;
+          }
+          std::function<float(int)> total = [&](int pos) {
+            float acc = part[static_cast<size_t>(pos)];
+            for (int kid : plan.children[static_cast<size_t>(pos)]) acc = rnd(total(kid) + acc);
+            return acc;
+          };
+          const float want = total(ph / 2);
+          for (int j = 0; j < ph; ++j) {
+            const std::string name = "out." + std::to_string(i) + "." + std::to_string(j);
+            bool found = false;
+            for (const auto& o : out) {
+              if (o.name != name) continue;
+              found = true;
+              ASSERT_EQ(f32_bits(o.values.at(c)), f32_bits(want)) << format_name(fmt) << " group " << group << " " << name << "[" << c << "]";
+            }
+            ASSERT_TRUE(found) << name;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The mesh's columns share no link, queue or color: one column with its share of W takes the
+// cycles of the whole mesh (what the validation case relies on to simulate 512 PEs, not 262,144).
+TEST(MeshGemv, OneColumnTakesTheCyclesOfTheWholeMesh) {
+  auto run = [](int pw, int ph, uint32_t m, uint32_t n) {
+    HwConfig hw = small_config(pw, ph);
+    kernels::MeshGemvParams p;
+    p.rect = {0, 0, pw, ph};
+    p.m = m;
+    p.n = n;
+    std::vector<float> w(size_t{m} * n, 0.5f), x(m, 0.25f);
+    FabricProgram prog;
+    kernels::add_meshgemv(prog, p, w, x, asm_target(hw));
+    Fabric f(hw);
+    const LoadedProgram lp = load_program(f, prog);
+    const RunResult r = run_to_completion(f, lp, 200000);
+    EXPECT_TRUE(r.finished);
+    double start = 1e300, end = 0;
+    for (const auto& o : read_outputs(f, prog)) {
+      if (o.name.rfind("t.", 0) != 0) continue;
+      start = std::min(start, static_cast<double>(o.values.at(0)));
+      end = std::max(end, static_cast<double>(o.values.at(1)));
+    }
+    return std::make_pair(r.cycles, end - start);
+  };
+  for (int ph : {5, 9}) {
+    const auto mesh = run(6, ph, static_cast<uint32_t>(ph) * 16, 6 * 12);
+    const auto column = run(1, ph, static_cast<uint32_t>(ph) * 16, 12);
+    EXPECT_EQ(mesh, column) << ph << " rows";
+    EXPECT_GT(column.second, 16.0 * 12 / 4) << "at least the local GEMV's vector steps";
   }
 }
 
