@@ -326,7 +326,7 @@ TEST(ValidateCli, BadInputIsAUsageError) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("stream.fmovs.2048"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("SRAM"), std::string::npos) << r.err;
-  r = validate({"--quick", "allreduce.chain.256x256", "-o", d});
+  r = validate({"--quick", "allreduce.two-phase.256x256", "-o", d});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("no case chosen"), std::string::npos) << r.err;
   r = validate({"-o", ""});
