@@ -112,6 +112,12 @@ struct MeshGemvParams {
 };
 void add_meshgemv(FabricProgram& prog, const MeshGemvParams& p, const std::vector<float>& w, const std::vector<float>& x,
                   const AsmTarget& t);
+// The host reference in the kernel's order (for its checks): per tile row j and column c,
+// part = fl(part + W[k, c] x_k) over the tile's rows in order (fma, one rounding to fmt), then
+// the column's partials summed in the two-phase plan's order (acc = fl(child + acc)). Returns
+// out (n values), which every PE of the column must hold bit for bit.
+std::vector<float> meshgemv_reference(const MeshGemvParams& p, const std::vector<float>& w, const std::vector<float>& x,
+                                      int cb16_bias);
 
 // STREAM (leightonw-cerebras/stream, as measured on a CS-2): every PE of rect runs `warmup`
 // times, then once between two reads of the cycle counter, one vector op over SRAM of len

@@ -3,6 +3,9 @@
 // column and a broadcast back up and down it (docs/kernels.md, docs/validation.md).
 #include "firmware/kernels/kernels.h"
 
+#include <cmath>
+#include <functional>
+
 #include "hw/config.h"
 
 namespace wafersim::kernels {
@@ -97,6 +100,32 @@ void add_meshgemv(FabricProgram& prog, const MeshGemvParams& p, const std::vecto
     route_line_reduce(routes, plan, xy);
   }
   routes.emit(prog);
+}
+
+std::vector<float> meshgemv_reference(const MeshGemvParams& p, const std::vector<float>& w, const std::vector<float>& x,
+                                      int cb16_bias) {
+  const int ph = p.rect.h;
+  const uint32_t mt = p.m / static_cast<uint32_t>(ph);
+  auto rnd = [&](float v) { return round_to(p.fmt, v, cb16_bias); };
+  const LinePlan plan = plan_line_reduce(ph, ph / 2, ReduceAlgo::kTwoPhase, 0, p.group);
+  std::vector<float> out(p.n), part(static_cast<size_t>(ph));
+  for (uint32_t c = 0; c < p.n; ++c) {
+    for (int j = 0; j < ph; ++j) {
+      float acc = 0;
+      for (uint32_t k = 0; k < mt; ++k) {
+        const size_t row = size_t{mt} * static_cast<size_t>(j) + k;
+        acc = rnd(std::fma(w[row * p.n + c], x[row], acc));
+      }
+      part[static_cast<size_t>(j)] = acc;
+    }
+    std::function<float(int)> total = [&](int pos) {
+      float acc = part[static_cast<size_t>(pos)];
+      for (int kid : plan.children[static_cast<size_t>(pos)]) acc = rnd(total(kid) + acc);
+      return acc;
+    };
+    out[c] = total(ph / 2);
+  }
+  return out;
 }
 
 }  // namespace wafersim::kernels
