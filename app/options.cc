@@ -437,6 +437,11 @@ bool parse_validate_options(const std::vector<std::string>& args, ValidateConfig
   po::variables_map vm;
   if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
   c.hw.sim.visit_order = parse_visit_order(visit_order);
+  for (const char* key : {"fabric.width", "fabric.height"}) {
+    if (vm.count(key) && !vm[key].defaulted()) {
+      throw ConfigError(std::string(key) + " is set by each validation case (the size its published run used); it cannot be given");
+    }
+  }
   c.hw.validate();
   if (c.out.empty()) throw ConfigError("-o needs the directory to write the results to");
   if (!(c.max_error >= 0) || c.max_error > 1e6) throw ConfigError("max-error must be a percentage >= 0");

@@ -309,6 +309,9 @@ TEST(ValidateCli, BadInputIsAUsageError) {
   EXPECT_NE(r.err.find("no case chosen"), std::string::npos) << r.err;
   r = validate({"-o", ""});
   EXPECT_EQ(r.rc, 2);
+  r = validate({"stream.fmovs.2048", "--fabric.width", "64", "-o", d});  // each case has its own size
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("fabric.width is set by each validation case"), std::string::npos) << r.err;
   r = validate({"--list"});
   EXPECT_EQ(r.rc, 0);
   EXPECT_NE(r.out.find("stream.fmacs.2048"), std::string::npos);
