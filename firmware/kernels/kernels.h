@@ -108,6 +108,7 @@ struct MeshGemvParams {
   NumFormat fmt = NumFormat::kF16;
   int group = 0;
   bool timed = true;
+  uint32_t warmup = 0, reps = 1;  // untimed repeats, then timed ones (t spans the timed ones)
   int color_base = 0;
 };
 void add_meshgemv(FabricProgram& prog, const MeshGemvParams& p, const std::vector<float>& w, const std::vector<float>& x,

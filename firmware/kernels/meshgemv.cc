@@ -20,6 +20,7 @@ void add_meshgemv(FabricProgram& prog, const MeshGemvParams& p, const std::vecto
                       std::to_string(r.h) + " PEs (m must divide by h, n by w)");
   }
   if (w.size() != size_t{p.m} * p.n || x.size() != p.m) throw ConfigError("meshgemv: W or x has the wrong size");
+  if (p.reps < 1 || p.warmup > (1u << 30) || p.reps > (1u << 30)) throw ConfigError("meshgemv: reps must be at least 1");
   const uint32_t mt = p.m / static_cast<uint32_t>(r.h), nt = p.n / static_cast<uint32_t>(r.w);
   if (nt > 65535 || mt > 65535) throw ConfigError("meshgemv: a tile's row is longer than one descriptor");
   const int eb = p.fmt == NumFormat::kF32 ? 4 : 2;
@@ -49,10 +50,13 @@ void add_meshgemv(FabricProgram& prog, const MeshGemvParams& p, const std::vecto
     a.data(".space res, " + F + ", " + NT);
     a.data(".align 4");
     a.data(".space t, i32, 2");
-    a << "main:";
+    a << "main:" << "li r0, 0" << "li r9, " + std::to_string(p.warmup + p.reps) << "li r8, " + std::to_string(p.reps);
+    // Each repeat: the local GEMV, the column's reduction and broadcast; the counter is read as
+    // the first timed repeat starts and after the last one.
+    a << "again:";
+    if (p.timed) a << "bne r9, r8, untimed" << "tsc r13" << "untimed:";
     const std::string dW = a.mem("W", nt), dR = a.mem("res", nt);
-    a << "li r0, 0" << "li r6, x" << "li r1, " + std::to_string(mt);
-    if (p.timed) a << "tsc r13";
+    a << "li r6, x" << "li r1, " + std::to_string(mt);
     a << "vfill." + F + " " + dR + ", r0";
     a << "row:" << "ld32 r5, [r6]" << "vfmacs." + F + " " + dR + ", " + dR + ", " + dW + ", r5"
       << "daddb " + dW + ", " + std::to_string(uint64_t{nt} * static_cast<uint64_t>(eb)) << "addi r6, r6, 4"
@@ -62,6 +66,7 @@ void add_meshgemv(FabricProgram& prog, const MeshGemvParams& p, const std::vecto
       if (j == root) a << "vmov." + F + " " + a.fout(bcast, nt) + ", " + dR;
       else a << "vmov." + F + " " + dR + ", " + a.fin(bcast, nt);
     }
+    a << "addi r9, r9, -1" << "bne r9, r0, again";
     if (p.timed) a << "tsc r14" << "li r12, t" << "st32 [r12], r13" << "st32 [r12+4], r14";
     a << "halt";
     const int img = intern_image(prog, "meshgemv", a.text(), t);

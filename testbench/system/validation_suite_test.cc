@@ -210,12 +210,14 @@ TEST(MeshGemv, BitIdenticalToTheSameOrderReferenceInEveryFormat) {
 }
 
 TEST(MeshGemv, OneColumnTakesTheCyclesOfTheWholeMesh) {
-  auto run = [](int pw, int ph, uint32_t m, uint32_t n) {
+  auto run = [](int pw, int ph, uint32_t m, uint32_t n, uint32_t reps) {
     HwConfig hw = small_config(pw, ph);
     kernels::MeshGemvParams p;
     p.rect = {0, 0, pw, ph};
     p.m = m;
     p.n = n;
+    p.warmup = reps > 1 ? 2 : 0;
+    p.reps = reps;
     std::vector<float> w(size_t{m} * n, 0.5f), x(m, 0.25f);
     FabricProgram prog;
     kernels::add_meshgemv(prog, p, w, x, asm_target(hw));
@@ -232,10 +234,15 @@ TEST(MeshGemv, OneColumnTakesTheCyclesOfTheWholeMesh) {
     return std::make_pair(r.cycles, end - start);
   };
   for (int ph : {5, 9}) {
-    const auto mesh = run(6, ph, static_cast<uint32_t>(ph) * 16, 6 * 12);
-    const auto column = run(1, ph, static_cast<uint32_t>(ph) * 16, 12);
+    const auto mesh = run(6, ph, static_cast<uint32_t>(ph) * 16, 6 * 12, 1);
+    const auto column = run(1, ph, static_cast<uint32_t>(ph) * 16, 12, 1);
     EXPECT_EQ(mesh, column) << ph << " rows";
     EXPECT_GT(column.second, 16.0 * 12 / 4) << "at least the local GEMV's vector steps";
+    // Repeats (after warm-ups) take the same on the mesh and on one column too, and the timed
+    // span of 3 covers at least 3 local GEMVs.
+    const auto mesh3 = run(6, ph, static_cast<uint32_t>(ph) * 16, 6 * 12, 3);
+    EXPECT_EQ(mesh3, run(1, ph, static_cast<uint32_t>(ph) * 16, 12, 3)) << ph << " rows, 3 repeats";
+    EXPECT_GT(mesh3.second, 3 * 16.0 * 12 / 4);
   }
 }
 
