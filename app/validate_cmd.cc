@@ -38,7 +38,7 @@ std::string fixed(double v, int digits) {
 struct CaseRun {
   double cycles = 0;
   bool numerics_ok = false;
-  std::string numerics;  // how the result was checked, and the worst difference
+  std::string numerics;  // how the result was checked, and how many values differ
   std::string setup;     // PEs and sizes simulated
 };
 
@@ -102,11 +102,7 @@ CaseRun run_stream(const HwConfig& hw, const std::string& op, NumFormat fmt, uin
   const std::vector<float>& d = output(r.out, "dest.0.0");
   size_t wrong = 0;
   for (uint32_t i = 0; i < len; ++i) {
-    float want = a[i];
-    if (op == "scale") want = a[i] * p.scalar;
-    if (op == "add") want = a[i] + b[i];
-    if (op == "triad") want = std::fma(b[i], p.scalar, a[i]);
-    want = to_f32(fmt, from_f32(fmt, want, bias), bias);
+    const float want = kernels::stream_reference(op, a[i], two ? b[i] : 0.0f, p.scalar, fmt, bias);
     if (f32_bits(want) != f32_bits(d[i])) ++wrong;
   }
   CaseRun cr;
@@ -204,15 +200,8 @@ CaseRun run_row_reduce(const HwConfig& hw, int pes, uint32_t len) {
   const std::vector<float>& sum = output(r.out, "sum");
   size_t wrong = sum.size() == len ? 0 : len;
   for (size_t k = 0; k < sum.size() && k < len; ++k) wrong += sum[k] != static_cast<float>(want[k]);
-  double start = 1e300, end = 0;
-  for (const OutputValues& o : r.out) {
-    if (o.name.rfind("t.", 0) == 0 && o.values.size() == 2) {
-      start = std::min(start, static_cast<double>(o.values[0]));
-      end = std::max(end, static_cast<double>(o.values[1]));
-    }
-  }
   CaseRun cr;
-  cr.cycles = end - start;
+  cr.cycles = kernels::timed_span(r.out);
   cr.numerics_ok = wrong == 0;
   cr.numerics = "the root's sum exact (integer-valued fp32): " + std::to_string(wrong) + " of " + std::to_string(len) +
                 " elements differ";
@@ -267,18 +256,12 @@ CaseRun run_meshgemv(const HwConfig& hw, int pes, uint32_t m, uint32_t n) {
   const Finished r = run_case_program(hw, prog, hw.sim.cycles);
   const std::vector<float> want = kernels::meshgemv_reference(p, w, x, bias);
   size_t wrong = 0;
-  double start = 1e300, end = 0;
   for (int j = 0; j < pes; ++j) {
     const std::vector<float>& got = output(r.out, "out.0." + std::to_string(j));
     for (uint32_t c = 0; c < nt; ++c) wrong += f32_bits(got.at(c)) != f32_bits(want[c]);
   }
-  for (int j = 0; j < pes; ++j) {
-    const std::vector<float>& t = output(r.out, "t.0." + std::to_string(j));
-    start = std::min(start, static_cast<double>(t.at(0)));
-    end = std::max(end, static_cast<double>(t.at(1)));
-  }
   CaseRun cr;
-  cr.cycles = (end - start) / p.reps;
+  cr.cycles = kernels::timed_span(r.out) / p.reps;
   cr.numerics_ok = wrong == 0;
   cr.numerics = "bit-exact against the same-order fp16 reference on every PE of the column: " + std::to_string(wrong) +
                 " of " + std::to_string(size_t{nt} * static_cast<size_t>(pes)) + " values differ";

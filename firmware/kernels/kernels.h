@@ -137,6 +137,13 @@ struct StreamParams {
 void add_stream(FabricProgram& prog, const StreamParams& p, const std::vector<std::vector<float>>& src0,
                 const std::vector<std::vector<float>>& src1, const AsmTarget& t);
 int stream_sources(const std::string& op);  // 1 or 2; throws ConfigError for an unknown op
+// The host reference of one STREAM element: the op in fp32 on the (rounded) inputs, rounded
+// once to fmt (b is unused by copy and scale).
+float stream_reference(const std::string& op, float a, float b, float scalar, NumFormat fmt, int cb16_bias);
+
+// A collective's time as the published measurements take it: max over PEs of their end reading
+// - min of their start reading, from the outputs "t.X.Y" (start, end) of a `timed` kernel.
+double timed_span(const std::vector<OutputValues>& out);
 
 // Ping-pong: PE (x0, y0) sends len fp32 words east to PE (x0 + distance, y0), which echoes them
 // straight back (fabric to fabric); `rounds` times. The echo lands in "echo" (output "echo").

@@ -2,7 +2,10 @@
 // measurements of leightonw-cerebras/stream were taken (docs/validation.md).
 #include "firmware/kernels/kernels.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include "hw/config.h"
 
@@ -12,6 +15,26 @@ int stream_sources(const std::string& op) {
   if (op == "copy" || op == "scale") return 1;
   if (op == "add" || op == "triad") return 2;
   throw ConfigError("stream op '" + op + "' is unknown (copy, scale, add, triad)");
+}
+
+float stream_reference(const std::string& op, float a, float b, float scalar, NumFormat fmt, int cb16_bias) {
+  float v = a;
+  if (op == "scale") v = a * scalar;
+  if (op == "add") v = a + b;
+  if (op == "triad") v = std::fma(b, scalar, a);
+  return round_to(fmt, v, cb16_bias);
+}
+
+double timed_span(const std::vector<OutputValues>& out) {
+  double start = 1e300, end = 0;
+  for (const OutputValues& o : out) {
+    if (o.name.rfind("t.", 0) != 0) continue;
+    if (o.values.size() != 2) throw std::runtime_error("timed output " + o.name + " needs 2 values (start, end)");
+    start = std::min(start, static_cast<double>(o.values[0]));
+    end = std::max(end, static_cast<double>(o.values[1]));
+  }
+  if (end < start) throw std::runtime_error("no timed outputs (t.X.Y) to take a span from");
+  return end - start;
 }
 
 void add_stream(FabricProgram& prog, const StreamParams& p, const std::vector<std::vector<float>>& src0,

@@ -74,11 +74,7 @@ TEST(Stream, EveryOpAndFormatIsExactAndTimedByTheCycleCounter) {
         }
         ASSERT_EQ(dest.size(), len) << op << " " << format_name(fmt);
         for (uint32_t i = 0; i < len; ++i) {
-          float want = a[p][i];
-          if (op == "scale") want = a[p][i] * sp.scalar;
-          if (op == "add") want = a[p][i] + b[p][i];
-          if (op == "triad") want = std::fma(b[p][i], sp.scalar, a[p][i]);
-          want = to_f32(fmt, from_f32(fmt, want, hw.core.cb16_bias), hw.core.cb16_bias);
+          const float want = kernels::stream_reference(op, a[p][i], two ? b[p][i] : 0.0f, sp.scalar, fmt, hw.core.cb16_bias);
           ASSERT_EQ(f32_bits(dest[i]), f32_bits(want)) << op << " " << format_name(fmt) << " element " << i;
         }
         ASSERT_EQ(cycles.size(), 1u);
@@ -117,19 +113,15 @@ TEST(Reduce, TimedChainFollowsTheRowModelForEveryLatency) {
           Fabric f(hw);
           const LoadedProgram lp = load_program(f, prog);
           ASSERT_TRUE(run_to_completion(f, lp, 100000).finished);
-          double start = 1e300, end = 0;
+          const auto out = read_outputs(f, prog);
           std::vector<float> sum;
-          for (const auto& o : read_outputs(f, prog)) {
+          for (const auto& o : out) {
             if (o.name == "sum") sum = o.values;
-            if (o.name.rfind("t.", 0) == 0) {
-              start = std::min(start, static_cast<double>(o.values.at(0)));
-              end = std::max(end, static_cast<double>(o.values.at(1)));
-            }
           }
           const std::string at = "ramp " + std::to_string(ramp) + " hop " + std::to_string(hop) + " P " +
                                  std::to_string(pes) + " B " + std::to_string(len);
           EXPECT_EQ(sum, std::vector<float>(len, static_cast<float>(pes * (pes + 1) / 2))) << at;
-          EXPECT_EQ(end - start, len + (pes - 1) * (2.0 * ramp + hop + 1) + 2) << at;
+          EXPECT_EQ(kernels::timed_span(out), len + (pes - 1) * (2.0 * ramp + hop + 1) + 2) << at;
         }
       }
     }
@@ -225,13 +217,7 @@ TEST(MeshGemv, OneColumnTakesTheCyclesOfTheWholeMesh) {
     const LoadedProgram lp = load_program(f, prog);
     const RunResult r = run_to_completion(f, lp, 200000);
     EXPECT_TRUE(r.finished);
-    double start = 1e300, end = 0;
-    for (const auto& o : read_outputs(f, prog)) {
-      if (o.name.rfind("t.", 0) != 0) continue;
-      start = std::min(start, static_cast<double>(o.values.at(0)));
-      end = std::max(end, static_cast<double>(o.values.at(1)));
-    }
-    return std::make_pair(r.cycles, end - start);
+    return std::make_pair(r.cycles, kernels::timed_span(read_outputs(f, prog)));
   };
   for (int ph : {5, 9}) {
     const auto mesh = run(6, ph, static_cast<uint32_t>(ph) * 16, 6 * 12, 1);
