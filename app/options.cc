@@ -342,7 +342,7 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   po::options_description general("General");
   general.add_options()
       ("help,h", "print this help and exit")
-      ("kernel", po::value(&c.kernel), "gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream or pingpong")
+      ("kernel", po::value(&c.kernel), "gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, stencil or pingpong")
       ("out,o", po::value(&c.out)->default_value(c.out), "directory to write the program to")
       ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)");
   po::options_description kernel("Kernel [kernel]"), router("Router [router]"), core("PE core [core]"),
@@ -358,7 +358,10 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
       ("kernel.algo", po::value(&c.algo)->default_value(c.algo), "chain, tree or two-phase (reductions)")
       ("kernel.reps", po::value(&c.reps)->default_value(c.reps), "gemv: products computed back to back")
       ("kernel.op", po::value(&c.op)->default_value(c.op), "elementwise: add, sub, mul, max, cmpgt, relu, exp, recip; stream: copy, scale, add, triad")
-      ("kernel.warmup", po::value(&c.warmup)->default_value(c.warmup), "stream: untimed runs of the op before the timed one")
+      ("kernel.warmup", po::value(&c.warmup)->default_value(c.warmup), "stream: untimed runs of the op before the timed one; stencil: untimed time steps (default 0)")
+      ("kernel.nz", po::value(&c.nz)->default_value(c.nz), "stencil: Z cells per PE (the column in SRAM)")
+      ("kernel.block", po::value(&c.block)->default_value(c.block), "stencil: Z cells per block (0: the fewest blocks that fit)")
+      ("kernel.steps", po::value(&c.steps)->default_value(c.steps), "stencil: timed time steps")
       ("kernel.columns", po::value(&c.columns)->default_value(c.columns), "broadcast: down the columns instead of along the rows")
       ("kernel.distance", po::value(&c.distance)->default_value(c.distance), "pingpong: hops between the two PEs")
       ("kernel.rounds", po::value(&c.rounds)->default_value(c.rounds), "pingpong: round trips");
@@ -375,7 +378,7 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   pos.add("kernel", 1);
   po::variables_map vm;
   if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
-  if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, pingpong)");
+  if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, stencil, pingpong)");
   c.hw.validate();
   if (c.out.empty()) throw ConfigError("-o needs the directory to write the program to");
   // Shapes the kernels can be built for, checked before anything is allocated.
@@ -388,6 +391,11 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   const uint64_t sram = static_cast<uint64_t>(c.hw.core.sram_kb) * 1024;
   if (c.len < 1 || c.len > sram / 2) {
     throw ConfigError("kernel.len must be in [1, " + std::to_string(sram / 2) + "] (16-bit elements in core.sram_kb), got " + std::to_string(c.len));
+  }
+  if (c.kernel == "stencil") {
+    if (vm["kernel.warmup"].defaulted()) c.warmup = 0;  // the default 100 is stream's
+    if (c.nz < 1 || c.nz > 16384 || c.block > c.nz) throw ConfigError("kernel.nz must be in [1, 16384] and kernel.block in [0, kernel.nz]");
+    if (c.steps < 1 || c.steps > (1u << 20) || c.warmup > (1u << 20)) throw ConfigError("kernel.steps must be in [1, 2^20] and kernel.warmup at most 2^20");
   }
   if (c.reps < 1 || c.rounds < 1) throw ConfigError("kernel.reps and kernel.rounds must be at least 1");
   if (c.distance < 1 || c.distance > 4095) throw ConfigError("kernel.distance must be in [1, 4095] (the two PEs share one row of at most 4096)");

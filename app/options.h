@@ -62,6 +62,7 @@ struct KernelGenConfig {
   int w = 4, h = 4;
   uint32_t m = 256, n = 256, len = 16, reps = 1, rounds = 4;
   uint32_t warmup = 100;
+  uint32_t nz = 1000, block = 0, steps = 1;  // stencil
   int distance = 1;
   std::string format = "fp32", acc = "fp32", algo = "chain", op = "add";
   bool columns = false;

@@ -282,6 +282,14 @@ int kernel_command(const std::vector<std::string>& args, std::ostream& out, std:
       p.warmup = c.warmup;
       const bool two = kernels::stream_sources(c.op) == 2;
       kernels::add_stream(prog, p, per_pe(pes, c.len), two ? per_pe(pes, c.len) : std::vector<std::vector<float>>{}, t);
+    } else if (c.kernel == "stencil") {
+      kernels::StencilParams p;
+      p.rect = {0, 0, c.w, c.h};
+      p.nz = c.nz;
+      p.block = c.block;
+      p.steps = c.steps;
+      p.warmup = c.warmup;
+      kernels::add_stencil(prog, p, per_pe(pes, c.nz), per_pe(pes, c.nz), t);
     } else if (c.kernel == "pingpong") {
       kernels::PingPongParams p;
       p.distance = c.distance;
@@ -289,7 +297,7 @@ int kernel_command(const std::vector<std::string>& args, std::ostream& out, std:
       p.rounds = c.rounds;
       kernels::add_pingpong(prog, p, vec(c.len), t);
     } else {
-      throw ConfigError("kernel '" + c.kernel + "' is unknown (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, pingpong)");
+      throw ConfigError("kernel '" + c.kernel + "' is unknown (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, stencil, pingpong)");
     }
     save_program(prog, c.out);
     out << "wrote " << c.out << "/program.json: " << prog.name << ", " << prog.images.size() << " images on "

@@ -72,6 +72,7 @@ const OpInfo kOpInfo[] = {
     {"fcnt", "c,r", false, false},
     {"tsc", "r", false, false},
     {"vfmacs", "d,d,d,r", true, false},
+    {"ctl", "c", false, false},
 };
 static_assert(sizeof(kOpInfo) / sizeof(kOpInfo[0]) == static_cast<size_t>(Op::kCount), "op table out of step");
 

@@ -35,6 +35,9 @@ enum class Op : uint8_t {
   kTsc,
   // D = A + B * s (the SDK's fmacs/fmach: STREAM's triad); after kTsc to keep earlier opcodes.
   kVfmacs,
+  // Sends one control wavelet on a color (through its output queue, after what is queued):
+  // it advances the switch positions of the routers it leaves (the stencil's broadcast patterns).
+  kCtl,
   kCount
 };
 

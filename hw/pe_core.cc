@@ -109,6 +109,10 @@ PeCore::PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std:
       throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") filters color " +
                         std::to_string(in.reg[0]) + ", which has no input queue (.inq)");
     }
+    if (in.op == Op::kCtl && m_outq_of_color[in.reg[0] & 31] < 0) {
+      throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") sends on color " +
+                        std::to_string(in.reg[0]) + ", which has no output queue (.outq)");
+    }
     if ((in.op == Op::kDfin && m_queue_of_color[in.reg[1] & 31] < 0) ||
         (in.op == Op::kDfout && m_outq_of_color[in.reg[1] & 31] < 0)) {
       throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") uses color " +
@@ -157,6 +161,13 @@ int PeCore::output_queue_count(int q) const { return static_cast<int>(m_outq[q].
 uint32_t PeCore::full_colors() const { return m_full; }
 
 uint64_t PeCore::deliver(const Wavelet& w, uint64_t ready) {
+  // A control wavelet only moves switch positions: the ramp takes it and no queue sees it (the
+  // core's control tasks are not modelled).
+  if (w.ctrl) {
+    ++m_consumed;
+    ++m_stats.control;
+    return kNever;
+  }
   // The router only delivers colors outside full_colors(), so the queue has room.
   Queue& q = m_inq[m_queue_of_color[w.color]];
   const uint32_t n = q.fcount++;
@@ -167,7 +178,7 @@ uint64_t PeCore::deliver(const Wavelet& w, uint64_t ready) {
   }
   uint32_t tail = q.head + q.count;
   if (tail >= q.depth) tail -= q.depth;
-  q.slot[tail] = QSlot{ready, w.payload};
+  q.slot[tail] = QSlot{ready, w.payload, false};
   if (++q.count == q.depth) m_full |= 1u << w.color;
   // A lazy core skips on: nothing it replays reads an input queue (the main thread runs an
   // SRAM-only op or pure scalar code and picks no task), and a microthread waiting for this
@@ -442,6 +453,12 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
     }
     case Op::kFcnt: m_inq[m_queue_of_color[g[0] & 31]].fcount = r[g[1]]; break;
     case Op::kTsc: r[g[0]] = static_cast<uint32_t>(now); break;  // ends a lazy window (pure_run)
+    case Op::kCtl: {  // ends a lazy window (pure_run); waits for room like a vector op's step
+      const int q = m_outq_of_color[g[0] & 31];
+      if (m_outq[q].count == m_outq[q].depth) return false;
+      put_output(q, 0, true);
+      break;
+    }
     default:
       fault(now, std::string("cannot execute ") + info.mnemonic);
       return false;
@@ -671,7 +688,7 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   if (m_outq_nonempty) {
     if (const int q = next_outq(ramp_full); q >= 0) {
       Queue& Q = m_outq[q];
-      *out = Wavelet{Q.slot[Q.head].payload, static_cast<uint8_t>(Q.color), false};
+      *out = Wavelet{Q.slot[Q.head].payload, static_cast<uint8_t>(Q.color), Q.slot[Q.head].ctrl};
       if (++Q.head == Q.depth) Q.head = 0;
       if (--Q.count == 0) m_outq_nonempty &= ~(1u << q);
       m_rr_outq = q + 1 == kNumOutputQueues ? 0 : q + 1;

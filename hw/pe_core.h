@@ -23,6 +23,7 @@ struct CoreStats {
   uint64_t vector_elems = 0;
   uint64_t tasks_started = 0;
   uint64_t filtered = 0;  // wavelets a ramp filter dropped (filt)
+  uint64_t control = 0;   // control wavelets the ramp took (they reach no queue)
 };
 
 //   auto core = std::make_unique<PeCore>(cfg.core, image, /*pe_id=*/7, "wafer.pe_7_0");
@@ -74,6 +75,7 @@ class PeCore : public PeAgent {
   struct QSlot {
     uint64_t ready;
     uint32_t payload;
+    bool ctrl;                   // output queues: a control wavelet (ctl)
   };
   struct Queue {
     QSlot* slot = nullptr;       // depth slots in m_qmem
@@ -147,11 +149,12 @@ class PeCore : public PeAgent {
     return v;
   }
   // Appends to output queue q (the caller checked it has room).
-  void put_output(int q, uint32_t v) {
+  void put_output(int q, uint32_t v, bool ctrl = false) {
     Queue& Q = m_outq[q];
     uint32_t tail = Q.head + Q.count;
     if (tail >= Q.depth) tail -= Q.depth;
     Q.slot[tail].payload = v;
+    Q.slot[tail].ctrl = ctrl;
     ++Q.count;
     m_outq_nonempty |= 1u << q;
   }

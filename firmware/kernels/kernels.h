@@ -141,6 +141,43 @@ int stream_sources(const std::string& op);  // 1 or 2; throws ConfigError for an
 // once to fmt (b is unused by copy and scale).
 float stream_reference(const std::string& op, float a, float b, float scalar, NumFormat fmt, int cb16_bias);
 
+// The 25-point star stencil (Jacquelin et al., SC22; acoustic wave equation, second order in
+// time, radius 4 in x, y, z): X and Y over rect (one PE per (x, y)), each PE's Z column of nz
+// cells in SRAM as two time levels of nz + 8 cells (4 zero halo cells at each end), processed in
+// Z blocks. Per block, four localized broadcast patterns (eastbound, westbound, southbound,
+// northbound; 2 colors each) send every PE's block to the next 4 PEs of its row or column: in
+// step s = 0..4 the roots are the PEs at q = s (mod 5) along the pattern, each root's copy comes
+// back to it too, and the root's control wavelet moves the switch positions of the routers it
+// passes to their next role. A microthread per pattern multiplies what arrives by the distance's
+// coefficient (fabric to SRAM), then the main thread sums the 17 products, adds the 8 Z terms
+// (fmacs) and writes u^(n+1) = sum - u^(n-1) over the older level. warmup untimed steps, then
+// `steps` timed ones (outputs "t.X.Y": counter before the first timed step and after the last);
+// "ua.X.Y" / "ub.X.Y": the two levels (nz cells). Colors: color_base .. +7.
+struct StencilCoeffs {
+  float self = 0;                 // the own cell: 2 + the centre weights of the three axes
+  float x[4] = {}, y[4] = {}, z[4] = {};  // distance 1..4 on each axis
+  // The eighth-order second difference on each axis, scaled by r = (V dt / h)^2.
+  static StencilCoeffs wave(float r);
+};
+struct StencilParams {
+  Rect rect;
+  uint32_t nz = 1000;
+  uint32_t block = 0;   // Z cells per block; 0: the fewest blocks that fit (the paper's rule)
+  uint32_t steps = 1, warmup = 0;
+  bool timed = true;
+  StencilCoeffs coeffs = StencilCoeffs::wave(0.05f);
+  int color_base = 0;
+};
+// u_prev = u^(n-1), u_cur = u^n: one Z column (nz cells) per PE, row-major PE order.
+void add_stencil(FabricProgram& prog, const StencilParams& p, const std::vector<std::vector<float>>& u_prev,
+                 const std::vector<std::vector<float>>& u_cur, const AsmTarget& t);
+uint32_t stencil_block(const StencilParams& p, const AsmTarget& t);  // the block size add_stencil uses
+// The host reference in the kernel's order (products rounded, summed own cell first, then each
+// pattern's distances 1..4; Z terms by fma from -4 to 4): the ua columns then the ub columns
+// after warmup + steps time steps.
+std::vector<std::vector<float>> stencil_reference(const StencilParams& p, std::vector<std::vector<float>> u_prev,
+                                                  std::vector<std::vector<float>> u_cur);
+
 // A collective's time as the published measurements take it: max over PEs of their end reading
 // - min of their start reading, from the outputs "t.X.Y" (start, end) of a `timed` kernel.
 double timed_span(const std::vector<OutputValues>& out);

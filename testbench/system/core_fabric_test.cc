@@ -145,6 +145,44 @@ TEST(CoreFabric, RampFilterPassesOnlyItsWindowOfAColor) {
   }
 }
 
+// ctl sends a control wavelet after what the queue holds: it moves the sender's router to its
+// next switch position (east, then south) and the ramps that take it pass it to no queue.
+TEST(CoreFabric, ControlWaveletMovesTheSwitchAndReachesNoQueue) {
+  for (const bool lazy : {true, false}) {
+    CoreRig rig(2, 2);
+    rig.hw().core.lazy = lazy;
+    ColorRoute cr;
+    cr.npos = 2;
+    cr.pos[0] = {port_bit(kRamp), port_bit(kEast)};
+    cr.pos[1] = {port_bit(kRamp), port_bit(kSouth)};
+    rig.route(0, 0, 1, R, E);  // creates the router; replaced below
+    rig.fabric().set_route(0, 0, 1, cr);
+    rig.route(1, 0, 1, W, R);
+    rig.route(0, 1, 1, N, R);
+    rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, 1.0, 2.0, 3.0, 4.0, 5.0\n"
+                  "main:\n dmem d0, x, 3, 1\n dfout d1, 1, 3\n vmov.fp32 d1, d0\n ctl 1\n"
+                  " dmem d0, x+12, 2, 1\n dfout d1, 1, 2\n vmov.fp32 d1, d0\n halt\n");
+    PeCore* east = rig.add(1, 0, ".inq 0, 1\n.task 0, main, active\n.space y, fp32, 3\n"
+                                 "main:\n dmem d0, y, 3, 1\n dfin d1, 1, 3\n vmov.fp32 d0, d1\n halt\n");
+    PeCore* south = rig.add(0, 1, ".inq 0, 1\n.task 0, main, active\n.space y, fp32, 2\n"
+                                  "main:\n dmem d0, y, 2, 1\n dfin d1, 1, 2\n vmov.fp32 d0, d1\n halt\n");
+    rig.run_until_halted();
+    for (int i = 0; i < 50; ++i) rig.fabric().step();
+    const std::string what = lazy ? "lazy" : "cycle by cycle";
+    EXPECT_EQ(rig.read_f32(east, "y", 3), (std::vector<float>{1, 2, 3})) << what;
+    EXPECT_EQ(rig.read_f32(south, "y", 2), (std::vector<float>{4, 5})) << what;
+    EXPECT_EQ(east->stats().control, 1u) << what;
+    EXPECT_EQ(east->input_queue_count(0), 0) << what;
+    EXPECT_EQ(south->stats().control, 0u) << what;
+  }
+}
+
+// ctl names a color the core sends on.
+TEST(CoreFabric, ControlOnAColorWithoutOutputQueueIsRejected) {
+  CoreRig rig(1);
+  EXPECT_THROW(rig.add(0, 0, ".task 0, main, active\nmain:\n ctl 3\n halt\n"), ConfigError);
+}
+
 // filt and fcnt name a color the core has an input queue for.
 TEST(CoreFabric, RampFilterOnAColorWithoutInputQueueIsRejected) {
   CoreRig rig(1);

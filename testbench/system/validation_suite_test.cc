@@ -232,6 +232,68 @@ TEST(MeshGemv, OneColumnTakesTheCyclesOfTheWholeMesh) {
   }
 }
 
+// The 25-point stencil on 7 x 6 PEs (partial broadcast groups at every edge, a short last Z
+// block) against the plain C++ stencil in the kernel's order, bit for bit, both time levels,
+// with lazy cores and cycle by cycle (same data, same cycles).
+TEST(Stencil, BitIdenticalToThePlainStencilAtEveryEdge) {
+  uint64_t cycles[2] = {};
+  for (const bool lazy : {true, false}) {
+    HwConfig hw = small_config(7, 6);
+    hw.core.lazy = lazy;
+    const AsmTarget t = asm_target(hw);
+    kernels::StencilParams sp;
+    sp.rect = {0, 0, 7, 6};
+    sp.nz = 37;
+    sp.block = 10;
+    sp.warmup = 1;
+    sp.steps = 2;
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    std::vector<std::vector<float>> u0(42), u1(42);
+    for (size_t pe = 0; pe < 42; ++pe) {
+      for (uint32_t z = 0; z < sp.nz; ++z) {
+        u0[pe].push_back(uni(rng));
+        u1[pe].push_back(uni(rng));
+      }
+    }
+    FabricProgram prog;
+    kernels::add_stencil(prog, sp, u0, u1, t);
+    Fabric f(hw);
+    const LoadedProgram lp = load_program(f, prog);
+    const RunResult rr = run_to_completion(f, lp, 2000000);
+    ASSERT_TRUE(rr.finished);
+    cycles[lazy ? 0 : 1] = f.cycle();
+    const auto out = read_outputs(f, prog);
+    const auto want = kernels::stencil_reference(sp, u0, u1);
+    int checked = 0;
+    for (const auto& o : out) {
+      const bool ua = o.name.rfind("ua.", 0) == 0;
+      if (!ua && o.name.rfind("ub.", 0) != 0) continue;
+      const int x = std::stoi(o.name.substr(3)), y = std::stoi(o.name.substr(o.name.find('.', 3) + 1));
+      const auto& w = want[(ua ? 0 : 42) + static_cast<size_t>(y) * 7 + static_cast<size_t>(x)];
+      ASSERT_EQ(o.values.size(), sp.nz);
+      for (uint32_t z = 0; z < sp.nz; ++z) {
+        ASSERT_EQ(f32_bits(o.values[z]), f32_bits(w[z])) << o.name << " z " << z << (lazy ? " lazy" : "");
+      }
+      ++checked;
+    }
+    EXPECT_EQ(checked, 84);
+    EXPECT_GT(kernels::timed_span(out), 0.0);
+  }
+  EXPECT_EQ(cycles[0], cycles[1]);
+}
+
+// The paper's block rule: the fewest Z blocks whose buffers fit 48 KB (334 cells for nz = 1000,
+// as its Table III), and every cell when they fit at once.
+TEST(Stencil, BlocksAreTheFewestThatFit) {
+  const AsmTarget t = asm_target(small_config(4, 4));
+  kernels::StencilParams sp;
+  sp.nz = 1000;
+  EXPECT_EQ(kernels::stencil_block(sp, t), 334u);
+  sp.nz = 300;
+  EXPECT_EQ(kernels::stencil_block(sp, t), 300u);
+}
+
 TEST(Stream, VfmacsAssemblesAndDisassembles) {
   const PeImage img = assemble(".task 0, main, active\nmain:\n  vfmacs.fp16 d3, d1, d2, r7, async=2\n  tsc r4\n  halt\n", "t.s", AsmTarget{});
   ASSERT_GE(img.code.size(), 2u);

@@ -285,6 +285,7 @@ loop:   beq r1, r2, loop
 done:   nop
         tsc r9
         vfmacs.bf16 d1, d2, d3, r4, async=1, done=unblock:5
+        ctl 4
 end:
 .task 0, main, active
 .task 5, loop, color=IN
@@ -320,7 +321,7 @@ uint32_t word_at(const PeImage& img, const std::string& sym, uint32_t k) {
 
 TEST(Assembler, SampleProgramUsesEveryMnemonic) {
   const PeImage img = assemble(kSample, "sample.s", AsmTarget{});
-  ASSERT_EQ(img.code.size(), 69u);
+  ASSERT_EQ(img.code.size(), 70u);
   std::vector<bool> seen(static_cast<size_t>(Op::kCount));
   for (uint64_t w : img.code) seen[static_cast<size_t>(decode(w).op)] = true;
   for (size_t o = 0; o < seen.size(); ++o) {
@@ -330,15 +331,15 @@ TEST(Assembler, SampleProgramUsesEveryMnemonic) {
 
 TEST(Assembler, SampleProgramLayoutAndFields) {
   const PeImage img = assemble(kSample, "sample.s", AsmTarget{});
-  // Data starts right after the 69 instructions (552 bytes), naturally aligned.
+  // Data starts right after the 70 instructions (560 bytes), naturally aligned.
   ASSERT_NE(img.find("x"), nullptr);
-  EXPECT_EQ(img.find("x")->addr, 552u);
-  EXPECT_EQ(img.find("h")->addr, 576u);  // .align 64 after x's 20 bytes
-  EXPECT_EQ(img.find("c")->addr, 582u);
-  EXPECT_EQ(img.find("b")->addr, 586u);
-  EXPECT_EQ(img.find("ints")->addr, 588u);
-  EXPECT_EQ(img.find("words")->addr, 596u);  // 594 rounded up to 4
-  EXPECT_EQ(img.find("tbl")->addr, 612u);
+  EXPECT_EQ(img.find("x")->addr, 560u);
+  EXPECT_EQ(img.find("h")->addr, 640u);  // .align 64 after x's 20 bytes
+  EXPECT_EQ(img.find("c")->addr, 646u);
+  EXPECT_EQ(img.find("b")->addr, 650u);
+  EXPECT_EQ(img.find("ints")->addr, 652u);
+  EXPECT_EQ(img.find("words")->addr, 660u);  // 658 rounded up to 4
+  EXPECT_EQ(img.find("tbl")->addr, 676u);
   EXPECT_EQ(img.find("tbl")->count, 16u);
   EXPECT_EQ(img.find("tail")->addr, 0x1000u);
   EXPECT_EQ(img.end_address(), 0x100cu);
@@ -347,7 +348,7 @@ TEST(Assembler, SampleProgramLayoutAndFields) {
   ASSERT_NE(loop, nullptr);
   EXPECT_TRUE(loop->code);
   EXPECT_EQ(loop->addr, 27u);
-  EXPECT_EQ(img.find("end")->addr, 69u);
+  EXPECT_EQ(img.find("end")->addr, 70u);
   EXPECT_TRUE(img.find("ints")->is_int);
   EXPECT_EQ(img.find("ints")->elem_bytes, 2u);
   EXPECT_EQ(img.find("h")->fmt, NumFormat::kF16);
@@ -370,7 +371,7 @@ TEST(Assembler, SampleProgramLayoutAndFields) {
   const auto at = [&](size_t i) { return decode(img.code[i]); };
   EXPECT_EQ(at(1).imm, INT32_MIN);
   EXPECT_EQ(at(2).imm, -1);  // 0xffffffff as a bit pattern
-  EXPECT_EQ(at(3).imm, 552 + 4);
+  EXPECT_EQ(at(3).imm, 560 + 4);
   EXPECT_EQ(static_cast<uint32_t>(at(4).imm), 0x3fc00000u);
   EXPECT_EQ(static_cast<uint32_t>(at(5).imm), 0xff800000u);
   EXPECT_EQ(static_cast<uint32_t>(at(6).imm), 0x7fc00001u);
@@ -378,12 +379,12 @@ TEST(Assembler, SampleProgramLayoutAndFields) {
   EXPECT_EQ(at(24).imm, 8);
   EXPECT_EQ(at(25).reg[0], 3);
   EXPECT_EQ(at(25).imm, -4);
-  EXPECT_EQ(at(26).imm, 612);  // [r15+tbl]
+  EXPECT_EQ(at(26).imm, 676);  // [r15+tbl]
   EXPECT_EQ(at(27).imm, 27);   // beq to itself
   EXPECT_EQ(at(29).imm, 66);   // blt done
   const Instr dmem = at(37);
   EXPECT_EQ(dmem.op, Op::kDmem);
-  EXPECT_EQ(dmem.imm, 552);
+  EXPECT_EQ(dmem.imm, 560);
   EXPECT_EQ(dmem.imm2, 16);
   EXPECT_EQ(dmem.imm3, 1);
   EXPECT_EQ(at(38).imm3, -2048);
@@ -410,8 +411,8 @@ TEST(Assembler, SampleProgramLayoutAndFields) {
   EXPECT_EQ(word_at(img, "b", 0), 0x3fc0u);
   EXPECT_EQ(word_at(img, "ints", 0), 0x8000u);
   EXPECT_EQ(word_at(img, "ints", 1), 0xffffu);
-  EXPECT_EQ(word_at(img, "words", 2), 560u);  // x+8
-  EXPECT_EQ(word_at(img, "words", 3), 596u);  // its own address
+  EXPECT_EQ(word_at(img, "words", 2), 568u);  // x+8
+  EXPECT_EQ(word_at(img, "words", 3), 660u);  // its own address
   EXPECT_EQ(word_at(img, "tail", 2), 0x7fc00000u);
 }
 
@@ -432,7 +433,7 @@ TEST(Assembler, TextRoundTrip) {
   EXPECT_NE(text.find("loop:\n    beq r1, r2, @27\n"), std::string::npos) << text;
   EXPECT_NE(text.find(".task 5, loop, color=3\n"), std::string::npos) << text;
   EXPECT_NE(text.find(".task 63, @2, active, blocked\n"), std::string::npos) << text;
-  EXPECT_NE(text.find(".org 0x264\n.space tbl, i32, 16\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(".org 0x2a4\n.space tbl, i32, 16\n"), std::string::npos) << text;
   EXPECT_NE(text.find(".data ints, i16, -32768, -1, 7\n"), std::string::npos) << text;
 }
 
