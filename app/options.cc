@@ -89,6 +89,7 @@ void add_core_options(po::options_description& d, HwConfig& hw) {
       ("core.fmac_16", po::value(&c.fmac_16)->default_value(c.fmac_16), "fp16/cb16/bf16 FMACs per cycle")
       ("core.fmac_mixed", po::value(&c.fmac_mixed)->default_value(c.fmac_mixed), "16-bit x 16-bit + fp32 FMACs per cycle")
       ("core.add_fp32", po::value(&c.add_fp32)->default_value(c.add_fp32), "fp32 adds/moves per cycle")
+      ("core.mul_fp32", po::value(&c.mul_fp32)->default_value(c.mul_fp32), "fp32 multiplies (vmul, vmuls) per cycle")
       ("core.add_16", po::value(&c.add_16)->default_value(c.add_16), "16-bit adds/moves per cycle")
       ("core.special", po::value(&c.special)->default_value(c.special), "exp/reciprocal elements per cycle")
       ("core.inq_depths", po::value(&c.inq_depths)->default_value(c.inq_depths), "words in each of the 8 input queues")

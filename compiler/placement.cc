@@ -45,11 +45,12 @@ struct Search {
     const int ni = (d.in + p_in - 1) / p_in, no = (d.out + p_out - 1) / p_out;
     const bool dx = l > 0;
     *bytes = tile_sram_bytes(ni, no, opt.ring_depth, dx);
-    const double fmac = hw.core.fmac_fp32, add = hw.core.add_fp32;
+    const double fmac = hw.core.fmac_fp32;
     KernelEstimate e;
     e.fwd = ni * (no / fmac + kFwdTask) + kSampleEnd / 2;
     e.bwd = no * ((dx ? 2 : 1) * ni / fmac + kBwdTask) + kSampleEnd / 2;
-    e.update_per_batch = static_cast<double>(ni) * no * (1 / fmac + 1 / add) + kUpdateFixed;
+    // The update: W += -lr V (vaxpy, FMAC rate), V *= momentum (vmuls, multiply rate).
+    e.update_per_batch = static_cast<double>(ni) * no * (1 / fmac + 1.0 / hw.core.mul_fp32) + kUpdateFixed;
     const bool last = l + 1 == static_cast<int>(g.layers.size());
     e.root = kRootFixed + no * (2 + 2 * act_cost(d.act)) + (last ? kLossFixed + 8.0 * no : 0);
     return e;

@@ -59,6 +59,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   int maxdx = 0, maxdy = 0, maxni = 1;
   bool ones = false;
   for (int l = 0; l < L; ++l) {
+    as.data(".align 16");  // sample rows start at 0 mod 16: see wbdw
     as.data(".space X" + S(l) + ", fp32, " + S(static_cast<long long>(p.len(l, a)) * m));
     if (l > 0) maxdx = std::max(maxdx, p.len(l, a) * m);
     maxdy = std::max(maxdy, p.width[static_cast<size_t>(l) + 1] * m);
@@ -70,10 +71,17 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   for (int l = 0; l < L; ++l) by_feature = by_feature || p.by_feature(l, a);
   if (by_feature) as.data(".space ftm, fp32, " + S(m));
   as.data(".space dy, fp32, " + S(maxdy));
+  if (maxdx) as.data(".align 16");
   if (maxdx) as.data(".space dx, fp32, " + S(maxdx));
   if (ones) as.data(".space ones, fp32, " + S(maxdx));
-  as.data(".space wbdw, fp32, " + S(4LL * maxni));
-  const long long B4 = 4LL * maxni;  // bytes of one buffer in wbdw
+  // The weight and dW rows 4 bytes past a 16-byte line and 16-byte multiples long: a per-sample
+  // op pairs one of them with a sample row (X, dx: s rows of the slice length past a 16-byte
+  // line), and their one-element reads never meet in a bank unless that row starts 4 bytes past
+  // a line too (odd slice lengths, a quarter of the samples; WsPlan's estimate counts them).
+  const long long B4 = 16LL * ((maxni + 3) / 4);  // bytes of one buffer in wbdw
+  as.data(".align 16");
+  as.data(".space wpad, fp32, 1");
+  as.data(".space wbdw, fp32, " + S(B4));
   as.data(".space dummy, fp32, 1");
   as.data(".space cfg, i32, 2");
   as.data(".space nupd, fp32, 1");

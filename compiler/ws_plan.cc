@@ -1,6 +1,7 @@
 #include "compiler/ws_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "compiler/onnx_model.h"
@@ -16,7 +17,7 @@ namespace {
 constexpr double kPerSample = 8;     // scalar instructions of a sample's loop turn
 constexpr double kPerFeature = 7;    // the same of a feature's turn (feature by feature)
 constexpr double kPerOutput = 14;    // dispatch, chain send, counters
-constexpr double kVaxpyBank = 1.6;   // cycles per element of a vaxpy over memory, bank conflicts included
+constexpr double kVaxpyBank = 1.6;   // cycles per element of a feature-by-feature vaxpy (a strided column), bank conflicts included
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
 
@@ -27,6 +28,27 @@ std::vector<int> split(int n, int p) {
 }
 
 std::string S(long long v) { return std::to_string(v); }
+
+// Do two reads of `bytes` at byte offsets a and b touch a common bank (16-bit words interleaved
+// over `banks` banks)?
+bool banks_meet(long a, long b, long bytes, int banks) {
+  for (long i = a / 2; i < (a + bytes) / 2; ++i) {
+    for (long j = b / 2; j < (b + bytes) / 2; ++j) {
+      if (i % banks == j % banks) return true;
+    }
+  }
+  return false;
+}
+
+// Cycles of m per-sample ops over ni fp32 elements at `rate` a step that pair a weight or dW row
+// (4 bytes past a 16-byte line, ws_codegen.cc) with sample s's row of a slice (s * ni * 4 bytes
+// past one): a step takes one more cycle when the two reads meet in a bank (docs/core.md).
+double paired_cycles(long ni, long m, int rate, int banks) {
+  const long k = std::max(1, rate), steps = (ni + k - 1) / k;
+  double cycles = 0;
+  for (long s = 0; s < m; ++s) cycles += static_cast<double>(steps * (banks_meet(4, (s * ni * 4) % 16, 4 * k, banks) ? 2 : 1));
+  return cycles;
+}
 
 std::string fmt(double v, int prec = 1) {
   char b[64];
@@ -40,8 +62,8 @@ double WsPlan::cycles_per_batch() const {
   double t = 0;
   for (size_t l = 0; l < est.size(); ++l) {
     const WsLayerEst& e = est[l];
-    const double stream_b = streams(passes() - 1 - static_cast<int>(l)) ? e.stream_cycles : 0.0;
-    t += std::max(e.stream_cycles, e.fwd_cycles) + std::max(stream_b, e.bwd_cycles) + 2 * e.turn_cycles;
+    const double stream_b = streams(passes() - 1 - static_cast<int>(l)) ? e.bwd_stream_cycles : 0.0;
+    t += std::max(e.fwd_stream_cycles, e.fwd_cycles) + std::max(stream_b, e.bwd_cycles) + 2 * e.turn_cycles;
   }
   return t;
 }
@@ -111,7 +133,8 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
       // X of every layer, dx and its activation scratch, the gathered dy, acc and the products'
       // scratch of the feature-by-feature passes, two weight buffers and two dW rows
       // (ws_codegen.cc), a few words.
-      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 2 * m + 4 * ni + 8));
+      // Alignment: up to 12 bytes before each X, dx and the weight rows, which round up to 4 words.
+      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 2 * m + 4 * (ni + 3) + 8) + 16 * (L + 2));
     }
     return worst;
   };
@@ -184,6 +207,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
 
   p.channel_rate = std::min(1.0, hw.io.channel_gbps * 1e3 / (32.0 * hw.fabric.clock_mhz));
   const double fmac = hw.core.fmac_fp32, add = hw.core.add_fp32;
+  const int banks = hw.core.sram_banks;
   for (int l = 0; l < L; ++l) {
     WsLayerEst e;
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
@@ -195,8 +219,9 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     // Per output: the vector ops per sample, the chain or the dW row's clearing, the dispatch.
     // The weight row is read (and, backward, the dW row sent) by microthreads while the
     // previous output computes, so only the pass's first read is on the critical path; the
-    // reads' pace is the stream bound (max in ws_compile_report). A vaxpy over memory takes a
-    // cycle per element plus one when its two reads meet in a bank (kVaxpyBank on average).
+    // reads' pace is the stream bound (max in ws_compile_report). The forward vmul and the
+    // backward vaxpys pair a weight or dW row with a sample row, a step at the multiply or FMAC
+    // rate, one more cycle when their reads meet in a bank (paired_cycles); vsum at the add rate.
     // With several columns the dW row's send is a vadd, which needs the datapath the main
     // thread's ops hold, so it does not overlap them. A row that runs feature by feature
     // (WsPlan::by_feature) does per input feature a vmuls and a vadd over the m samples forward,
@@ -213,8 +238,21 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
         fwd = m / add + ni * (m / col_rate + m / add + kPerFeature);
         bwd = ni * ((l > 0 ? kVaxpyBank * m / std::min(col_rate, fmac) : 0.0) + 2.0 * m + kPerFeature + 3) + ni / add + send;
       } else {
-        fwd = m * (ni / fmac + ni / add + kPerSample);
-        bwd = m * ((l > 0 ? 2 : 1) * kVaxpyBank * ni / fmac + kPerSample) + ni / add + send;
+        const long n = static_cast<long>(ni), ms = static_cast<long>(m);
+        fwd = paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + kPerSample);
+        bwd = (l > 0 ? 2 : 1) * paired_cycles(n, ms, hw.core.fmac_fp32, banks) + m * kPerSample + ni / add + send;
+        // The weights of the next output come in while this one computes; its paired ops write
+        // every step (one write port), and the prefetch writes only in the other cycles.
+        const double wf = m * std::ceil(ni / std::max(1, hw.core.mul_fp32));
+        const double wb = (l > 0 ? 2 : 1) * m * std::ceil(ni / std::max(1, hw.core.fmac_fp32));
+        const double free_f = std::max(0.05, 1.0 - wf / (fwd + kPerOutput + m / add));
+        const double free_b = std::max(0.05, 1.0 - wb / (bwd + kPerOutput));
+        e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, d.out * ni / (p.channel_rate * free_f));
+        e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, d.out * ni / (p.channel_rate * free_b));
+      }
+      if (p.by_feature(l, a)) {
+        e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, e.stream_cycles);
+        e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, e.stream_cycles);
       }
       e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0);
       e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0);
@@ -242,12 +280,12 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
     const WsLayerEst& e = p.est[static_cast<size_t>(l)];
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     const double host = static_cast<double>(e.weights + d.out) / pace.weights_per_cycle;
-    const double stream = std::max(e.stream_cycles, host);
+    const double stream = std::max(e.fwd_stream_cycles, host), stream_bwd = std::max(e.bwd_stream_cycles, host);
     const double wait_f = pace.prefetch ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights + d.out) / pace.read_per_cycle;
     // The first layer's backward pass streams nothing (WsPlan::streamed_passes).
     const bool bwd_streams = p.streams(p.passes() - 1 - l);
     const double wait_b = pace.prefetch || !bwd_streams ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights) / pace.read_per_cycle;
-    const double stream_b = bwd_streams ? stream : 0.0;
+    const double stream_b = bwd_streams ? stream_bwd : 0.0;
     const double fwd = std::max(stream + wait_f, e.fwd_cycles) + e.turn_cycles;
     const double bwd = std::max(stream_b + wait_b, e.bwd_cycles) + e.turn_cycles;
     total += fwd + bwd;

@@ -40,6 +40,9 @@ struct WsOptions {
 struct WsLayerEst {
   long long weights = 0;        // parameters streamed per pass (weights; biases go to the roots)
   double stream_cycles = 0;     // one pass's weights through the busiest row channel
+  // The same when a row PE takes its weights only in the cycles its main thread's ops leave the
+  // SRAM write port free (the prefetch's writes wait for them: docs/core.md), per pass.
+  double fwd_stream_cycles = 0, bwd_stream_cycles = 0;
   double fwd_cycles = 0;        // forward compute of the busiest PE
   double bwd_cycles = 0;        // backward compute of the busiest PE
   double turn_cycles = 0;       // per pass: the last values down the columns and back up, which the next pass waits for

@@ -82,7 +82,7 @@ void CoreConfig::validate() const {
   check_range("core.microthreads", microthreads, 0, 8);
   check_range("core.decode_latency", decode_latency, 1, 64);
   for (auto [key, v] : {std::pair<const char*, int>{"core.fmac_fp32", fmac_fp32}, {"core.fmac_16", fmac_16},
-                        {"core.fmac_mixed", fmac_mixed}, {"core.add_fp32", add_fp32}, {"core.add_16", add_16},
+                        {"core.fmac_mixed", fmac_mixed}, {"core.add_fp32", add_fp32}, {"core.mul_fp32", mul_fp32}, {"core.add_16", add_16},
                         {"core.special", special}}) {
     check_range(key, v, 1, 64);
   }
@@ -91,7 +91,7 @@ void CoreConfig::validate() const {
     throw ConfigError("core 16-bit rates cannot exceed core.vector_bits / 16 = " + std::to_string(max16) +
                       " elements per cycle (one SRAM access per operand)");
   }
-  if (fmac_fp32 > std::max(1, max32) || add_fp32 > std::max(1, max32)) {
+  if (fmac_fp32 > std::max(1, max32) || add_fp32 > std::max(1, max32) || mul_fp32 > std::max(1, max32)) {
     throw ConfigError("core fp32 rates cannot exceed core.vector_bits / 32 = " + std::to_string(std::max(1, max32)) +
                       " elements per cycle (one SRAM access per operand)");
   }

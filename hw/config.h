@@ -71,7 +71,8 @@ struct CoreConfig {
   int fmac_fp32 = 1;
   int fmac_16 = 4;             // fp16, cb16, bf16
   int fmac_mixed = 2;          // 16-bit sources, fp32 accumulator
-  int add_fp32 = 2;            // add, sub, mul, max, mov and the like
+  int add_fp32 = 2;            // add, sub, max, mov and the like
+  int mul_fp32 = 1;            // mul, muls: the FMAC's multiplier (wse-facts.md; STREAM's fmuls)
   int add_16 = 4;
   int special = 1;             // exp, reciprocal (not published: grade U)
   std::string inq_depths = "6,6,4,4,2,2,2,2";  // words per input queue (ramp -> core)

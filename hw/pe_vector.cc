@@ -63,6 +63,7 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
       op.rate = !is16(in.fmt) && !is16(in.fmt2) ? m_cfg.fmac_fp32 : is16(in.fmt) && is16(in.fmt2) ? m_cfg.fmac_16 : m_cfg.fmac_mixed;
       break;
     case Op::kVexp: case Op::kVrecip: case Op::kVlog: op.rate = m_cfg.special; break;
+    case Op::kVmul: case Op::kVmuls: op.rate = is16(in.fmt) && is16(in.fmt2) ? m_cfg.add_16 : m_cfg.mul_fp32; break;
     default: op.rate = is16(in.fmt) && is16(in.fmt2) ? m_cfg.add_16 : m_cfg.add_fp32;
   }
   const int dbytes = elem_bytes(in.fmt2);

@@ -366,10 +366,11 @@ TEST_F(WsCli, ASlowInputWorkerShowsAsInputStall) {
 }
 
 // The compile report's estimate of simulated samples/s against the run's, on mappings of
-// different shapes (docs/performance.md: within 9 % on these, 12 % on a 47.6 M-parameter model).
-TEST_F(WsCli, EstimateWithinFifteenPercentOfMeasured) {
+// different shapes (docs/performance.md: within 9 % on these).
+TEST_F(WsCli, EstimateWithinTenPercentOfMeasured) {
   const std::vector<std::vector<std::string>> shapes = {
-      {"--ws.columns", "1"}, {"--ws.columns", "4"}, {"--ws.rows", "8", "--ws.columns", "1"}, {"--ws.columns", "1", "--ws.prefetch", "0"}};
+      {"--ws.columns", "1"}, {"--ws.columns", "4"}, {"--ws.rows", "8", "--ws.columns", "1"}, {"--ws.columns", "1", "--ws.prefetch", "0"},
+      {"--ws.columns", "2"}, {"--ws.columns", "8"}};
   int i = 0;
   for (const auto& shape : shapes) {
     const fs::path d = tmp_path("ws_est_" + std::to_string(i++));
@@ -379,7 +380,7 @@ TEST_F(WsCli, EstimateWithinFifteenPercentOfMeasured) {
     const double measured = rep.at("measured_samples_per_s").get<double>();
     const double estimated = rep.at("estimated_samples_per_s").get<double>();
     EXPECT_GT(measured, 0);
-    EXPECT_LE(std::fabs(estimated - measured) / measured, 0.15)
+    EXPECT_LE(std::fabs(estimated - measured) / measured, 0.10)
         << ::testing::PrintToString(shape) << ": estimated " << estimated << ", measured " << measured;
   }
 }

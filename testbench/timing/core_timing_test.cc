@@ -125,6 +125,28 @@ TEST(CoreTiming, FmacRateIsAParameter) {
   EXPECT_EQ(vector_cycles(rig, "vfmac.fp32 d3, d0, d1, d3", "fp32", 8), 4u);
 }
 
+// fp32 multiplies run at core.mul_fp32 (1 a cycle: the FMAC's multiplier; wse-facts.md, the
+// CS-2's STREAM fmuls), adds at core.add_fp32 (2); 16-bit multiplies at the 16-bit rate. The
+// halt executes exactly in the cycle after the last step.
+TEST(CoreTiming, Fp32MultiplyRateIsAParameter) {
+  for (int mul : {1, 2}) {
+    for (const char* op : {"vmul.fp32 d3, d0, d1", "vmuls.fp32 d3, d0, r0"}) {
+      CoreRig rig(1);
+      rig.hw().core.mul_fp32 = mul;
+      EXPECT_EQ(vector_cycles(rig, op, "fp32", 8), static_cast<uint64_t>(8 / mul)) << op << " at " << mul;
+    }
+  }
+  CoreRig add(1);
+  add.hw().core.mul_fp32 = 1;
+  EXPECT_EQ(vector_cycles(add, "vadd.fp32 d3, d0, d1", "fp32", 8), 4u);
+  CoreRig half(1);
+  half.hw().core.mul_fp32 = 1;
+  EXPECT_EQ(vector_cycles(half, "vmul.fp16 d3, d0, d1", "fp16", 8), 2u);
+  HwConfig bad = small_config(1, 1);
+  bad.core.mul_fp32 = 3;  // more than vector_bits / 32
+  EXPECT_THROW(bad.validate(), ConfigError);
+}
+
 TEST(CoreTiming, ReadsOfOneBankInOneStepCostACycle) {
   // fp16, 4 elements per step: sources 48 bytes (24 words) apart hit the same 4 of 8 banks;
   // 40 bytes apart they do not; with 16 banks 48 bytes apart they do not either.
