@@ -343,13 +343,13 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   po::options_description general("General");
   general.add_options()
       ("help,h", "print this help and exit")
-      ("kernel", po::value(&c.kernel), "gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, stencil or pingpong")
+      ("kernel", po::value(&c.kernel), "gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, stencil, fft or pingpong")
       ("out,o", po::value(&c.out)->default_value(c.out), "directory to write the program to")
       ("config", po::value(&c.config_file), "INI file of options (the command line overrides it)");
   po::options_description kernel("Kernel [kernel]"), router("Router [router]"), core("PE core [core]"),
       sim("Simulation [sim]");
   kernel.add_options()
-      ("kernel.w", po::value(&c.w)->default_value(c.w), "PEs west to east")
+      ("kernel.w", po::value(&c.w)->default_value(c.w), "PEs west to east (fft: n, the n x n PEs of an n^3 transform)")
       ("kernel.h", po::value(&c.h)->default_value(c.h), "PEs north to south")
       ("kernel.m", po::value(&c.m)->default_value(c.m), "gemv: rows of A; meshgemv: length of x (rows of W)")
       ("kernel.n", po::value(&c.n)->default_value(c.n), "gemv: columns of A; meshgemv: columns of W")
@@ -379,7 +379,7 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   pos.add("kernel", 1);
   po::variables_map vm;
   if (!parse_into(args, all, file_opts, &pos, vm, out)) return false;
-  if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, stencil, pingpong)");
+  if (c.kernel.empty()) throw ConfigError("no kernel named (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, stencil, fft, pingpong)");
   c.hw.validate();
   if (c.out.empty()) throw ConfigError("-o needs the directory to write the program to");
   // Shapes the kernels can be built for, checked before anything is allocated.
@@ -392,6 +392,9 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
   const uint64_t sram = static_cast<uint64_t>(c.hw.core.sram_kb) * 1024;
   if (c.len < 1 || c.len > sram / 2) {
     throw ConfigError("kernel.len must be in [1, " + std::to_string(sram / 2) + "] (16-bit elements in core.sram_kb), got " + std::to_string(c.len));
+  }
+  if (c.kernel == "fft" && (c.w != c.h || c.w < 2 || c.w > 512 || (c.w & (c.w - 1)))) {
+    throw ConfigError("fft: kernel.w = kernel.h = n, a power of two in [2, 512] (n^3 on n x n PEs)");
   }
   if (c.kernel == "stencil") {
     if (vm["kernel.warmup"].defaulted()) c.warmup = 0;  // the default 100 is stream's

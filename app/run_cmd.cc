@@ -290,6 +290,10 @@ int kernel_command(const std::vector<std::string>& args, std::ostream& out, std:
       p.steps = c.steps;
       p.warmup = c.warmup;
       kernels::add_stencil(prog, p, per_pe(pes, c.nz), per_pe(pes, c.nz), t);
+    } else if (c.kernel == "fft") {
+      kernels::FftParams p;
+      p.n = static_cast<uint32_t>(c.w);
+      kernels::add_fft3d(prog, p, per_pe(pes, 2 * p.n), t);
     } else if (c.kernel == "pingpong") {
       kernels::PingPongParams p;
       p.distance = c.distance;
@@ -297,7 +301,7 @@ int kernel_command(const std::vector<std::string>& args, std::ostream& out, std:
       p.rounds = c.rounds;
       kernels::add_pingpong(prog, p, vec(c.len), t);
     } else {
-      throw ConfigError("kernel '" + c.kernel + "' is unknown (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, stencil, pingpong)");
+      throw ConfigError("kernel '" + c.kernel + "' is unknown (gemv, meshgemv, allreduce, reduce, broadcast, elementwise, stream, stencil, fft, pingpong)");
     }
     save_program(prog, c.out);
     out << "wrote " << c.out << "/program.json: " << prog.name << ", " << prog.images.size() << " images on "

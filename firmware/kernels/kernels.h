@@ -178,6 +178,30 @@ uint32_t stencil_block(const StencilParams& p, const AsmTarget& t);  // the bloc
 std::vector<std::vector<float>> stencil_reference(const StencilParams& p, std::vector<std::vector<float>> u_prev,
                                                   std::vector<std::vector<float>> u_cur);
 
+// The 3-D FFT of wsFFT (Orenes-Vera et al., ICS 2023): an n^3 complex fp32 array on n x n PEs
+// from (x0, y0), PE (x, y) holding the pencil u(x, y, 0..n-1) (interleaved re, im: 2n floats).
+// Superstep 1: a radix-2 decimation-in-frequency FFT along z in each PE (strided vector ops per
+// butterfly column, vmuls + vfmacs for the twiddle product; natural order in, bit-reversed out).
+// Then an all-to-all along each row (every PE's array streams east and west along a chain: a PE
+// sends its own once the arrays of the PEs before it have passed, keeping element x of each),
+// the FFT along x, the same along each column, the FFT along y. PE (x, y) ends with
+// F(kx = rev(y), ky = rev(r), kz = rev(x)) at position r (rev: n's bit reversal; F the DFT with
+// e^(-2 pi i / n)), output "out.X.Y"; `timed`: "t.X.Y" (counter at the start and the end).
+// Colors: color_base .. +3.
+struct FftParams {
+  uint32_t n = 32;
+  int x0 = 0, y0 = 0;
+  bool timed = true;
+  int color_base = 0;
+};
+void add_fft3d(FabricProgram& prog, const FftParams& p, const std::vector<std::vector<float>>& pencils,
+               const AsmTarget& t);
+// The host's FFT in the kernel's order (bit-exact), per PE in row-major order; its twiddles
+// (wr, wi, -wi per k < n/2, rounded from double); n's bit reversal of v.
+std::vector<std::vector<float>> fft3d_reference(uint32_t n, const std::vector<std::vector<float>>& pencils);
+std::vector<float> fft_twiddles(uint32_t n);
+uint32_t bit_reverse(uint32_t v, uint32_t n);
+
 // A collective's time as the published measurements take it: max over PEs of their end reading
 // - min of their start reading, from the outputs "t.X.Y" (start, end) of a `timed` kernel.
 double timed_span(const std::vector<OutputValues>& out);

@@ -86,7 +86,8 @@ void add_stencil(FabricProgram& prog, const StencilParams& p, const std::vector<
   if (data + 512 > t.sram_bytes) {
     throw ConfigError("stencil: a Z column of " + std::to_string(p.nz) + " cells in blocks of " + std::to_string(b) +
                       " needs " + std::to_string(data) + " bytes of SRAM per PE plus code; the core has " +
-                      std::to_string(t.sram_bytes) + " (core.sram_kb): use smaller blocks");
+                      std::to_string(t.sram_bytes) + " (core.sram_kb): " +
+                      (p.block > 1 ? "use smaller blocks" : "the two time levels alone do not fit; use a smaller nz"));
   }
   auto color = [&](int d, int s) { return p.color_base + 2 * d + s % 2; };
   const StencilCoeffs& c = p.coeffs;
