@@ -154,16 +154,16 @@ void add_fft3d(FabricProgram& prog, const FftParams& p, const std::vector<std::v
       const int px = p.x0 + x, py = p.y0 + y;
       PeAsm a;
       a.task("0, main, active");
-      a.task("10, rxe");
-      a.task("11, rxw");
-      a.task("12, edone");
-      a.task("13, wdone");
-      a.task("14, phase2");
-      a.task("20, rxs");
-      a.task("21, rxn");
-      a.task("22, sdone");
-      a.task("23, ndone");
-      a.task("24, phase3");
+      a.task("10, rx1r");
+      a.task("11, rx2r");
+      a.task("12, done1r");
+      a.task("13, done2r");
+      a.task("14, phaser");
+      a.task("20, rx1c");
+      a.task("21, rx2c");
+      a.task("22, done1c");
+      a.task("23, done2c");
+      a.task("24, phasec");
       a.data(".align 16");
       a.data(".space a, fp32, " + N2);
       a.data(".space b, fp32, " + N2);
@@ -218,31 +218,28 @@ void add_fft3d(FabricProgram& prog, const FftParams& p, const std::vector<std::v
       fabric_dsds(dW);
       fabric_dsds(dS);
       fabric_dsds(dN);
+      // One redistribution: a line's two directions at once, from `src` into `dst`, keeping
+      // element `idx` of each array; the two done tasks count to 2 and start task `next`, which
+      // first copies its own element.
+      auto exchange = [&](const Dir& d1, const Dir& d2, const std::string& src, const std::string& dst, int idx,
+                          const std::string& tag, int next) {
+        a << "li r12, 0" << "dmem d21, " + src + ", " + N2 + ", 1";
+        emit_dir_start(a, d1, dst, idx);
+        emit_dir_start(a, d2, dst, idx);
+        a << "exit";
+        emit_dir_task(a, d1, "rx1" + tag);
+        emit_dir_task(a, d2, "rx2" + tag);
+        for (const std::string& lbl : {"done1" + tag, "done2" + tag}) {
+          a << lbl + ":" << "addi r12, r12, 1" << "li r7, 2" << "bne r12, r7, " + lbl + "_x" << "activate " + S(next)
+            << lbl + "_x:" << "exit";
+        }
+        a << "phase" + tag + ":" << "dmem d22, " + dst + "+" + S(8LL * idx) + ", 2, 1"
+          << "dmem d23, " + src + "+" + S(8LL * idx) + ", 2, 1" << "vmov.fp32 d22, d23";
+      };
       emit_fft(a, "a", n, "fz");
-      // Superstep 2's data: along the row, element x of every PE's array.
-      a << "li r12, 0" << "dmem d21, a, " + N2 + ", 1";
-      emit_dir_start(a, dE, "b", x);
-      emit_dir_start(a, dW, "b", x);
-      a << "exit";
-      emit_dir_task(a, dE, "rxe");
-      emit_dir_task(a, dW, "rxw");
-      for (const char* lbl : {"edone", "wdone"}) {
-        a << std::string(lbl) + ":" << "addi r12, r12, 1" << "li r7, 2" << "bne r12, r7, " + std::string(lbl) + "_x"
-          << "activate 14" << std::string(lbl) + "_x:" << "exit";
-      }
-      a << "phase2:" << "dmem d22, b+" + S(8LL * x) + ", 2, 1" << "dmem d23, a+" + S(8LL * x) + ", 2, 1" << "vmov.fp32 d22, d23";
+      exchange(dE, dW, "a", "b", x, "r", 14);  // superstep 2's pencils: along the rows
       emit_fft(a, "b", n, "fx");
-      a << "li r12, 0" << "dmem d21, b, " + N2 + ", 1";
-      emit_dir_start(a, dS, "a", y);
-      emit_dir_start(a, dN, "a", y);
-      a << "exit";
-      emit_dir_task(a, dS, "rxs");
-      emit_dir_task(a, dN, "rxn");
-      for (const char* lbl : {"sdone", "ndone"}) {
-        a << std::string(lbl) + ":" << "addi r12, r12, 1" << "li r7, 2" << "bne r12, r7, " + std::string(lbl) + "_x"
-          << "activate 24" << std::string(lbl) + "_x:" << "exit";
-      }
-      a << "phase3:" << "dmem d22, a+" + S(8LL * y) + ", 2, 1" << "dmem d23, b+" + S(8LL * y) + ", 2, 1" << "vmov.fp32 d22, d23";
+      exchange(dS, dN, "b", "a", y, "c", 24);  // superstep 3's: along the columns
       emit_fft(a, "a", n, "fy");
       if (p.timed) a << "tsc r14" << "li r7, t" << "st32 [r7], r13" << "st32 [r7+4], r14";
       a << "halt";
@@ -277,24 +274,22 @@ std::vector<std::vector<float>> fft3d_reference(uint32_t n, const std::vector<st
   const std::vector<float> tw = fft_twiddles(n);
   const size_t N = n;
   std::vector<std::vector<float>> a = pencils, b(N * N, std::vector<float>(2 * N));
+  // dst(x, y)[j] = src(sender j of the line)[element x or y], as the transposes move them.
+  auto transpose = [&](const std::vector<std::vector<float>>& src, std::vector<std::vector<float>>& dst, bool rows) {
+    for (size_t y = 0; y < N; ++y) {
+      for (size_t x = 0; x < N; ++x) {
+        for (size_t j = 0; j < N; ++j) {
+          const size_t from = rows ? y * N + j : j * N + x, k = rows ? x : y;
+          dst[y * N + x][2 * j] = src[from][2 * k];
+          dst[y * N + x][2 * j + 1] = src[from][2 * k + 1];
+        }
+      }
+    }
+  };
   for (auto& v : a) fft_host(v, n, tw);
-  for (size_t y = 0; y < N; ++y) {
-    for (size_t x = 0; x < N; ++x) {
-      for (size_t j = 0; j < N; ++j) {
-        b[y * N + x][2 * j] = a[y * N + j][2 * x];
-        b[y * N + x][2 * j + 1] = a[y * N + j][2 * x + 1];
-      }
-    }
-  }
+  transpose(a, b, true);
   for (auto& v : b) fft_host(v, n, tw);
-  for (size_t y = 0; y < N; ++y) {
-    for (size_t x = 0; x < N; ++x) {
-      for (size_t j = 0; j < N; ++j) {
-        a[y * N + x][2 * j] = b[j * N + x][2 * y];
-        a[y * N + x][2 * j + 1] = b[j * N + x][2 * y + 1];
-      }
-    }
-  }
+  transpose(b, a, false);
   for (auto& v : a) fft_host(v, n, tw);
   return a;
 }
