@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "firmware/assembler.h"
@@ -58,6 +59,11 @@ struct FabricProgram {
   std::vector<RouteSpec> routes;
   std::vector<DataPatch> data;
   std::vector<OutputSpec> outputs;
+  // The kernel generators' interning (kernels::intern_image): images by the hash of their
+  // source, and the next number to try per name prefix, so that a program of many distinct
+  // images (one per PE) builds in linear time. Not saved.
+  std::unordered_multimap<size_t, int> interned;
+  std::unordered_map<std::string, int> next_number;
 
   // Assembles `source` for `target` (AsmError on bad text) and returns the image's index.
   int add_image(const std::string& name, const std::string& source, const AsmTarget& target);

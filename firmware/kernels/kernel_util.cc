@@ -198,12 +198,16 @@ std::vector<uint8_t> encode(NumFormat fmt, const std::vector<float>& v, int bias
 }
 
 int intern_image(FabricProgram& prog, const std::string& prefix, const std::string& source, const AsmTarget& t) {
-  for (size_t i = 0; i < prog.images.size(); ++i) {
-    if (prog.images[i].source == source) return static_cast<int>(i);
+  const size_t h = std::hash<std::string>{}(source);
+  for (auto [it, end] = prog.interned.equal_range(h); it != end; ++it) {
+    if (prog.images[static_cast<size_t>(it->second)].source == source) return it->second;
   }
-  int n = 0;
+  int& n = prog.next_number[prefix];
   while (prog.find_image(prefix + "_" + std::to_string(n)) >= 0) ++n;
-  return prog.add_image(prefix + "_" + std::to_string(n), source, t);
+  const int i = prog.add_image(prefix + "_" + std::to_string(n), source, t);
+  ++n;
+  prog.interned.emplace(h, i);
+  return i;
 }
 
 void need_colors(const char* kernel, int base, int colors_needed, const AsmTarget& t) {
