@@ -1,6 +1,5 @@
 #include "compiler/codegen.h"
 
-#include <cstdio>
 #include <cstring>
 
 #include "compiler/codegen_util.h"
@@ -13,14 +12,6 @@ namespace {
 using kernels::PeAsm;
 
 std::string S(long long v) { return std::to_string(v); }
-
-std::string flit(float f) {  // an fp32 literal as raw bits, exact
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", u);
-  return buf;
-}
 
 // Colors of one tile's streams; -1 where absent.
 struct TileColors {
@@ -80,8 +71,8 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
     << "li r12, ring+" + S(ring_end_off) << "li r14, 0" << "exit";
 
   a << "update:";
-  a << "lif r13, " + flit(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13";
-  a << "lif r13, " + flit(h.momentum) << "vmuls.fp32 " + dVall + ", " + dVall + ", r13";
+  a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13";
+  a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVall + ", " + dVall + ", r13";
   a << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring" << "dbase " + dXs + ", r11";
   a << "ld32 r1, [r0+nupd]" << "lif r2, 1.0" << "fadd r1, r1, r2" << "st32 [r0+nupd], r1" << "li r1, 0" << "li r2, 0";
   try_unblock("upd_u");
@@ -181,7 +172,7 @@ void emit_act_fwd(kernels::PeAsm& a, Activation act, const std::string& dY, cons
 
 void emit_softmax_grad(kernels::PeAsm& a, int batch, const std::string& dG) {
   a << "li r14, g" << "add r14, r14, r10" << "ld32 r13, [r14]" << "lif r9, 1.0" << "fsub r13, r13, r9" << "st32 [r14], r13";
-  a << "lif r13, " + flit(1.0f / static_cast<float>(batch)) << "vmuls.fp32 " + dG + ", " + dG + ", r13";
+  a << "lif r13, " + kernels::f32_literal(1.0f / static_cast<float>(batch)) << "vmuls.fp32 " + dG + ", " + dG + ", r13";
 }
 
 namespace {
@@ -246,8 +237,8 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
   a << "exit";
 
   a << "dysent:" << "addi r6, r6, 1" << "bne r6, r7, dy_more";
-  a << "lif r13, " + flit(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13";
-  a << "lif r13, " + flit(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13";
+  a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13";
+  a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13";
   a << "li r5, 0" << "li r6, 0";
   if (!last) a << "li r3, yring" << "li r11, yring" << "dbase " + dYf + ", r3" << "dbase " + dYb + ", r11";
   a << "ld32 r9, [r0+nupd]" << "lif r10, 1.0" << "fadd r9, r9, r10" << "st32 [r0+nupd], r9";

@@ -237,6 +237,8 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
         const double col_rate = ni > 1 ? 1.0 : add;  // elements per cycle of an op over a column
         fwd = m / add + ni * (m / col_rate + m / add + kPerFeature);
         bwd = ni * ((l > 0 ? kVaxpyBank * m / std::min(col_rate, fmac) : 0.0) + 2.0 * m + kPerFeature + 3) + ni / add + send;
+        e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, e.stream_cycles);
+        e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, e.stream_cycles);
       } else {
         const long n = static_cast<long>(ni), ms = static_cast<long>(m);
         fwd = paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + kPerSample);
@@ -249,10 +251,6 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
         const double free_b = std::max(0.05, 1.0 - wb / (bwd + kPerOutput));
         e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, d.out * ni / (p.channel_rate * free_f));
         e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, d.out * ni / (p.channel_rate * free_b));
-      }
-      if (p.by_feature(l, a)) {
-        e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, e.stream_cycles);
-        e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, e.stream_cycles);
       }
       e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0);
       e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0);

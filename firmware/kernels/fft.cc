@@ -5,7 +5,6 @@
 #include "firmware/kernels/kernels.h"
 
 #include <cmath>
-#include <cstdio>
 
 #include "hw/config.h"
 
@@ -14,12 +13,6 @@ namespace wafersim::kernels {
 namespace {
 
 std::string S(long long v) { return std::to_string(v); }
-
-std::string hexf(float v) {
-  char b[16];
-  std::snprintf(b, sizeof b, "0x%08x", f32_bits(v));
-  return b;
-}
 
 int log2_exact(uint32_t n) {
   int k = 0;
@@ -71,10 +64,12 @@ void fft_host(std::vector<float>& v, uint32_t n, const std::vector<float>& tw) {
   }
 }
 
-// One transpose direction along a line of L PEs, at position i: streams arrive from `up`
+// One transpose direction along a line of n PEs, at position i: streams arrive from `up`
 // positions before it, each the sender's whole array (2n words); the receiver keeps element i
-// of each at its sender's place in `dst`; then it sends its own array onward (the router takes
-// its own copy back too when it also passes others' on: drained).
+// of each at its sender's place in the destination; then it sends its own array onward (the
+// router takes its own copy back too when it also passes others' on: drained). Phase 0 is the
+// rows (east, west), phase 1 the columns (south, north); side 0 travels toward higher indices.
+// Its color, tasks, microthreads, scratch, descriptors and registers follow from phase and side.
 struct Dir {
   int color, task, done_task, ut_rx, ut_tx;
   int up;              // streams from before this position
@@ -83,6 +78,12 @@ struct Dir {
   std::string scratch;
   int d_in, d_out, d_scr, d_cdst, d_csrc;  // descriptors
   int r_count, r_ptr;  // registers
+  Dir(int phase, int side, int i, int n, int color_base)
+      : color(color_base + 2 * phase + side), task(10 + 10 * phase + side), done_task(task + 2), ut_rx(side),
+        ut_tx(2 + side), up(side ? n - 1 - i : i), sends(up < n - 1), loops(up > 0 && up < n - 1),
+        first(side ? n - 1 : 0), delta(side ? -1 : 1), scratch(side ? "s2" : "s1"), d_in(12 + 4 * phase + 2 * side),
+        d_out(d_in + 1), d_scr(6 + side), d_cdst(8 + 2 * side), d_csrc(9 + 2 * side), r_count(8 + 2 * side),
+        r_ptr(9 + 2 * side) {}
 };
 
 void emit_dir_start(PeAsm& a, const Dir& d, const std::string& dst, int i) {
@@ -106,11 +107,9 @@ void emit_dir_task(PeAsm& a, const Dir& d, const std::string& label) {
     << "beq r" + S(d.r_count) + ", r7, " + label + "_own";
   a << "vmov.fp32 d" + S(d.d_scr) + ", d" + S(d.d_in) + ", async=" + S(d.ut_rx) + ", done=activate:" + S(d.task) << "exit";
   a << label + "_own:";
-  if (d.sends && d.loops) {
+  if (d.sends) {  // (up > 0 here, so a sender's router hands its stream back: drained)
     a << "vmov.fp32 d" + S(d.d_out) + ", d21, async=" + S(d.ut_tx);
     a << "vmov.fp32 d20, d" + S(d.d_in) + ", async=" + S(d.ut_rx) + ", done=activate:" + S(d.done_task);
-  } else if (d.sends) {
-    a << "vmov.fp32 d" + S(d.d_out) + ", d21, async=" + S(d.ut_tx) + ", done=activate:" + S(d.done_task);
   } else {
     a << "activate " + S(d.done_task);
   }
@@ -144,9 +143,8 @@ void add_fft3d(FabricProgram& prog, const FftParams& p, const std::vector<std::v
                       " bytes of SRAM per PE plus code; the core has " + S(t.sram_bytes) + " (core.sram_kb)");
   }
   const int N = static_cast<int>(n);
-  const int cE = p.color_base, cW = p.color_base + 1, cS = p.color_base + 2, cN = p.color_base + 3;
   std::string tw_list;
-  for (float v : fft_twiddles(n)) tw_list += (tw_list.empty() ? "" : ", ") + hexf(v);
+  for (float v : fft_twiddles(n)) tw_list += (tw_list.empty() ? "" : ", ") + f32_literal(v);
   const std::string N2 = S(2LL * n);
   RouteTable routes;
   for (int y = 0; y < N; ++y) {
@@ -174,35 +172,8 @@ void add_fft3d(FabricProgram& prog, const FftParams& p, const std::vector<std::v
       a.data(".data tw, fp32, " + tw_list);
       a.data(".space dummy, fp32, 1");
       a.data(".space t, i32, 2");
-      // Along a line of N PEs at position i, a direction's colors and roles.
-      auto dir = [&](int color, int task, int done, int ut_rx, int ut_tx, int i, bool forward, const std::string& scratch,
-                     int d_in, int d_out, int d_scr, int d_cdst, int d_csrc, int r_count, int r_ptr) {
-        Dir d;
-        d.color = color;
-        d.task = task;
-        d.done_task = done;
-        d.ut_rx = ut_rx;
-        d.ut_tx = ut_tx;
-        const int q = forward ? i : N - 1 - i;  // position along the direction of travel
-        d.up = q;
-        d.sends = q < N - 1;
-        d.loops = q > 0 && q < N - 1;
-        d.first = forward ? 0 : N - 1;
-        d.delta = forward ? 1 : -1;
-        d.scratch = scratch;
-        d.d_in = d_in;
-        d.d_out = d_out;
-        d.d_scr = d_scr;
-        d.d_cdst = d_cdst;
-        d.d_csrc = d_csrc;
-        d.r_count = r_count;
-        d.r_ptr = r_ptr;
-        return d;
-      };
-      const Dir dE = dir(cE, 10, 12, 0, 2, x, true, "s1", 12, 13, 6, 8, 9, 8, 9);
-      const Dir dW = dir(cW, 11, 13, 1, 3, x, false, "s2", 14, 15, 7, 10, 11, 10, 11);
-      const Dir dS = dir(cS, 20, 22, 0, 2, y, true, "s1", 16, 17, 6, 8, 9, 8, 9);
-      const Dir dN = dir(cN, 21, 23, 1, 3, y, false, "s2", 18, 19, 7, 10, 11, 10, 11);
+      const Dir dE(0, 0, x, N, p.color_base), dW(0, 1, x, N, p.color_base);
+      const Dir dS(1, 0, y, N, p.color_base), dN(1, 1, y, N, p.color_base);
       for (const Dir* d : {&dE, &dW, &dS, &dN}) {
         if (d->up > 0 || d->loops) a.inq(d->color);
         if (d->sends) a.outq(d->color);

@@ -1,5 +1,6 @@
 #include "firmware/kernels/kernel_util.h"
 
+#include <cstdio>
 #include <functional>
 
 #include "hw/config.h"
@@ -195,6 +196,12 @@ std::vector<uint8_t> encode(NumFormat fmt, const std::vector<float>& v, int bias
     for (int b = 0; b < eb; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
   }
   return out;
+}
+
+std::string f32_literal(float v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", f32_bits(v));
+  return b;
 }
 
 int intern_image(FabricProgram& prog, const std::string& prefix, const std::string& source, const AsmTarget& t) {

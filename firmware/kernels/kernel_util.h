@@ -87,6 +87,9 @@ void emit_line_reduce(PeAsm& a, const LinePlan& plan, int pos, uint32_t len, con
 // Routes of a line reduction whose positions sit at `xy` (one row or one column).
 void route_line_reduce(RouteTable& routes, const LinePlan& plan, const std::vector<std::pair<int, int>>& xy);
 
+// An fp32 value as the assembler's raw-bits literal ("0x3f800000"): exact, whatever the value.
+std::string f32_literal(float v);
+
 // The value of `v` rounded to `fmt` and widened back (what a PE holds after loading it).
 float round_to(NumFormat fmt, float v, int cb16_bias);
 // Bytes of `v` in `fmt`, little-endian, for data patches.

@@ -5,7 +5,6 @@
 #include "firmware/kernels/kernels.h"
 
 #include <cmath>
-#include <cstdio>
 
 #include "hw/config.h"
 
@@ -39,13 +38,13 @@ int role(int q, int s) {
   return q - k >= 0 ? k : -1;
 }
 
-std::string hexf(float v) {
-  char b[16];
-  std::snprintf(b, sizeof b, "0x%08x", f32_bits(v));
-  return b;
-}
-
 uint32_t blocks_for(const StencilParams& p, uint32_t b) { return (p.nz + b - 1) / b; }
+
+// Data bytes per PE with blocks of b cells: two time levels of nz + 8 cells, 4 patterns x 5
+// blocks received and the accumulator, a few words.
+uint64_t data_bytes(const StencilParams& p, uint32_t b) {
+  return uint64_t{2} * (p.nz + 2 * kReach) * 4 + uint64_t{21} * b * 4 + 64;
+}
 
 }  // namespace
 
@@ -64,8 +63,7 @@ uint32_t stencil_block(const StencilParams& p, const AsmTarget& t) {
   // accumulator, two time levels of nz + 8 cells, the code: about 1.5 KB per block).
   for (uint32_t nb = 1; nb <= p.nz; ++nb) {
     const uint32_t b = (p.nz + nb - 1) / nb;
-    const uint64_t bytes = uint64_t{2} * (p.nz + 8) * 4 + uint64_t{21} * b * 4 + uint64_t{nb} * 1600 + 512;
-    if (bytes <= t.sram_bytes) return b;
+    if (data_bytes(p, b) + uint64_t{nb} * 1600 + 448 <= t.sram_bytes) return b;
   }
   return 1;
 }
@@ -82,7 +80,7 @@ void add_stencil(FabricProgram& prog, const StencilParams& p, const std::vector<
   const uint32_t b = stencil_block(p, t);
   if (b < 1 || b > p.nz) throw ConfigError("stencil: block must be in [1, nz]");
   const uint32_t nb = blocks_for(p, b), ext = p.nz + 2 * kReach;
-  const uint64_t data = uint64_t{2} * ext * 4 + uint64_t{21} * b * 4 + 64;
+  const uint64_t data = data_bytes(p, b);
   if (data + 512 > t.sram_bytes) {
     throw ConfigError("stencil: a Z column of " + std::to_string(p.nz) + " cells in blocks of " + std::to_string(b) +
                       " needs " + std::to_string(data) + " bytes of SRAM per PE plus code; the core has " +
@@ -92,9 +90,9 @@ void add_stencil(FabricProgram& prog, const StencilParams& p, const std::vector<
   auto color = [&](int d, int s) { return p.color_base + 2 * d + s % 2; };
   const StencilCoeffs& c = p.coeffs;
   // Coefficients in SRAM, loaded before each op that takes one: self, x1..x4, y1..y4, z1..z4.
-  std::string coef_list = hexf(c.self);
+  std::string coef_list = f32_literal(c.self);
   for (const float* v : {c.x, c.y, c.z}) {
-    for (int m = 0; m < kReach; ++m) coef_list += ", " + hexf(v[m]);
+    for (int m = 0; m < kReach; ++m) coef_list += ", " + f32_literal(v[m]);
   }
   auto coef_of = [&](int d, int k) { return k == 0 ? 0 : (d < 2 ? k : 4 + k); };  // index in coef
 
@@ -151,12 +149,11 @@ void add_stencil(FabricProgram& prog, const StencilParams& p, const std::vector<
         // The exchange: five steps of the four patterns. Receives run on microthread d, sends
         // on d + 4; issuing a direction's next op waits for its microthread, and a root's
         // control wavelet follows once its own copy is back (its send has left).
-        bool pending[kDirs] = {};
-        int ctl_color[kDirs] = {};
+        int pending[kDirs] = {-1, -1, -1, -1};  // a root's control wavelet still to send: its color
         auto flush = [&](int d) {
-          if (!pending[d]) return;
-          a << "ctl " + std::to_string(ctl_color[d]);
-          pending[d] = false;
+          if (pending[d] < 0) return;
+          a << "ctl " + std::to_string(pending[d]);
+          pending[d] = -1;
         };
         a << "dmem d3, one, 1, 1";
         for (int s = 0; s <= kReach; ++s) {
@@ -165,7 +162,7 @@ void add_stencil(FabricProgram& prog, const StencilParams& p, const std::vector<
             const std::string fin = "d" + std::to_string(10 + 2 * d + s % 2), U = std::to_string(d);
             const std::string P = "p" + std::to_string(d) + std::to_string(k);
             if (k < 0) {
-              if (pending[d]) {
+              if (pending[d] >= 0) {
                 a << "vfill.fp32 d3, r0, async=" + U;  // waits for the microthread
                 flush(d);
               }
@@ -183,10 +180,7 @@ void add_stencil(FabricProgram& prog, const StencilParams& p, const std::vector<
               a << "vmuls.fp32 d" + std::to_string(4 + d) + ", " + fin + ", r4, async=" + U;
             }
             flush(d);  // the previous step's control, now that the microthread took this op
-            if (k == 0) {
-              pending[d] = true;
-              ctl_color[d] = color(d, s);
-            }
+            if (k == 0) pending[d] = color(d, s);
           }
         }
         for (int d = 0; d < kDirs; ++d) {

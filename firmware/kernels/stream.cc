@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <stdexcept>
 
 #include "hw/config.h"
@@ -74,9 +73,7 @@ void add_stream(FabricProgram& prog, const StreamParams& p, const std::vector<st
   if (p.op == "scale") op = "vmuls." + F + " " + dd + ", " + s0 + ", r2";
   if (p.op == "add") op = "vadd." + F + " " + dd + ", " + s0 + ", " + s1;
   if (p.op == "triad") op = "vfmacs." + F + " " + dd + ", " + s0 + ", " + s1 + ", r2";
-  char bits[16];
-  std::snprintf(bits, sizeof bits, "0x%08x", f32_bits(p.scalar));  // exactly, whatever the value
-  a << "lif r2, " + std::string(bits) << "li r0, 0";
+  a << "lif r2, " + f32_literal(p.scalar) << "li r0, 0";
   if (p.warmup > 0) a << "li r1, " + std::to_string(p.warmup) << "warm:" << op << "addi r1, r1, -1" << "bne r1, r0, warm";
   a << "tsc r3" << op << "tsc r4" << "sub r5, r4, r3" << "st32 [r0+cycles], r5" << "halt";
   const int img = intern_image(prog, "stream_" + p.op, a.text(), t);
