@@ -356,7 +356,7 @@ bool parse_kernel_options(const std::vector<std::string>& args, KernelGenConfig*
       ("kernel.len", po::value(&c.len)->default_value(c.len), "elements per PE (reduce, broadcast, elementwise, pingpong)")
       ("kernel.format", po::value(&c.format)->default_value(c.format), "fp32, fp16, cb16 or bf16")
       ("kernel.acc", po::value(&c.acc)->default_value(c.acc), "gemv: accumulation format (fp32 or the same as kernel.format)")
-      ("kernel.algo", po::value(&c.algo)->default_value(c.algo), "chain, tree or two-phase (reductions)")
+      ("kernel.algo", po::value(&c.algo)->default_value(c.algo), "chain, tree, two-phase or binomial (reductions)")
       ("kernel.reps", po::value(&c.reps)->default_value(c.reps), "gemv: products computed back to back")
       ("kernel.op", po::value(&c.op)->default_value(c.op), "elementwise: add, sub, mul, max, cmpgt, relu, exp, recip; stream: copy, scale, add, triad")
       ("kernel.warmup", po::value(&c.warmup)->default_value(c.warmup), "stream: untimed runs of the op before the timed one; stencil: untimed time steps (default 0)")

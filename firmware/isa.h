@@ -38,6 +38,10 @@ enum class Op : uint8_t {
   // Sends one control wavelet on a color (through its output queue, after what is queued):
   // it advances the switch positions of the routers it leaves (the stencil's broadcast patterns).
   kCtl,
+  // Advances this PE's own router's switch position for a color once everything the core queued
+  // on that color before it has left that router; nothing is sent (the SDK's advance_switch on
+  // a fabric output). Tree reductions forward later children's data this way.
+  kSwadv,
   kCount
 };
 

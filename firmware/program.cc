@@ -246,6 +246,7 @@ json route_json(const RouteSpec& r) {
       pos.push_back({{"rx", port_set_name(r.route.pos[i].rx)}, {"tx", port_set_name(r.route.pos[i].tx)}});
     }
     j["positions"] = pos;
+    if (r.route.hold) j["hold"] = true;
   }
   return j;
 }
@@ -439,7 +440,7 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
   n = 0;
   for (const json& e : list("routes")) {
     const std::string w = "routes[" + std::to_string(n++) + "]";
-    rd.only(e, w, {"at", "color", "rx", "tx", "positions"});
+    rd.only(e, w, {"at", "color", "rx", "tx", "positions", "hold"});
     const auto [x, y] = rd.pos(e, w);
     const int color = rd.integer(e, w, "color", 0, target.colors - 1);
     ColorRoute r;
@@ -455,7 +456,12 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
         rd.only(ps[i], wi, {"rx", "tx"});
         r.pos[i] = {rd.ports(ps[i], wi, "rx"), rd.ports(ps[i], wi, "tx")};
       }
+      if (e.contains("hold")) {
+        if (!e["hold"].is_boolean()) rd.fail(w, "'hold' must be true or false");
+        r.hold = e["hold"].get<bool>();
+      }
     } else {
+      if (e.contains("hold")) rd.fail(w, "'hold' needs 'positions'");
       r.pos[0] = {rd.ports(e, w, "rx"), rd.ports(e, w, "tx")};
     }
     p.route(x, y, color, r);

@@ -23,7 +23,7 @@ PeCore::PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std:
     throw ConfigError(m_name + ": program needs " + std::to_string(end) + " bytes of SRAM, the core has " +
                       std::to_string(m_sram_bytes) + " (core.sram_kb = " + std::to_string(cfg.sram_kb) + ")");
   }
-  m_sram = std::make_unique<uint8_t[]>(m_sram_bytes);  // zeroed
+  m_sram = std::unique_ptr<uint8_t[], FreeSram>(sram_alloc(m_sram_bytes), FreeSram{m_sram_bytes});  // zeroed
   m_code.reserve(image.code.size());
   for (size_t i = 0; i < image.code.size(); ++i) {
     std::memcpy(&m_sram[i * kInstrBytes], &image.code[i], kInstrBytes);
@@ -109,7 +109,7 @@ PeCore::PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std:
       throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") filters color " +
                         std::to_string(in.reg[0]) + ", which has no input queue (.inq)");
     }
-    if (in.op == Op::kCtl && m_outq_of_color[in.reg[0] & 31] < 0) {
+    if ((in.op == Op::kCtl || in.op == Op::kSwadv) && m_outq_of_color[in.reg[0] & 31] < 0) {
       throw ConfigError(m_name + ": instruction " + std::to_string(i) + " (" + disassemble(in) + ") sends on color " +
                         std::to_string(in.reg[0]) + ", which has no output queue (.outq)");
     }
@@ -178,7 +178,7 @@ uint64_t PeCore::deliver(const Wavelet& w, uint64_t ready) {
   }
   uint32_t tail = q.head + q.count;
   if (tail >= q.depth) tail -= q.depth;
-  q.slot[tail] = QSlot{ready, w.payload, false};
+  q.slot[tail] = QSlot{ready, w.payload, false, false};
   if (++q.count == q.depth) m_full |= 1u << w.color;
   // A lazy core skips on: nothing it replays reads an input queue (the main thread runs an
   // SRAM-only op or pure scalar code and picks no task), and a microthread waiting for this
@@ -459,6 +459,12 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
       put_output(q, 0, true);
       break;
     }
+    case Op::kSwadv: {  // as ctl, but the router takes it as its own switch advance
+      const int q = m_outq_of_color[g[0] & 31];
+      if (m_outq[q].count == m_outq[q].depth) return false;
+      put_output(q, 0, true, true);
+      break;
+    }
     default:
       fault(now, std::string("cannot execute ") + info.mnemonic);
       return false;
@@ -688,7 +694,7 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   if (m_outq_nonempty) {
     if (const int q = next_outq(ramp_full); q >= 0) {
       Queue& Q = m_outq[q];
-      *out = Wavelet{Q.slot[Q.head].payload, static_cast<uint8_t>(Q.color), Q.slot[Q.head].ctrl};
+      *out = Wavelet{Q.slot[Q.head].payload, static_cast<uint8_t>(Q.color), Q.slot[Q.head].ctrl, Q.slot[Q.head].local};
       if (++Q.head == Q.depth) Q.head = 0;
       if (--Q.count == 0) m_outq_nonempty &= ~(1u << q);
       m_rr_outq = q + 1 == kNumOutputQueues ? 0 : q + 1;

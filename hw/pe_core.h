@@ -11,6 +11,7 @@
 #include "firmware/image.h"
 #include "hw/config.h"
 #include "hw/pe_agent.h"
+#include "hw/sram_arena.h"
 
 namespace wafersim {
 
@@ -76,6 +77,7 @@ class PeCore : public PeAgent {
     uint64_t ready;
     uint32_t payload;
     bool ctrl;                   // output queues: a control wavelet (ctl)
+    bool local;                  // output queues: a switch advance for this PE's router (swadv)
   };
   struct Queue {
     QSlot* slot = nullptr;       // depth slots in m_qmem
@@ -149,12 +151,13 @@ class PeCore : public PeAgent {
     return v;
   }
   // Appends to output queue q (the caller checked it has room).
-  void put_output(int q, uint32_t v, bool ctrl = false) {
+  void put_output(int q, uint32_t v, bool ctrl = false, bool local = false) {
     Queue& Q = m_outq[q];
     uint32_t tail = Q.head + Q.count;
     if (tail >= Q.depth) tail -= Q.depth;
     Q.slot[tail].payload = v;
     Q.slot[tail].ctrl = ctrl;
+    Q.slot[tail].local = local;
     ++Q.count;
     m_outq_nonempty |= 1u << q;
   }
@@ -179,7 +182,12 @@ class PeCore : public PeAgent {
   const uint32_t m_pe;
   const std::string m_name;
   uint32_t m_sram_bytes;
-  std::unique_ptr<uint8_t[]> m_sram;
+  // From sram_alloc: the pages a program never touches cost no host memory.
+  struct FreeSram {
+    uint32_t bytes;
+    void operator()(uint8_t* p) const { sram_free(p, bytes); }
+  };
+  std::unique_ptr<uint8_t[], FreeSram> m_sram{nullptr, FreeSram{0}};
   std::vector<Instr> m_code;          // decoded once at load
   uint32_t m_code_bytes = 0;
 

@@ -340,6 +340,20 @@ uint64_t Router::schedule(uint64_t next) const {
   return t && (!at || t < at) ? t : at;
 }
 
+// The next switch position of color c (cyclically, or up to the last with hold).
+void Router::advance_switch(int c) {
+  const ColorRoute& r = m_route[c];
+  ColorState& cs = m_col[c];
+  if (cs.pos + 1 == r.npos) {
+    if (r.hold) return;
+    cs.pos = 0;
+  } else {
+    ++cs.pos;
+  }
+  cs.rx = r.pos[cs.pos].rx;
+  cs.tx = r.pos[cs.pos].tx;
+}
+
 // Picks the next head for color c among its accepted, non-empty input buffers (round-robin from
 // the port after the last one served, so a merge interleaves its inputs fairly). A head whose
 // link latency has not elapsed waits.
@@ -355,7 +369,23 @@ void Router::select_head(int c, uint64_t now) {
     const int p = rr_pick(cand, start);
     cand &= ~(1u << p);
     const int fi = fifo_index(p, c);
-    if (!ready(m_slots[m_fifo[fi].base + m_fifo[fi].head].meta, now)) continue;
+    const uint32_t meta = m_slots[m_fifo[fi].base + m_fifo[fi].head].meta;
+    if (!ready(meta, now)) continue;
+    if ((meta & 3u) == 3u) {
+      // A core's swadv (only ever at the ramp, which returns no credit): everything queued before
+      // it on this color has left, so the switch advances now and nothing is sent. The next
+      // head is chosen under the new position.
+      FifoMeta& f = m_fifo[fi];
+      if (++f.head == m_depth) f.head = 0;
+      --f.count;
+      --m_occupancy;
+      m_full_in[f.port] &= ~(1u << f.color);
+      if (!f.count) cs.nonempty &= static_cast<uint8_t>(~port_bit(f.port));
+      cs.cur_in = static_cast<uint8_t>(p);
+      advance_switch(c);
+      select_head(c, now);
+      return;
+    }
     cs.cur_in = static_cast<uint8_t>(p);
     cs.pending = cs.tx;
     for (uint32_t t = cs.tx; t; t &= t - 1) m_want[ctz(t)] |= 1u << c;
@@ -370,14 +400,14 @@ uint32_t Router::edge_full(int port, uint64_t now) const {
   return ~0u;
 }
 
-__attribute__((always_inline)) inline void Router::push(int port, int color, uint32_t payload, bool ctrl,
+__attribute__((always_inline)) inline void Router::push(int port, int color, uint32_t payload, uint32_t kind,
                                                         uint64_t ready_at, uint64_t now) {
   const int fi = fifo_index(port, color);
   FifoMeta& f = m_fifo[fi];
   const int depth = m_depth;
   int tail = f.head + f.count;
   if (tail >= depth) tail -= depth;
-  m_slots[f.base + tail] = Slot{payload, static_cast<uint32_t>(ready_at << 1) | (ctrl ? 1u : 0u)};
+  m_slots[f.base + tail] = Slot{payload, static_cast<uint32_t>(ready_at << 2) | kind};
   ++f.count;
   ++m_occupancy;
   ColorState& cs = m_col[color];
@@ -388,7 +418,7 @@ __attribute__((always_inline)) inline void Router::push(int port, int color, uin
   if (cs.pending) return;
   // An idle color fed by this port alone takes this wavelet as its head straight away when it
   // is the only one buffered and already forwardable (what select_head would pick this cycle).
-  if (cs.rx == port_bit(port) && f.count == 1 && ready_at <= now) {
+  if (cs.rx == port_bit(port) && f.count == 1 && ready_at <= now && kind != 3) {
     cs.cur_in = static_cast<uint8_t>(port);
     cs.pending = cs.tx;
     for (uint32_t t = cs.tx; t; t &= t - 1) m_want[ctz(t)] |= 1u << color;
@@ -457,9 +487,12 @@ __attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t n
     // queues (heads waiting for the ramp).
     if ((r & PeAgent::kOffered) || (m_want[kRamp] && m_agent_full != full_before)) changed = true;
     if (r & PeAgent::kOffered) {
-      push(kRamp, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(m_cfg->ramp_latency), now);
-      ++tc.injected;
-      ++tc.pushed;
+      push(kRamp, w.color, w.payload, (w.ctrl ? 1u : 0u) | (w.local ? 2u : 0u),
+           now + static_cast<uint64_t>(m_cfg->ramp_latency), now);
+      if (!w.local) {  // a swadv never travels: not a wavelet in flight (select_head takes it)
+        ++tc.injected;
+        ++tc.pushed;
+      }
     }
     if (m_agent->skips_evaluations()) {
       const uint64_t t = m_agent->wake_cycle(now + 1);
@@ -693,17 +726,13 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
       const bool more = m_fifo[fi].count > 1 || (cs.nonempty & ~port_bit(cs.cur_in));
       pop<kExpress>(fi, now, tc);
       ++tc.popped;
-      if (w.ctrl && m_route[c].npos > 1) {
-        const ColorRoute& r = m_route[c];
-        cs.pos = static_cast<uint8_t>(cs.pos + 1 == r.npos ? 0 : cs.pos + 1);
-        cs.rx = r.pos[cs.pos].rx;
-        cs.tx = r.pos[cs.pos].tx;
-      }
+      if (w.ctrl && m_route[c].npos > 1) advance_switch(c);
       if (more) {
         // A color fed by one port has one candidate: the next wavelet of this buffer. Take it
         // as the head for the next cycle now (its outputs join the arbiters after this loop).
         const FifoMeta& f = m_fifo[fi];
-        if (cs.rx == port_bit(cs.cur_in) && f.count && ready(m_slots[f.base + f.head].meta, now + 1)) {
+        const uint32_t meta = f.count ? m_slots[f.base + f.head].meta : 0;
+        if (cs.rx == port_bit(cs.cur_in) && f.count && ready(meta, now + 1) && (meta & 3u) != 3u) {
           cs.pending = cs.tx;
           for (uint32_t t = cs.tx; t; t &= t - 1) next_want[ctz(t)] |= bit;
           any_next_want = true;

@@ -108,10 +108,12 @@ struct SwitchPos {
 };
 
 // A color's route at one router. Position 0 is active at reset; each control wavelet of the
-// color advances it (cyclically) once it has left this router.
+// color advances it once it has left this router (and a core's swadv at its own router):
+// cyclically, or (hold) up to the last position, which then stays (the SDK's ring_mode false).
 struct ColorRoute {
   std::array<SwitchPos, kMaxSwitchPositions> pos{};
   uint8_t npos = 1;
+  bool hold = false;
   static ColorRoute simple(uint8_t rx, uint8_t tx) {
     ColorRoute r;
     r.pos[0] = {rx, tx};
@@ -275,7 +277,8 @@ class alignas(64) Router {
     uint16_t base = 0;  // index of its first slot in m_slots
     uint16_t pad = 0;
   };
-  // A buffered wavelet: payload and (ready cycle << 1 | ctrl), ready kept modulo 2^31.
+  // A buffered wavelet: payload and (ready cycle << 2 | local << 1 | ctrl), ready kept modulo
+  // 2^30; local marks a core's swadv, which the router takes as its own switch advance.
   struct Slot {
     uint32_t payload;
     uint32_t meta;
@@ -319,9 +322,11 @@ class alignas(64) Router {
     return cs.fifo_base + __builtin_popcount(cs.rx_any & (port_bit(port) - 1u));
   }
   static bool ready(uint32_t meta, uint64_t now) {
-    return static_cast<int32_t>((static_cast<uint32_t>(now) << 1) - (meta & ~1u)) >= 0;
+    return static_cast<int32_t>((static_cast<uint32_t>(now) << 2) - (meta & ~3u)) >= 0;
   }
-  void push(int port, int color, uint32_t payload, bool ctrl, uint64_t ready_at, uint64_t now);
+  // kind: 1 control, 3 a core's switch advance (swadv), 0 data.
+  void push(int port, int color, uint32_t payload, uint32_t kind, uint64_t ready_at, uint64_t now);
+  void advance_switch(int color);
 
   // --- Data, hot first: a visit touches its mailbox line, the three lines after the mailboxes
   // (the fabric prefetches them), the stats line and the lines of the colors that move. ---

@@ -280,6 +280,12 @@ int read_route_file(const std::string& path, TrafficBuilder& b, const Fabric& fa
       r.npos = 0;
       std::string rx, tx;
       while (is >> rx) {
+        if (rx == "hold") {  // the last position stays (after the pairs)
+          std::string more;
+          if (r.npos == 0 || (is >> more)) throw ConfigError(where + "'hold' comes last, after the RX TX pairs");
+          r.hold = true;
+          break;
+        }
         if (!(is >> tx)) throw ConfigError(where + "switch position '" + rx + "' has no TX ports");
         if (r.npos == kMaxSwitchPositions) throw ConfigError(where + "more than 4 switch positions");
         SwitchPos& sp = r.pos[r.npos++];

@@ -14,9 +14,10 @@ struct Wavelet {
   uint32_t payload = 0;
   uint8_t color = 0;
   bool ctrl = false;
+  bool local = false;  // (ctrl only) a core's switch advance for its own router: never leaves it
 
   bool operator==(const Wavelet& o) const {
-    return payload == o.payload && color == o.color && ctrl == o.ctrl;
+    return payload == o.payload && color == o.color && ctrl == o.ctrl && local == o.local;
   }
 };
 

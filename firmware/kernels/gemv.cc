@@ -78,6 +78,9 @@ void add_gemv(FabricProgram& prog, const GemvParams& p, const std::vector<float>
                       " tile needs " + std::to_string(tile_bytes) + " bytes of SRAM per PE plus code; the core has " +
                       std::to_string(t.sram_bytes) + ": use more PEs");
   }
+  if (p.algo == ReduceAlgo::kBinomial && p.reps > 1) {
+    throw ConfigError("gemv: the binomial reduction runs once (its routers' switches hold): use reps 1 or another algo");
+  }
   const LinePlan plan = plan_line_reduce(r.w, r.w - 1, p.algo, p.color_base + 1);
   need_colors("gemv", p.color_base, 1 + plan.colors, t);
 

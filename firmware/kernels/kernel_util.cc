@@ -78,19 +78,40 @@ void RouteTable::path(int x0, int y0, int x1, int y1, int color) {
   add(x1, y1, color, port_bit(opposite(dir)), port_bit(kRamp));
 }
 
+void RouteTable::add_switched(int x, int y, int color, const ColorRoute& r) {
+  if (m_routes.count({x, y, color}) || !m_switched.emplace(std::make_tuple(x, y, color), r).second) {
+    throw ConfigError("kernel routes: color " + std::to_string(color) + " at PE (" + std::to_string(x) + ", " +
+                      std::to_string(y) + ") is taken twice");
+  }
+}
+
 void RouteTable::emit(FabricProgram& prog) const {
-  for (const auto& [k, r] : m_routes) prog.route(std::get<0>(k), std::get<1>(k), std::get<2>(k), r.first, r.second);
+  for (const auto& [k, r] : m_routes) {
+    if (m_switched.count(k)) {
+      throw ConfigError("kernel routes: color " + std::to_string(std::get<2>(k)) + " at PE (" +
+                        std::to_string(std::get<0>(k)) + ", " + std::to_string(std::get<1>(k)) + ") is taken twice");
+    }
+    prog.route(std::get<0>(k), std::get<1>(k), std::get<2>(k), r.first, r.second);
+  }
+  for (const auto& [k, r] : m_switched) prog.route(std::get<0>(k), std::get<1>(k), std::get<2>(k), r);
 }
 
 const char* reduce_algo_name(ReduceAlgo a) {
-  return a == ReduceAlgo::kChain ? "chain" : a == ReduceAlgo::kTree ? "tree" : "two-phase";
+  switch (a) {
+    case ReduceAlgo::kChain: return "chain";
+    case ReduceAlgo::kTree: return "tree";
+    case ReduceAlgo::kTwoPhase: return "two-phase";
+    case ReduceAlgo::kBinomial: return "binomial";
+  }
+  return "?";
 }
 
 ReduceAlgo parse_reduce_algo(const std::string& s) {
   if (s == "chain") return ReduceAlgo::kChain;
   if (s == "tree") return ReduceAlgo::kTree;
   if (s == "two-phase") return ReduceAlgo::kTwoPhase;
-  throw ConfigError("reduction algorithm '" + s + "' is unknown (choose chain, tree or two-phase)");
+  if (s == "binomial") return ReduceAlgo::kBinomial;
+  throw ConfigError("reduction algorithm '" + s + "' is unknown (choose chain, tree, two-phase or binomial)");
 }
 
 LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int group) {
@@ -113,6 +134,29 @@ LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int 
     // The root adds its left neighbour, then its right one.
     auto& rc = p.children[static_cast<size_t>(root)];
     std::sort(rc.begin(), rc.end());
+  } else if (algo == ReduceAlgo::kTwoPhase && n > 1 && (root == 0 || root == n - 1)) {
+    // Rooted at an end, as Luczynski et al.'s: numbered from the far end (v = 0 there, n - 1
+    // the root), groups of floor(sqrt(n)) (or `group`) from the far end, each led by its
+    // position nearest the root (the root's group, perhaps shorter, by the root); a chain
+    // inside each group, then one across the leaders, each leader adding its group first.
+    int g = group > 0 ? group : 1;
+    if (group <= 0) {
+      while ((g + 1) * (g + 1) <= n) ++g;
+    }
+    auto at = [&](int v) { return root == 0 ? n - 1 - v : v; };
+    auto leads = [&](int v) { return v == n - 1 || v % g == g - 1; };
+    for (int v = 0; v < n - 1; ++v) {
+      if (!leads(v)) {
+        link(at(v), at(v + 1), color_base + (v % 2));  // toward its group's leader
+      } else {
+        const int k = v / g, next = std::min(n - 1, v + g);  // the next leader toward the root
+        link(at(v), at(next), color_base + 4 + (k % 2));
+      }
+    }
+    for (int i = 0; i < n; ++i) {  // the group's chain first (the nearest child), then the leaders'
+      auto& kids = p.children[static_cast<size_t>(i)];
+      std::sort(kids.begin(), kids.end(), [&](int a, int b) { return std::abs(a - i) < std::abs(b - i); });
+    }
   } else if (algo == ReduceAlgo::kTwoPhase) {
     int g = group > 0 ? group : 1;
     if (group <= 0) {
@@ -141,6 +185,32 @@ LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int 
         return pa != pb ? pb : a < b;
       });
     }
+  } else if (algo == ReduceAlgo::kBinomial) {
+    p.switched = true;
+    // Each side on its own pair of colors; the edge into a position of depth k takes color
+    // base + k % 2, so a position's input and output colors differ.
+    for (int side = 0; side < 2; ++side) {
+      const int m = side == 0 ? root : n - 1 - root;  // positions on this side
+      auto at = [&](int v) { return side == 0 ? root - (m - v) : root + (m - v); };  // v = m: the root
+      std::vector<int> depth(static_cast<size_t>(m) + 1, 0);
+      for (int v = m - 1; v >= 0; --v) {
+        int t = 0;
+        while ((v >> t) & 1) ++t;
+        const int par = std::min(v + (1 << t), m);
+        depth[static_cast<size_t>(v)] = depth[static_cast<size_t>(par)] + 1;
+        link(at(v), at(par), color_base + 2 * side + (depth[static_cast<size_t>(v)] + 1) % 2);
+      }
+    }
+    // Nearest child first (the order they arrive in); the root's west (north) side first.
+    for (int i = 0; i < n; ++i) {
+      auto& kids = p.children[static_cast<size_t>(i)];
+      std::sort(kids.begin(), kids.end(), [&](int a, int b) {
+        const int da = std::abs(a - i), db = std::abs(b - i);
+        if ((a < i) != (b < i)) return a < i;
+        return da < db;
+      });
+    }
+    top = std::max(top, color_base + (root > 0 && root < n - 1 ? 3 : 1));
   } else {
     // In-order binary tree: the middle of each interval is the parent of its halves' middles.
     std::function<void(int, int, int, int)> build = [&](int lo, int hi, int parent, int depth) {
@@ -154,29 +224,109 @@ LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int 
     build(root + 1, n - 1, root, 1);
   }
   p.colors = top - color_base + 1;
+  p.root = root;
+  p.color_base = color_base;
   return p;
+}
+
+double LinePlan::model_cycles(uint32_t len, int t_r) const {
+  const int n = static_cast<int>(parent.size());
+  double energy = 0;
+  int contention = 1, distance = 0, depth = 0, lo = root, hi = root;
+  for (int i = 0; i < n; ++i) {
+    contention = std::max(contention, static_cast<int>(children[static_cast<size_t>(i)].size()));
+    if (parent[static_cast<size_t>(i)] < 0) continue;
+    energy += std::abs(i - parent[static_cast<size_t>(i)]);
+    distance = std::max(distance, std::abs(i - root));
+    lo = std::min(lo, i);
+    hi = std::max(hi, i);
+    int d = 0;
+    for (int j = i; parent[static_cast<size_t>(j)] >= 0; j = parent[static_cast<size_t>(j)]) ++d;
+    depth = std::max(depth, d);
+  }
+  const int links = hi - lo;
+  if (links == 0) return 0;
+  const double b = len;
+  return std::max(b * contention, b * energy / links + distance) + (2.0 * t_r + 1) * depth;
 }
 
 void emit_line_reduce(PeAsm& a, const LinePlan& plan, int pos, uint32_t len, const std::string& fmt,
                       const std::string& acc) {
   const auto& kids = plan.children[static_cast<size_t>(pos)];
-  const bool sends = plan.parent[static_cast<size_t>(pos)] >= 0;
+  const int par = plan.parent[static_cast<size_t>(pos)];
+  const bool sends = par >= 0;
+  const int oc = sends ? plan.color[static_cast<size_t>(pos)] : -1;
   for (size_t k = 0; k < kids.size(); ++k) {
     const std::string in = a.fin(plan.color[static_cast<size_t>(kids[k])], len);
     if (sends && k + 1 == kids.size()) {
-      const std::string out = a.fout(plan.color[static_cast<size_t>(pos)], len);
-      a << "vadd." + fmt + " " + out + ", " + in + ", " + acc;  // the last child streams through
-      return;
+      a << "vadd." + fmt + " " + a.fout(oc, len) + ", " + in + ", " + acc;  // the last child streams through
+      break;
     }
     a << "vadd." + fmt + " " + acc + ", " + in + ", " + acc;
   }
-  if (sends) {
-    const std::string out = a.fout(plan.color[static_cast<size_t>(pos)], len);
-    a << "vmov." + fmt + " " + out + ", " + acc;
+  if (sends && kids.empty()) a << "vmov." + fmt + " " + a.fout(oc, len) + ", " + acc;
+  if (sends && plan.switched) {
+    // The last child of its parent tells the routers on its way (the parent's above all) to
+    // forward; the others only move their own router on.
+    bool last = true;  // no sibling farther on this side (their data comes after ours)
+    for (int k : plan.children[static_cast<size_t>(par)]) last &= (k < par) != (pos < par) || std::abs(k - par) <= std::abs(pos - par);
+    a << std::string(last ? "ctl " : "swadv ") + std::to_string(oc);
   }
 }
 
 void route_line_reduce(RouteTable& routes, const LinePlan& plan, const std::vector<std::pair<int, int>>& xy) {
+  if (plan.switched) {
+    const int n = static_cast<int>(plan.parent.size());
+    auto toward = [&](int from, int to) {  // the port of xy[from] facing its neighbour xy[to]
+      const int dx = xy[static_cast<size_t>(to)].first - xy[static_cast<size_t>(from)].first;
+      const int dy = xy[static_cast<size_t>(to)].second - xy[static_cast<size_t>(from)].second;
+      if (std::abs(dx) + std::abs(dy) != 1) throw ConfigError("line reduction: positions must be neighbours");
+      return dx > 0 ? kEast : dx < 0 ? kWest : dy > 0 ? kSouth : kNorth;
+    };
+    auto sw = [](std::initializer_list<SwitchPos> ps) {
+      ColorRoute r;
+      r.npos = 0;
+      for (const SwitchPos& sp : ps) r.pos[r.npos++] = sp;
+      r.hold = r.npos > 1;
+      return r;
+    };
+    // passes[i]: colors whose wavelets go through position i's router to someone beyond.
+    std::vector<uint32_t> passes(static_cast<size_t>(n), 0);
+    for (int c = 0; c < n; ++c) {
+      const int p = plan.parent[static_cast<size_t>(c)];
+      for (int j = std::min(c, p) + 1; p >= 0 && j < std::max(c, p); ++j) {
+        passes[static_cast<size_t>(j)] |= 1u << plan.color[static_cast<size_t>(c)];
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      const auto [x, y] = xy[static_cast<size_t>(i)];
+      const auto& kids = plan.children[static_cast<size_t>(i)];
+      const uint32_t pass = passes[static_cast<size_t>(i)];
+      if (i == plan.root) {
+        for (int k : kids) {
+          const int step = k < i ? -1 : 1;
+          routes.add(x, y, plan.color[static_cast<size_t>(k)], port_bit(toward(i, i + step)), port_bit(kRamp));
+        }
+        continue;
+      }
+      const int step = i < plan.root ? 1 : -1;  // toward the root
+      const uint8_t d = port_bit(toward(i, i + step)), r = port_bit(kRamp);
+      const uint8_t aw = i - step < 0 || i - step >= n ? 0 : port_bit(toward(i, i - step));
+      const int oc = plan.color[static_cast<size_t>(i)];
+      const int ic = plan.color_base + ((oc - plan.color_base) ^ 1);  // the side's other color
+      // Out: its own data first, then (after swadv or ctl) what comes from farther on.
+      routes.add_switched(x, y, oc, (pass >> oc) & 1 ? sw({{r, d}, {aw, d}}) : sw({{r, d}}));
+      // In: its children's data to the ramp until the last one's control wavelet, then on
+      // toward the root; a leaf only passes it on.
+      const bool through = (pass >> ic) & 1;
+      if (!kids.empty()) {
+        routes.add_switched(x, y, ic, through ? sw({{aw, r}, {aw, d}}) : sw({{aw, r}}));
+      } else if (through) {
+        routes.add(x, y, ic, aw, d);
+      }
+    }
+    return;
+  }
   for (size_t i = 0; i < plan.parent.size(); ++i) {
     const int p = plan.parent[i];
     if (p < 0) continue;

@@ -50,10 +50,13 @@ class RouteTable {
   // A path of wavelets from (x0,y0) to (x1,y1) along one row or column: the source takes
   // from its ramp, the PEs in between pass it on, the destination hands it to its ramp.
   void path(int x0, int y0, int x1, int y1, int color);
+  // A route with switch positions (a color taken by nothing else at that PE).
+  void add_switched(int x, int y, int color, const ColorRoute& r);
   void emit(FabricProgram& prog) const;
 
  private:
   std::map<std::tuple<int, int, int>, std::pair<uint8_t, uint8_t>> m_routes;
+  std::map<std::tuple<int, int, int>, ColorRoute> m_switched;
 };
 
 // A reduction over a line of n PEs toward `root` (an index into the line). Every non-root
@@ -64,7 +67,12 @@ class RouteTable {
 // middle; the root in the root's group), then a chain across the leaders toward the root, each
 // of its edges a path of `group` hops through the PEs between (Luczynski et al.'s two-phase
 // reduce; WaferLLM's K-tree with K = 2); 8 colors.
-enum class ReduceAlgo { kChain, kTree, kTwoPhase };
+// binomial: Luczynski et al.'s tree. On each side of the root, numbered from the far end
+// (v = 0 farthest, m the root), position v with t trailing one bits sends to min(v + 2^t, m):
+// a binomial tree whose children of one parent share a color and arrive nearest first, each
+// nearer one forwarding the farther ones' data through its router once its own has left (a
+// switch position that holds). 2 colors per side, whatever n; one-shot (the switches stay).
+enum class ReduceAlgo { kChain, kTree, kTwoPhase, kBinomial };
 const char* reduce_algo_name(ReduceAlgo a);
 ReduceAlgo parse_reduce_algo(const std::string& s);  // throws ConfigError
 
@@ -73,6 +81,15 @@ struct LinePlan {
   std::vector<std::vector<int>> children;  // in adding order
   std::vector<int> color;                  // color of the edge to the parent (-1 at the root)
   int colors = 0;                          // colors used, from color_base
+  // binomial: after its send a position advances its router (swadv), or, the last child of its
+  // parent, sends a control wavelet that also moves the parent's router on to forward.
+  bool switched = false;
+  // Luczynski et al.'s cycle model of this plan for vectors of `len` elements:
+  // max(C, E / N + L) + (2 T_R + 1) D, C the most vectors one position takes, E the wavelet-hops,
+  // N the links used, L the farthest position's distance, D the depth (docs/validation.md).
+  double model_cycles(uint32_t len, int t_r = 2) const;
+  int root = 0;
+  int color_base = 0;
 };
 // `group`: positions per group of the two-phase reduction (0: ceil(sqrt(n))).
 LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int group = 0);

@@ -177,10 +177,51 @@ TEST(CoreFabric, ControlWaveletMovesTheSwitchAndReachesNoQueue) {
   }
 }
 
-// ctl names a color the core sends on.
+// swadv moves only its own router on, once what the core queued before it has left; with hold
+// the last position stays, so a control wavelet passing later changes nothing. The middle PE
+// sends 2 values west and then forwards what comes from the east: 3 values, the east PE's
+// control wavelet (which reaches the west PE's ramp) and one more value. Without hold that
+// control wavelet turns the middle router back to its ramp and the last value waits there.
+TEST(CoreFabric, SwitchAdvanceMovesOnlyItsOwnRouterAndHoldKeepsTheLastPosition) {
+  for (const bool hold : {true, false}) {
+    for (const bool lazy : {true, false}) {
+      CoreRig rig(3);
+      rig.hw().core.lazy = lazy;
+      ColorRoute cr;
+      cr.npos = 2;
+      cr.hold = hold;
+      cr.pos[0] = {port_bit(kRamp), port_bit(kWest)};
+      cr.pos[1] = {port_bit(kEast), port_bit(kWest)};
+      rig.route(1, 0, 1, R, W);  // creates the router; replaced below
+      rig.fabric().set_route(1, 0, 1, cr);
+      rig.route(0, 0, 1, E, R);
+      rig.route(2, 0, 1, R, W);
+      PeCore* west = rig.add(0, 0, ".inq 0, 1\n.task 0, main, active\n.space y, fp32, 6\n"
+                                   "main:\n dmem d0, y, 6, 1\n dfin d1, 1, 6\n vmov.fp32 d0, d1\n halt\n");
+      rig.add(1, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, 1.0, 2.0\n"
+                    "main:\n dmem d0, x, 2, 1\n dfout d1, 1, 2\n vmov.fp32 d1, d0\n swadv 1\n halt\n");
+      rig.add(2, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, 3.0, 4.0, 5.0, 6.0\n"
+                    "main:\n dmem d0, x, 3, 1\n dfout d1, 1, 3\n vmov.fp32 d1, d0\n ctl 1\n"
+                    " dmem d0, x+12, 1, 1\n dfout d1, 1, 1\n vmov.fp32 d1, d0\n halt\n");
+      const std::string what = std::string(hold ? "hold" : "cyclic") + (lazy ? ", lazy" : ", cycle by cycle");
+      for (int i = 0; i < 300; ++i) rig.fabric().step();
+      const auto y = rig.read_f32(west, "y", 6);
+      EXPECT_EQ(std::vector<float>(y.begin(), y.begin() + 5), (std::vector<float>{1, 2, 3, 4, 5})) << what;
+      EXPECT_EQ(west->stats().control, 1u) << what;  // the swadv never left its router
+      EXPECT_EQ(west->halted(), hold) << what;
+      if (hold) {
+        EXPECT_EQ(y[5], 6.0f) << what;
+      }
+      EXPECT_EQ(rig.fabric().router(1, 0)->switch_position(1), hold ? 1 : 0) << what;  // cyclic: back to 0
+    }
+  }
+}
+
+// ctl and swadv name a color the core sends on.
 TEST(CoreFabric, ControlOnAColorWithoutOutputQueueIsRejected) {
   CoreRig rig(1);
   EXPECT_THROW(rig.add(0, 0, ".task 0, main, active\nmain:\n ctl 3\n halt\n"), ConfigError);
+  EXPECT_THROW(rig.add(0, 0, ".task 0, main, active\nmain:\n swadv 3\n halt\n"), ConfigError);
 }
 
 // filt and fcnt name a color the core has an input queue for.

@@ -159,6 +159,7 @@ TEST_F(ProgramFile, HandWrittenJsonWithValuesAndSwitchPositions) {
   EXPECT_EQ(r.route.pos[0].tx, E);
   EXPECT_EQ(r.route.pos[1].rx, R);
   EXPECT_EQ(r.route.pos[1].tx, S);
+  EXPECT_FALSE(r.route.hold);
   // Every value, as fp32 in order (the integer 2 included), and nothing more.
   ASSERT_EQ(p.data.size(), 1u);
   EXPECT_EQ(p.data[0].symbol, "buf");
@@ -167,6 +168,28 @@ TEST_F(ProgramFile, HandWrittenJsonWithValuesAndSwitchPositions) {
   std::vector<float> v(4);
   std::memcpy(v.data(), p.data[0].bytes.data(), 16);
   EXPECT_EQ(v, (std::vector<float>{1.5f, 2, 3, 4}));
+}
+
+// "hold" (the last switch position stays) is kept through the directory form.
+TEST_F(ProgramFile, HoldingSwitchPositionsRoundTrip) {
+  FabricProgram q = two_pe_program();
+  ColorRoute cr;
+  cr.npos = 2;
+  cr.hold = true;
+  cr.pos[0] = {R, E};
+  cr.pos[1] = {W, E};
+  q.route(1, 0, 7, cr);
+  save_program(q, dir);
+  const FabricProgram p = load_program_file(dir, AsmTarget{});
+  bool seen = false;
+  for (const RouteSpec& r : p.routes) {
+    if (r.color != 7) continue;
+    seen = true;
+    EXPECT_TRUE(r.route.hold);
+    ASSERT_EQ(r.route.npos, 2);
+    EXPECT_EQ(r.route.pos[1].rx, W);
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST_F(ProgramFile, MalformedFilesGiveClearErrors) {
@@ -184,6 +207,11 @@ TEST_F(ProgramFile, MalformedFilesGiveClearErrors) {
   EXPECT_NE(error().find("routes[0]: 'color' must be an integer in [0, 23]"), std::string::npos) << error();
   write("program.json", R"({"format": "wafersim-program/1", "routes": [{"at": [0, 0], "color": 1, "rx": "Q", "tx": "E"}]})");
   EXPECT_NE(error().find("ports are N, S, E, W, R"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "routes": [{"at": [0, 0], "color": 1, "rx": "R", "tx": "E", "hold": true}]})");
+  EXPECT_NE(error().find("routes[0]: 'hold' needs 'positions'"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "routes": [{"at": [0, 0], "color": 1, "hold": 1,
+    "positions": [{"rx": "R", "tx": "E"}, {"rx": "W", "tx": "E"}]}]})");
+  EXPECT_NE(error().find("'hold' must be true or false"), std::string::npos) << error();
   write("program.json", R"({"format": "wafersim-program/1", "routes": [{"at": [-1, 0], "color": 1, "rx": "R", "tx": "E"}]})");
   EXPECT_NE(error().find("non-negative PE coordinates"), std::string::npos) << error();
   write("images/bad.s", ".task 0, main, active\nmain:\n    vadx d0, d1, d2\n");

@@ -104,6 +104,9 @@ TEST(RouteFile, MalformedStatementsAreRejected) {
   EXPECT_TRUE(contains(route_file_error("route 0 0 1 R\n"), "has no TX ports"));
   EXPECT_TRUE(contains(route_file_error("route 0 0 1 RE E\n"), "bad port set"));
   EXPECT_TRUE(contains(route_file_error("route 0 0 1 R E R E R E R E R E\n"), "more than 4 switch positions"));
+  EXPECT_TRUE(contains(route_file_error("route 0 0 1 hold\n"), "'hold' comes last"));
+  EXPECT_TRUE(contains(route_file_error("route 0 0 1 R E hold W E\n"), "'hold' comes last"));
+  EXPECT_EQ(route_file_error("route 1 0 1 R E W E hold\nroute 2 0 1 W R\nflow 1 0 1\n"), "");
   EXPECT_TRUE(contains(route_file_error("route 9 0 1 R E\n"), "outside the fabric"));
   EXPECT_TRUE(contains(route_file_error("route 0 0 40 R E\n"), "color 40 is out of range"));
   EXPECT_TRUE(contains(route_file_error("teleport 0 0 1\n"), "unknown statement 'teleport'"));
