@@ -189,8 +189,10 @@ LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int 
     p.switched = true;
     // Each side on its own pair of colors; the edge into a position of depth k takes color
     // base + k % 2, so a position's input and output colors differ.
-    for (int side = 0; side < 2; ++side) {
+    for (int side = 0, pair = 0; side < 2; ++side) {
       const int m = side == 0 ? root : n - 1 - root;  // positions on this side
+      if (m == 0) continue;
+      const int base = color_base + 2 * pair++;
       auto at = [&](int v) { return side == 0 ? root - (m - v) : root + (m - v); };  // v = m: the root
       std::vector<int> depth(static_cast<size_t>(m) + 1, 0);
       for (int v = m - 1; v >= 0; --v) {
@@ -198,7 +200,7 @@ LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int 
         while ((v >> t) & 1) ++t;
         const int par = std::min(v + (1 << t), m);
         depth[static_cast<size_t>(v)] = depth[static_cast<size_t>(par)] + 1;
-        link(at(v), at(par), color_base + 2 * side + (depth[static_cast<size_t>(v)] + 1) % 2);
+        link(at(v), at(par), base + (depth[static_cast<size_t>(v)] + 1) % 2);
       }
     }
     // Nearest child first (the order they arrive in); the root's west (north) side first.
@@ -210,7 +212,6 @@ LinePlan plan_line_reduce(int n, int root, ReduceAlgo algo, int color_base, int 
         return da < db;
       });
     }
-    top = std::max(top, color_base + (root > 0 && root < n - 1 ? 3 : 1));
   } else {
     // In-order binary tree: the middle of each interval is the parent of its halves' middles.
     std::function<void(int, int, int, int)> build = [&](int lo, int hi, int parent, int depth) {
@@ -269,7 +270,9 @@ void emit_line_reduce(PeAsm& a, const LinePlan& plan, int pos, uint32_t len, con
     // The last child of its parent tells the routers on its way (the parent's above all) to
     // forward; the others only move their own router on.
     bool last = true;  // no sibling farther on this side (their data comes after ours)
-    for (int k : plan.children[static_cast<size_t>(par)]) last &= (k < par) != (pos < par) || std::abs(k - par) <= std::abs(pos - par);
+    for (int k : plan.children[static_cast<size_t>(par)]) {
+      if ((k < par) == (pos < par) && std::abs(k - par) > std::abs(pos - par)) last = false;
+    }
     a << std::string(last ? "ctl " : "swadv ") + std::to_string(oc);
   }
 }

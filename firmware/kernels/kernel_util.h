@@ -71,7 +71,8 @@ class RouteTable {
 // (v = 0 farthest, m the root), position v with t trailing one bits sends to min(v + 2^t, m):
 // a binomial tree whose children of one parent share a color and arrive nearest first, each
 // nearer one forwarding the farther ones' data through its router once its own has left (a
-// switch position that holds). 2 colors per side, whatever n; one-shot (the switches stay).
+// switch position that holds). 2 colors per side that has positions, whatever n; one-shot (the
+// switches stay).
 enum class ReduceAlgo { kChain, kTree, kTwoPhase, kBinomial };
 const char* reduce_algo_name(ReduceAlgo a);
 ReduceAlgo parse_reduce_algo(const std::string& s);  // throws ConfigError

@@ -418,7 +418,7 @@ TEST(ValidateCli, BadInputIsAUsageError) {
   Cli r = validate({"stream.nosuch", "-o", d});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("validation case 'stream.nosuch' is unknown"), std::string::npos) << r.err;
-  r = validate({"allreduce.tree.32x32", "--router.colors", "8", "-o", d});
+  r = validate({"allreduce.binomial.600x595", "--router.colors", "8", "-o", d});  // needs 9
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("router.colors"), std::string::npos) << r.err;
   r = validate({"stream.fmovs.2048", "--core.sram_kb", "8", "-o", d});
@@ -434,7 +434,7 @@ TEST(ValidateCli, BadInputIsAUsageError) {
   r = validate({"fft.3d.32", "--router.colors", "2", "-o", d});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("router.colors"), std::string::npos) << r.err;
-  r = validate({"--quick", "allreduce.two-phase.256x256", "-o", d});
+  r = validate({"--quick", "allreduce.binomial.600x595", "-o", d});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("no case chosen"), std::string::npos) << r.err;
   r = validate({"-o", ""});
