@@ -11,6 +11,7 @@
 #include "compiler/placement.h"
 #include "compiler/ws_codegen.h"
 #include "compiler/ws_reference.h"
+#include "tlm/cluster.h"
 #include "tlm/ws_trainer.h"
 
 namespace wafersim {
@@ -22,44 +23,19 @@ using Clock = std::chrono::steady_clock;
 
 double secs_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// The host side in the wafer's units: wavelets (4 bytes) per cycle, and cycles.
-tlm::WsHostLinks host_links(const TrainConfig& c) {
-  const double f = c.hw.fabric.clock_mhz * 1e6;
-  auto per_cycle = [&](double gbps) { return gbps * 1e9 / 32.0 / f; };
-  tlm::WsHostLinks l;
-  l.weights_per_cycle = per_cycle(std::min({c.memx.bandwidth_gbps, c.swarmx.link_gbps, c.bridge.link_gbps}));
-  l.inputs_per_cycle = per_cycle(c.bridge.link_gbps);
-  l.workers = c.input_workers;
-  l.worker_gbps = c.worker_gbps;
-  l.slow_worker_gbps = c.slow_worker_gbps;
-  l.grads_per_cycle = per_cycle(std::min(c.swarmx.link_gbps, c.bridge.link_gbps));
-  l.bridge_latency_ns = c.bridge.latency_ns;
-  l.prefetch = c.prefetch;
-  l.quantum_cycles = c.quantum_cycles;
-  l.threads = c.ws_threads;
-  return l;
-}
-
-// The estimate's view: the host links' rate and a request's latency (MemoryX, SwarmX's levels,
-// the bridge), in cycles.
-WsHostPace pace_of(const TrainConfig& c, const KernelGraph& g) {
-  WsHostPace p;
-  p.weights_per_cycle = host_links(c).weights_per_cycle;
-  p.read_per_cycle = c.memx.bandwidth_gbps * 1e9 / 32.0 / (c.hw.fabric.clock_mhz * 1e6);
-  const int depth = tlm::SwarmX::tree_depth(c.ws.systems, c.swarmx.fanout);
-  const double mhz = c.hw.fabric.clock_mhz;
-  p.latency_cycles = (c.memx.latency_ns + depth * c.swarmx.node_latency_ns + c.bridge.latency_ns) * 1e-3 * mhz;
-  // After the last result each runner WRITEs every layer's dW and db and the loss, one after the
-  // other: each crosses the tree (levels + bytes at the link rate), then MemoryX (latency + bytes).
-  for (const auto& d : g.layers) {
-    for (double bytes : {4.0 * d.in * d.out, 4.0 * d.out}) {
-      p.reduce_cycles += (depth * c.swarmx.node_latency_ns + bytes * 8 / c.swarmx.link_gbps + c.memx.latency_ns +
-                          bytes * 8 / c.memx.bandwidth_gbps) * 1e-3 * mhz;
-    }
-  }
-  p.reduce_cycles += (depth * c.swarmx.node_latency_ns + c.memx.latency_ns) * 1e-3 * mhz;  // the loss
-  p.prefetch = c.prefetch;
-  return p;
+// The cluster's configuration from the command's options.
+tlm::ClusterConfig cluster_of(const TrainConfig& c) {
+  tlm::ClusterConfig k;
+  k.memx = c.memx;
+  k.swarmx = c.swarmx;
+  k.bridge = c.bridge;
+  k.input_workers = c.input_workers;
+  k.worker_gbps = c.worker_gbps;
+  k.slow_worker_gbps = c.slow_worker_gbps;
+  k.prefetch = c.prefetch;
+  k.quantum_cycles = c.quantum_cycles;
+  k.threads = c.ws_threads;
+  return k;
 }
 
 struct WsBuild {
@@ -72,7 +48,7 @@ WsBuild build(const TrainConfig& c, const KernelGraph& g) {
   WsBuild b;
   const WsPlan plan = place_ws(g, c.hw, c.ws);
   b.compiled = generate_ws(plan, asm_target(c.hw));
-  b.report = ws_compile_report(g, plan, c.hw, pace_of(c, g));
+  b.report = ws_compile_report(g, plan, c.hw, tlm::ws_host_pace(cluster_of(c), c.hw.fabric.clock_mhz, g));
   b.text = ws_report_text(b.report);
   return b;
 }
@@ -248,7 +224,7 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
   write_compile_outputs(c, b.report, b.text);
 
   tlm::MemoryX mx("memoryx", c.memx);
-  const tlm::WsHostLinks links = host_links(c);
+  const tlm::WsHostLinks links = tlm::ws_host_links(cluster_of(c), c.hw.fabric.clock_mhz);
   long long first = 0;
   // The data order needs the seed before the trainer exists; a resumed run takes it from the checkpoint.
   if (!c.resume.empty()) seed = static_cast<uint64_t>(checkpoint_number(m, c, "wafersim.seed"));

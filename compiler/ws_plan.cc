@@ -58,16 +58,6 @@ std::string fmt(double v, int prec = 1) {
 
 }  // namespace
 
-double WsPlan::cycles_per_batch() const {
-  double t = 0;
-  for (size_t l = 0; l < est.size(); ++l) {
-    const WsLayerEst& e = est[l];
-    const double stream_b = streams(passes() - 1 - static_cast<int>(l)) ? e.bwd_stream_cycles : 0.0;
-    t += std::max(e.fwd_stream_cycles, e.fwd_cycles) + std::max(stream_b, e.bwd_cycles) + 2 * e.turn_cycles;
-  }
-  return t;
-}
-
 WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   const int L = static_cast<int>(g.layers.size());
   if (L == 0) throw CompileError("the model has no dense layers");
@@ -267,9 +257,8 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
 
 namespace wafersim::compiler {
 
-nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const HwConfig& hw, const WsHostPace& pace) {
-  const double f = hw.fabric.clock_mhz * 1e6;
-  nlohmann::json layers = nlohmann::json::array();
+WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& pace) {
+  WsEstimate est;
   // With prefetch, one request latency and the first layer's MemoryX READ per minibatch (later
   // READs overlap the broadcasts before them); without, every pass waits for both.
   const double read0 = static_cast<double>(p.est.front().weights + g.layers.front().out) / pace.read_per_cycle;
@@ -277,26 +266,43 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
   for (int l = 0; l < p.layers; ++l) {
     const WsLayerEst& e = p.est[static_cast<size_t>(l)];
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
-    const double host = static_cast<double>(e.weights + d.out) / pace.weights_per_cycle;
-    const double stream = std::max(e.fwd_stream_cycles, host), stream_bwd = std::max(e.bwd_stream_cycles, host);
+    WsEstimate::Layer x;
+    x.host = static_cast<double>(e.weights + d.out) / pace.weights_per_cycle;
+    const double stream = std::max(e.fwd_stream_cycles, x.host), stream_bwd = std::max(e.bwd_stream_cycles, x.host);
     const double wait_f = pace.prefetch ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights + d.out) / pace.read_per_cycle;
     // The first layer's backward pass streams nothing (WsPlan::streamed_passes).
     const bool bwd_streams = p.streams(p.passes() - 1 - l);
     const double wait_b = pace.prefetch || !bwd_streams ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights) / pace.read_per_cycle;
-    const double stream_b = bwd_streams ? stream_bwd : 0.0;
-    const double fwd = std::max(stream + wait_f, e.fwd_cycles) + e.turn_cycles;
-    const double bwd = std::max(stream_b + wait_b, e.bwd_cycles) + e.turn_cycles;
-    total += fwd + bwd;
+    x.stream_f = stream + wait_f;
+    x.stream_b = bwd_streams ? stream_bwd + wait_b : wait_b;
+    x.fwd = std::max(x.stream_f, e.fwd_cycles) + e.turn_cycles;
+    x.bwd = std::max(x.stream_b, e.bwd_cycles) + e.turn_cycles;
+    total += x.fwd + x.bwd;
+    est.layers.push_back(x);
+  }
+  est.cycles_per_batch = total;
+  return est;
+}
+
+nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const HwConfig& hw, const WsHostPace& pace) {
+  const double f = hw.fabric.clock_mhz * 1e6;
+  const WsEstimate est = ws_estimate(g, p, pace);
+  const double total = est.cycles_per_batch;
+  nlohmann::json layers = nlohmann::json::array();
+  for (int l = 0; l < p.layers; ++l) {
+    const WsLayerEst& e = p.est[static_cast<size_t>(l)];
+    const DenseKernel& d = g.layers[static_cast<size_t>(l)];
+    const WsEstimate::Layer& x = est.layers[static_cast<size_t>(l)];
     layers.push_back({{"name", d.name},
                       {"shape", S(d.out) + "x" + S(d.in)},
                       {"weights", e.weights},
-                      {"weight_stream_cycles", stream + wait_f},
-                      {"weight_stream_us", (stream + wait_f) / f * 1e6},
-                      {"stream_bound", e.stream_cycles >= host ? "wafer I/O channels" : "host link (MemoryX/SwarmX/bridge)"},
+                      {"weight_stream_cycles", x.stream_f},
+                      {"weight_stream_us", x.stream_f / f * 1e6},
+                      {"stream_bound", e.stream_cycles >= x.host ? "wafer I/O channels" : "host link (MemoryX/SwarmX/bridge)"},
                       {"forward_compute_cycles", e.fwd_cycles},
                       {"backward_compute_cycles", e.bwd_cycles},
-                      {"forward_bound", stream + wait_f >= e.fwd_cycles ? "weight stream" : "compute"},
-                      {"backward_bound", stream_b + wait_b >= e.bwd_cycles ? "weight stream" : "compute"}});
+                      {"forward_bound", x.stream_f >= e.fwd_cycles ? "weight stream" : "compute"},
+                      {"backward_bound", x.stream_b >= e.bwd_cycles ? "weight stream" : "compute"}});
   }
   nlohmann::json r;
   r["mode"] = "weight-streaming";

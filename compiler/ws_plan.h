@@ -80,7 +80,6 @@ struct WsPlan {
   // only dW (dW = dy^T x needs no weights; there is no dx of the model's input to compute).
   int streamed_passes() const { return 2 * layers - 1; }
   bool streams(int ps) const { return ps < streamed_passes(); }
-  double cycles_per_batch() const;  // estimate, weights streamed with prefetch, one system
 };
 
 // The host side's pace as the estimate sees it: weight wavelets per cycle into one system
@@ -92,6 +91,23 @@ struct WsHostPace {
   double reduce_cycles = 0;  // the gradients' reduction through SwarmX into MemoryX after the last result
   bool prefetch = true;
 };
+
+// The one estimate of a minibatch (the compile report shows it; the trainer bounds a run by it):
+// per layer, each pass takes the longer of its weight stream (the wafer's channels or the host
+// link, the slower, plus a request's latency and MemoryX's READ without prefetch) and its
+// compute, plus the turn down the columns and back; per minibatch, the first READ and request
+// (with prefetch) and the gradients' reduction after the last result.
+struct WsEstimate {
+  struct Layer {
+    double host = 0;               // the layer's weights (and biases) over the host link
+    double stream_f = 0;           // forward pass: weight stream and its waits
+    double stream_b = 0;           // backward pass (0 for the first layer: it streams nothing)
+    double fwd = 0, bwd = 0;       // the passes, turns included
+  };
+  std::vector<Layer> layers;
+  double cycles_per_batch = 0;     // one system, one minibatch
+};
+WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& pace);
 
 // Chooses rows, columns and slices. Throws CompileError: batch not divisible by systems or
 // columns, too few I/O channel rows, a layer narrower than the feature rows, a mapping larger

@@ -88,10 +88,11 @@ uint64_t EdgeBridge::address(int side, int channel, int color) {
          static_cast<uint64_t>(color);
 }
 
-sc_core::sc_time EdgeBridge::link_time(uint64_t bytes) const {
-  return sc_core::sc_time(m_cfg.latency_ns + static_cast<double>(bytes) * 8.0 / m_cfg.link_gbps,
-                          sc_core::SC_NS);
+double EdgeBridge::link_ns(const EdgeBridgeConfig& cfg, uint64_t bytes) {
+  return cfg.latency_ns + static_cast<double>(bytes) * 8.0 / cfg.link_gbps;
 }
+
+sc_core::sc_time EdgeBridge::link_time(uint64_t bytes) const { return sc_core::sc_time(link_ns(m_cfg, bytes), sc_core::SC_NS); }
 
 // Checks in the order of the header's table: command, byte enables, length, data pointer,
 // address. On success fills *s, else says why.

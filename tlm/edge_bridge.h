@@ -114,6 +114,7 @@ class EdgeBridge : public sc_core::sc_module {
   static uint64_t address(int side, int channel, int color);
   // latency_ns + bytes * 8 / link_gbps.
   sc_core::sc_time link_time(uint64_t bytes) const;
+  static double link_ns(const EdgeBridgeConfig& cfg, uint64_t bytes);  // the same, without a module
 
   const EdgeBridgeConfig& config() const { return m_cfg; }
   sc_core::sc_time clock_period() const { return m_period; }

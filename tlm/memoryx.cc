@@ -236,8 +236,12 @@ void MemoryX::step() {
   ++m_stats.optimizer_steps;
 }
 
+double MemoryX::transfer_ns(const MemoryXConfig& cfg, uint64_t bytes) {
+  return cfg.latency_ns + static_cast<double>(bytes) * 8.0 / cfg.bandwidth_gbps;
+}
+
 sc_core::sc_time MemoryX::transfer_delay(uint64_t bytes) const {
-  return sc_core::sc_time(m_cfg.latency_ns + static_cast<double>(bytes) * 8.0 / m_cfg.bandwidth_gbps, sc_core::SC_NS);
+  return sc_core::sc_time(transfer_ns(m_cfg, bytes), sc_core::SC_NS);
 }
 
 // The response a transaction gets; on success *id is its tensor. Checks in the order of the

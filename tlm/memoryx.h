@@ -103,6 +103,7 @@ class MemoryX : public sc_core::sc_module {
   uint64_t bytes_used() const { return m_used; }   // weights + optimizer state
   uint64_t address_end() const { return m_end; }   // one past the last tensor's last byte
   sc_core::sc_time transfer_delay(uint64_t bytes) const;  // latency + bytes over the link
+  static double transfer_ns(const MemoryXConfig& cfg, uint64_t bytes);  // the same, without a module
 
   const MemoryXStats& stats() const { return m_stats; }
   nlohmann::json stats_json() const;

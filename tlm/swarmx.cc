@@ -77,10 +77,11 @@ SwarmX::SwarmX(sc_core::sc_module_name name, const SwarmXConfig& cfg)
   from_systems.register_b_transport(this, &SwarmX::contribute);
 }
 
-sc_core::sc_time SwarmX::tree_time(uint64_t bytes) const {
-  return sc_core::sc_time(m_depth * m_cfg.node_latency_ns + static_cast<double>(bytes) * 8.0 / m_cfg.link_gbps,
-                          sc_core::SC_NS);
+double SwarmX::tree_ns(const SwarmXConfig& cfg, uint64_t bytes) {
+  return tree_depth(cfg.systems, cfg.fanout) * cfg.node_latency_ns + static_cast<double>(bytes) * 8.0 / cfg.link_gbps;
 }
+
+sc_core::sc_time SwarmX::tree_time(uint64_t bytes) const { return sc_core::sc_time(tree_ns(m_cfg, bytes), sc_core::SC_NS); }
 
 void SwarmX::start_of_simulation() {
   const unsigned n = static_cast<unsigned>(m_cfg.systems);

@@ -98,6 +98,8 @@ class SwarmX : public sc_core::sc_module {
   const SwarmXConfig& config() const { return m_cfg; }
   // depth * node_latency + bytes * 8 / link_gbps.
   sc_core::sc_time tree_time(uint64_t bytes) const;
+  // The same in ns for a configuration, without a module (the compile report's estimate).
+  static double tree_ns(const SwarmXConfig& cfg, uint64_t bytes);
 
   const SwarmXStats& stats() const { return m_stats; }
   void reset_stats() {

@@ -468,7 +468,9 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
       m_workers.back()->socket.bind(m_ports.back()->inputs_in);
     }
   }
-  m_limit = static_cast<uint64_t>(20 * p.cycles_per_batch()) + 1000000;
+  // The compile report's estimate without the host's delays (those of this run's links could
+  // only raise it): a minibatch 20 times over it, and a million cycles, is stuck.
+  m_limit = static_cast<uint64_t>(20 * compiler::ws_estimate(g, p, compiler::WsHostPace{}).cycles_per_batch) + 1000000;
   for (auto& s : m_sys) s->settle();  // the cores' init tasks
   SC_HAS_PROCESS(WsTrainer);
   SC_THREAD(chief);

@@ -15,6 +15,7 @@
 #include "firmware/program.h"
 #include "mlp_model.h"
 #include "test_support.h"
+#include "tlm/cluster.h"
 #include "tlm/memoryx.h"
 #include "tlm/model_util.h"
 #include "tlm/swarmx.h"
@@ -188,6 +189,51 @@ TEST(WsPlan, NarrowSlicesRunFeatureByFeature) {
   bool one = false;
   for (int a = 0; a < q.compiled.plan.rows; ++a) one = one || (q.compiled.plan.len(1, a) == 1 && q.compiled.plan.by_feature(1, a));
   EXPECT_TRUE(one) << "a one-feature slice run feature by feature";
+}
+
+// One estimate: the compile report's total and its per-layer stream times are ws_estimate's,
+// for a neutral host and a slow one, with and without prefetch; and the host's pace is built
+// from the models' own delays (a SwarmX and a MemoryX module give the same times).
+TEST(WsEstimate, TheReportShowsTheOneEstimateAndThePaceIsTheModelsDelays) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 4;
+  const WsRig r = make_ws_rig(MlpSpec{{16, 8, 6, 4}, "Relu", 7, 13}, 12, 16, 4, o, "ws_estimate");
+  tlm::ClusterConfig c;
+  c.swarmx.systems = 4;
+  c.swarmx.fanout = 2;
+  c.swarmx.link_gbps = 10;
+  c.memx.latency_ns = 700;
+  c.bridge.latency_ns = 50;
+  const double mhz = r.hw.fabric.clock_mhz;
+  for (const bool prefetch : {true, false}) {
+    c.prefetch = prefetch;
+    for (const WsHostPace& pace : {WsHostPace{}, tlm::ws_host_pace(c, mhz, r.graph)}) {
+      const WsEstimate e = ws_estimate(r.graph, r.compiled.plan, pace);
+      const nlohmann::json j = ws_compile_report(r.graph, r.compiled.plan, r.hw, pace);
+      EXPECT_DOUBLE_EQ(j["cycles_per_batch"].get<double>(), e.cycles_per_batch);
+      double sum = pace.reduce_cycles;
+      for (size_t l = 0; l < e.layers.size(); ++l) {
+        EXPECT_DOUBLE_EQ(j["kernels"][l]["weight_stream_cycles"].get<double>(), e.layers[l].stream_f);
+        sum += e.layers[l].fwd + e.layers[l].bwd;
+      }
+      EXPECT_GE(e.cycles_per_batch, sum);  // plus the first request and READ with prefetch
+    }
+  }
+  tlm::SwarmX sx("swarmx_pace", c.swarmx);
+  tlm::MemoryX mx("memoryx_pace", c.memx);
+  const double ns = 1e3 / mhz;  // per cycle
+  const compiler::WsHostPace pace = tlm::ws_host_pace(c, mhz, r.graph);
+  EXPECT_NEAR(pace.latency_cycles * ns,
+              mx.transfer_delay(0).to_seconds() * 1e9 + sx.tree_time(0).to_seconds() * 1e9 + c.bridge.latency_ns, 0.01);  // ps rounding
+  double reduce = sx.tree_time(0).to_seconds() + mx.transfer_delay(0).to_seconds();  // the loss
+  for (const auto& d : r.graph.layers) {
+    for (uint64_t b : {uint64_t{4} * static_cast<uint64_t>(d.in * d.out), uint64_t{4} * static_cast<uint64_t>(d.out)}) {
+      reduce += sx.tree_time(b).to_seconds() + mx.transfer_delay(b).to_seconds();
+    }
+  }
+  EXPECT_NEAR(pace.reduce_cycles * ns, reduce * 1e9, 0.01);
+  EXPECT_DOUBLE_EQ(pace.weights_per_cycle, 10e9 / 32.0 / (mhz * 1e6));  // the 10 Gb/s SwarmX link is the slowest
 }
 
 TEST(WsTraining, OneSystemMatchesReferenceBitForBit) {
