@@ -223,7 +223,6 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
   check_test_set(test, g);
   write_compile_outputs(c, b.report, b.text);
 
-  tlm::MemoryX mx("memoryx", c.memx);
   const tlm::WsHostLinks links = tlm::ws_host_links(cluster_of(c), c.hw.fabric.clock_mhz);
   long long first = 0;
   // The data order needs the seed before the trainer exists; a resumed run takes it from the checkpoint.
@@ -231,7 +230,9 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
   HwConfig hw = c.hw;
   // The relay routers' own counters (stats) or sends (traces) are wanted: no express lines.
   if (c.fabric_stats || !c.trace.vcd.empty()) hw.router.express = false;
-  tlm::WsTrainer t("cluster", hw, g, b.compiled, train, c.norm, seed, 0, mx, c.swarmx, links);
+  tlm::Cluster cluster("cluster", c.memx, c.swarmx, links, hw, g, b.compiled, train, c.norm, seed, 0);
+  tlm::WsTrainer& t = cluster.trainer();
+  tlm::MemoryX& mx = cluster.memoryx();
   if (!c.resume.empty()) {
     first = restore_ws(m, g, c, mx, t, &seed);
     t.set_steps_done(first);

@@ -2,7 +2,49 @@
 
 #include <algorithm>
 
+#include <tlm_utils/tlm_quantumkeeper.h>
+
+#include "hw/config.h"
+
 namespace wafersim::tlm {
+
+Cluster::Cluster(sc_core::sc_module_name name, const MemoryXConfig& memx, const SwarmXConfig& swarmx,
+                 const WsHostLinks& links, const HwConfig& hw, const compiler::KernelGraph& g,
+                 const compiler::WsCompiled& c, const Dataset& data, const Normalize& norm, uint64_t seed,
+                 long long first_step)
+    : sc_module(name) {
+  const compiler::WsPlan& p = c.plan;
+  if (swarmx.systems != p.systems) throw ConfigError("swarmx.systems must equal the plan's systems");
+  tlm_utils::tlm_quantumkeeper::set_global_quantum(sc_core::sc_time(1e3 / hw.fabric.clock_mhz, sc_core::SC_NS) *
+                                                   static_cast<double>(links.quantum_cycles));
+  m_memx = std::make_unique<MemoryX>("memoryx", memx);
+  m_swarmx = std::make_unique<SwarmX>("swarmx", swarmx);
+  m_trainer = std::make_unique<WsTrainer>("trainer", hw, g, c, data, norm, seed, first_step, *m_memx, links);
+  m_trainer->to_swarmx.bind(m_swarmx->from_memory);
+  m_swarmx->to_memory.bind(m_memx->socket);
+  const int workers = std::max(1, links.workers);
+  for (int i = 0; i < p.systems; ++i) {
+    WsTrainer::Port& port = m_trainer->port(i);
+    m_swarmx->to_systems.bind(port.weights_in);
+    port.grads_out.bind(m_swarmx->from_systems);
+    for (int w = 0; w < workers; ++w) {
+      InputStreamConfig ic;
+      ic.system = i;
+      ic.index = w;
+      ic.workers = workers;
+      ic.shard = p.shard;
+      ic.batch = p.batch;
+      ic.gbps = w == 0 && links.slow_worker_gbps > 0 ? links.slow_worker_gbps : links.worker_gbps;
+      m_streams.push_back(std::make_unique<InputStream>(("worker" + std::to_string(i) + "_" + std::to_string(w)).c_str(),
+                                                        m_trainer->data(), m_trainer->data_order(), ic,
+                                                        m_trainer->minibatch_start(), m_trainer->steps_ref()));
+      m_streams.back()->socket.bind(port.inputs_in);
+      m_trainer->add_input_stream(*m_streams.back());
+    }
+  }
+}
+
+Cluster::~Cluster() = default;
 
 WsHostLinks ws_host_links(const ClusterConfig& c, double clock_mhz) {
   const double f = clock_mhz * 1e6;

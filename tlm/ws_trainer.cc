@@ -358,23 +358,13 @@ void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vec
   }
 }
 
-// A system's bridge as SwarmX sees it: broadcasts of pass weights come in (the payload becomes
-// the row channels' wavelets from the time it arrives), gradients go out.
-struct WsTrainer::Port : sc_core::sc_module {
-  tlm_utils::simple_target_socket<Port> weights_in;
-  tlm_utils::multi_passthrough_target_socket<Port> inputs_in;
-  tlm_utils::simple_initiator_socket<Port> grads_out;
-  WsTrainer* owner;
-  WsSystem* sys;
+WsTrainer::Port::Port(sc_core::sc_module_name n, WsTrainer* o, WsSystem* s)
+    : sc_module(n), weights_in("weights_in"), inputs_in("inputs_in"), grads_out("grads_out"), owner(o), sys(s) {
+  weights_in.register_b_transport(this, &Port::b_transport);
+  inputs_in.register_b_transport(this, &Port::input);
+}
 
-  Port(sc_core::sc_module_name n, WsTrainer* o, WsSystem* s)
-      : sc_module(n), weights_in("weights_in"), inputs_in("inputs_in"), grads_out("grads_out"), owner(o), sys(s) {
-    weights_in.register_b_transport(this, &Port::b_transport);
-    inputs_in.register_b_transport(this, &Port::input);
-  }
-  // Address: the sample's index in the shard; data: its features (fp32, normalised), then its
-  // label (int32). Usable from its arrival through the bridge.
-  void input(int, ::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
+void WsTrainer::Port::input(int, ::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
     const WsPlan& p = owner->m_c.plan;
     const int s = static_cast<int>(t.get_address());
     if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || s < 0 || s >= p.shard ||
@@ -388,9 +378,9 @@ struct WsTrainer::Port : sc_core::sc_module {
     const sc_core::sc_time at = sc_core::sc_time_stamp() + delay + sc_core::sc_time(owner->m_links.bridge_latency_ns, sc_core::SC_NS);
     sys->sample_arrived(s, x, label, owner->cycle_of(at));
     t.set_response_status(::tlm::TLM_OK_RESPONSE);
-  }
-  // Address: the pass; data: its weights (out x in), then for forward passes the biases.
-  void b_transport(::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
+}
+
+void WsTrainer::Port::b_transport(::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
     const WsPlan& p = owner->m_c.plan;
     const int L = p.layers, ps = static_cast<int>(t.get_address());
     if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || ps < 0 || ps >= p.streamed_passes()) {
@@ -414,12 +404,11 @@ struct WsTrainer::Port : sc_core::sc_module {
     const uint64_t span = static_cast<uint64_t>(words / owner->m_links.weights_per_cycle);
     sys->queue_pass(ps, w, nb ? w + nw : nullptr, end_cycle > span ? end_cycle - span : 0);
     t.set_response_status(::tlm::TLM_OK_RESPONSE);
-  }
-};
+}
 
 WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const compiler::KernelGraph& g,
                      const compiler::WsCompiled& c, const Dataset& data, const Normalize& norm, uint64_t seed,
-                     long long first_step, MemoryX& memx, const SwarmXConfig& swarmx, const WsHostLinks& links)
+                     long long first_step, MemoryX& memx, const WsHostLinks& links)
     : sc_module(name), to_swarmx("to_swarmx"), m_c(c), m_data(data), m_memx(memx), m_links(links),
       m_period(sc_core::sc_time(1e3 / hw.fabric.clock_mhz, sc_core::SC_NS)), m_step(first_step) {
   const WsPlan& p = c.plan;
@@ -432,7 +421,6 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
                       std::to_string(p.width.back()) + " classes");
   }
   if (data.count == 0) throw ConfigError("the dataset is empty");
-  if (swarmx.systems != p.systems) throw ConfigError("swarmx.systems must equal the plan's systems");
   m_order = std::make_unique<InputWorker>(data, InputRoute{}, norm, seed);
   for (size_t l = 0; l < g.layers.size(); ++l) {
     const auto& d = g.layers[l];
@@ -446,27 +434,9 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
   // The reduced loss travels as a one-value gradient at an address of its own.
   m_loss_id = memx.find_tensor("wafersim.loss_sum") >= 0 ? memx.find_tensor("wafersim.loss_sum")
                                                          : memx.add_tensor("wafersim.loss_sum", {0.0f});
-  tlm_utils::tlm_quantumkeeper::set_global_quantum(m_period * static_cast<double>(links.quantum_cycles));
-  m_swarmx = std::make_unique<SwarmX>("swarmx", swarmx);
-  to_swarmx.bind(m_swarmx->from_memory);
-  m_swarmx->to_memory.bind(memx.socket);
   for (int i = 0; i < p.systems; ++i) {
     m_sys.push_back(std::make_unique<WsSystem>(hw, c, i, links));
     m_ports.push_back(std::make_unique<Port>(("system" + std::to_string(i)).c_str(), this, m_sys.back().get()));
-    m_swarmx->to_systems.bind(m_ports.back()->weights_in);
-    m_ports.back()->grads_out.bind(m_swarmx->from_systems);
-    for (int w = 0; w < std::max(1, links.workers); ++w) {
-      InputStreamConfig ic;
-      ic.system = i;
-      ic.index = w;
-      ic.workers = std::max(1, links.workers);
-      ic.shard = p.shard;
-      ic.batch = p.batch;
-      ic.gbps = w == 0 && links.slow_worker_gbps > 0 ? links.slow_worker_gbps : links.worker_gbps;
-      m_workers.push_back(std::make_unique<InputStream>(("worker" + std::to_string(i) + "_" + std::to_string(w)).c_str(), m_data,
-                                                        *m_order, ic, m_start, m_step));
-      m_workers.back()->socket.bind(m_ports.back()->inputs_in);
-    }
   }
   // The compile report's estimate without the host's delays (those of this run's links could
   // only raise it): a minibatch 20 times over it, and a million cycles, is stuck.

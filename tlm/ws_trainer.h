@@ -30,7 +30,9 @@
 
 #include <systemc>
 #include <tlm>
+#include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_initiator_socket.h>
+#include <tlm_utils/simple_target_socket.h>
 
 #include "compiler/kernel_graph.h"
 #include "compiler/ws_codegen.h"
@@ -199,11 +201,28 @@ class WsTrainer : public sc_core::sc_module {
   using sc_core::sc_module::trace;  // sc_object's trace(tf) stays visible beside ours
   tlm_utils::simple_initiator_socket<WsTrainer> to_swarmx;  // the chief's broadcasts
 
-  // Registers the model's weights and biases in `memx` and binds SwarmX's sum to it (so `memx`
-  // must not be bound elsewhere). Build before the first sc_start.
+  // A system's bridge as SwarmX and the input streams see it: SwarmX's broadcast of a pass's
+  // weights and the samples come in (the payload becomes the row channels' wavelets from the time
+  // it arrives), the gradients go out. The cluster (tlm/cluster.h) binds its sockets.
+  struct Port : sc_core::sc_module {
+    tlm_utils::simple_target_socket<Port> weights_in;
+    tlm_utils::multi_passthrough_target_socket<Port> inputs_in;
+    tlm_utils::simple_initiator_socket<Port> grads_out;
+    WsTrainer* owner;
+    WsSystem* sys;
+    Port(sc_core::sc_module_name n, WsTrainer* o, WsSystem* s);
+    // Address: the sample's index in the shard; data: its features (fp32, normalised), then its
+    // label (int32). Usable from its arrival through the bridge.
+    void input(int, ::tlm::tlm_generic_payload& t, sc_core::sc_time& delay);
+    // Address: the pass; data: its weights (out x in), then for forward passes the biases.
+    void b_transport(::tlm::tlm_generic_payload& t, sc_core::sc_time& delay);
+  };
+
+  // The chief, the systems and their ports. Registers the model's weights and biases in `memx`.
+  // The cluster binds the ports, `to_swarmx` and the input streams. Build before the first sc_start.
   WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const compiler::KernelGraph& g,
             const compiler::WsCompiled& c, const Dataset& data, const Normalize& norm, uint64_t seed, long long first_step,
-            MemoryX& memx, const SwarmXConfig& swarmx, const WsHostLinks& links);
+            MemoryX& memx, const WsHostLinks& links);
   ~WsTrainer() override;
 
   // One minibatch: runs the simulation until the chief has finished it.
@@ -223,7 +242,14 @@ class WsTrainer : public sc_core::sc_module {
   double wafer_seconds() const { return m_wafer_secs; }
   int weight_tensor(int layer) const { return m_wid[static_cast<size_t>(layer)]; }
   int bias_tensor(int layer) const { return m_bid[static_cast<size_t>(layer)]; }
-  const SwarmX& swarmx() const { return *m_swarmx; }
+  Port& port(int i) { return *m_ports[static_cast<size_t>(i)]; }
+  // What an input stream of the cluster needs: the run's data order, the event that starts each
+  // minibatch and the count of minibatches done; the chief reports the errors of those added.
+  const Dataset& data() const { return m_data; }
+  InputWorker& data_order() { return *m_order; }
+  const sc_core::sc_event& minibatch_start() const { return m_start; }
+  const long long& steps_ref() const { return m_step; }
+  void add_input_stream(const InputStream& w) { m_workers.push_back(&w); }
   // Long minibatches: `report` gets a line when system 0's wafer has taken in all of a layer
   // pass, once the minibatch has run `every_seconds` of host time (0: never). Printing only;
   // results do not depend on it.
@@ -237,7 +263,6 @@ class WsTrainer : public sc_core::sc_module {
   void trace(sc_core::sc_trace_file* tf, const Region& region);
 
  private:
-  struct Port;    // a system's bridge: SwarmX's broadcast and the input workers' samples in, gradients out
   void chief();
   void runner(int i);
   // Systems stepped side by side (WsHostLinks::threads > 1): a runner posts the stretch of cycles
@@ -271,10 +296,9 @@ class WsTrainer : public sc_core::sc_module {
   sc_core::sc_time m_period;
   std::unique_ptr<InputWorker> m_order;  // the run's data order and normalisation
   std::vector<std::unique_ptr<WsSystem>> m_sys;
-  std::unique_ptr<SwarmX> m_swarmx;
   std::vector<std::unique_ptr<Port>> m_ports;
   std::vector<std::unique_ptr<FabricProbes>> m_probes;  // per system, when traced
-  std::vector<std::unique_ptr<InputStream>> m_workers;  // W per system
+  std::vector<const InputStream*> m_workers;            // the cluster's, W per system
   std::vector<int> m_wid, m_bid;
   int m_loss_id = -1;
   long long m_step = 0;

@@ -70,12 +70,13 @@ void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsO
   std::cout << "rows " << p.rows << " cols " << p.cols << " m " << p.m << " systems " << p.systems << "\n";
   tlm::MemoryXConfig mc;
   mc.lr = 0.05f;
-  tlm::MemoryX mx(("mx_" + name).c_str(), mc), mref(("mref_" + name).c_str(), mc);
+  tlm::MemoryX mref(("mref_" + name).c_str(), mc);
   Unused unused(("unused_" + name).c_str());
   unused.socket.bind(mref.socket);
   tlm::SwarmXConfig sc;
   sc.systems = p.systems;
-  tlm::WsTrainer t(("ws_" + name).c_str(), r.hw, r.graph, r.compiled, r.data, r.norm, 11, 0, mx, sc, tlm::WsHostLinks{});
+  tlm::Cluster k(("ws_" + name).c_str(), mc, sc, tlm::WsHostLinks{}, r.hw, r.graph, r.compiled, r.data, r.norm, 11, 0);
+  tlm::WsTrainer& t = k.trainer();
   std::vector<int> rw, rb;
   for (size_t l = 0; l < r.graph.layers.size(); ++l) {
     rw.push_back(mref.add_tensor("w" + std::to_string(l), r.graph.layers[l].w));
