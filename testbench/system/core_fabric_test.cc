@@ -147,16 +147,22 @@ TEST(CoreFabric, RampFilterPassesOnlyItsWindowOfAColor) {
 
 // ctl sends a control wavelet after what the queue holds: it moves the sender's router to its
 // next switch position (east, then south) and the ramps that take it pass it to no queue.
+// A route of two switch positions at (x, y).
+void two_positions(CoreRig& rig, int x, int y, int color, SwitchPos p0, SwitchPos p1, bool hold = false) {
+  ColorRoute cr;
+  cr.npos = 2;
+  cr.hold = hold;
+  cr.pos[0] = p0;
+  cr.pos[1] = p1;
+  rig.route(x, y, color, p0.rx, p0.tx);  // creates the router; replaced below
+  rig.fabric().set_route(x, y, color, cr);
+}
+
 TEST(CoreFabric, ControlWaveletMovesTheSwitchAndReachesNoQueue) {
   for (const bool lazy : {true, false}) {
     CoreRig rig(2, 2);
     rig.hw().core.lazy = lazy;
-    ColorRoute cr;
-    cr.npos = 2;
-    cr.pos[0] = {port_bit(kRamp), port_bit(kEast)};
-    cr.pos[1] = {port_bit(kRamp), port_bit(kSouth)};
-    rig.route(0, 0, 1, R, E);  // creates the router; replaced below
-    rig.fabric().set_route(0, 0, 1, cr);
+    two_positions(rig, 0, 0, 1, {port_bit(kRamp), port_bit(kEast)}, {port_bit(kRamp), port_bit(kSouth)});
     rig.route(1, 0, 1, W, R);
     rig.route(0, 1, 1, N, R);
     rig.add(0, 0, ".outq 0, 1\n.task 0, main, active\n.data x, fp32, 1.0, 2.0, 3.0, 4.0, 5.0\n"
@@ -187,13 +193,7 @@ TEST(CoreFabric, SwitchAdvanceMovesOnlyItsOwnRouterAndHoldKeepsTheLastPosition) 
     for (const bool lazy : {true, false}) {
       CoreRig rig(3);
       rig.hw().core.lazy = lazy;
-      ColorRoute cr;
-      cr.npos = 2;
-      cr.hold = hold;
-      cr.pos[0] = {port_bit(kRamp), port_bit(kWest)};
-      cr.pos[1] = {port_bit(kEast), port_bit(kWest)};
-      rig.route(1, 0, 1, R, W);  // creates the router; replaced below
-      rig.fabric().set_route(1, 0, 1, cr);
+      two_positions(rig, 1, 0, 1, {port_bit(kRamp), port_bit(kWest)}, {port_bit(kEast), port_bit(kWest)}, hold);
       rig.route(0, 0, 1, E, R);
       rig.route(2, 0, 1, R, W);
       PeCore* west = rig.add(0, 0, ".inq 0, 1\n.task 0, main, active\n.space y, fp32, 6\n"
