@@ -176,7 +176,7 @@ Case allreduce_case(int w, int h, kernels::ReduceAlgo algo, bool quick) {
 
 // A w x h reduce toward the north-west PE (rows toward the west column, then that column north;
 // all: then the root's multicast back), each PE's reduction timed by its cycle counter.
-CaseRun run_row_reduce(const HwConfig& hw, kernels::ReduceAlgo algo, int pes, uint32_t len, int rows = 1,
+CaseRun run_reduce(const HwConfig& hw, kernels::ReduceAlgo algo, int pes, uint32_t len, int rows = 1,
                        bool all = false) {
   kernels::ReduceParams p;
   p.rect = {0, 0, pes, rows};
@@ -238,7 +238,7 @@ Case allreduce2d_case(kernels::ReduceAlgo algo, int pes, uint32_t len, bool quic
              "T_R = 2, per phase (rows, column, broadcast) of their 2-D allreduce";
   c.measured = "a model validated on a CS-2 (P x P grids up to 512 x 512), not a measurement; the sum of the "
                "phases' models is ours, the paper's 2-D form was not available";
-  c.run = [=](const HwConfig& hw) { return run_row_reduce(hw, algo, pes, len, pes, true); };
+  c.run = [=](const HwConfig& hw) { return run_reduce(hw, algo, pes, len, pes, true); };
   return c;
 }
 
@@ -255,7 +255,7 @@ Case row_reduce_case(kernels::ReduceAlgo algo, int pes, uint32_t len, bool quick
              "T_R = 2, within 4 % of CS-2, applied to this reduction's tree";
   c.measured = "a model validated on a CS-2 (rows of P = 4..512 PEs, B = 1..4096 fp32), not a measurement; "
                "its form here is taken from a summary of the paper and the authors' code (spcl/spatial-collectives)";
-  c.run = [=](const HwConfig& hw) { return run_row_reduce(hw, algo, pes, len); };
+  c.run = [=](const HwConfig& hw) { return run_reduce(hw, algo, pes, len); };
   return c;
 }
 

@@ -274,7 +274,7 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
     const bool bwd_streams = p.streams(p.passes() - 1 - l);
     const double wait_b = pace.prefetch || !bwd_streams ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights) / pace.read_per_cycle;
     x.stream_f = stream + wait_f;
-    x.stream_b = bwd_streams ? stream_bwd + wait_b : wait_b;
+    x.stream_b = bwd_streams ? stream_bwd + wait_b : 0.0;
     x.fwd = std::max(x.stream_f, e.fwd_cycles) + e.turn_cycles;
     x.bwd = std::max(x.stream_b, e.bwd_cycles) + e.turn_cycles;
     total += x.fwd + x.bwd;

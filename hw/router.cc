@@ -375,12 +375,7 @@ void Router::select_head(int c, uint64_t now) {
       // A core's swadv (only ever at the ramp, which returns no credit): everything queued before
       // it on this color has left, so the switch advances now and nothing is sent. The next
       // head is chosen under the new position.
-      FifoMeta& f = m_fifo[fi];
-      if (++f.head == m_depth) f.head = 0;
-      --f.count;
-      --m_occupancy;
-      m_full_in[f.port] &= ~(1u << f.color);
-      if (!f.count) cs.nonempty &= static_cast<uint8_t>(~port_bit(f.port));
+      remove_head(fi);
       cs.cur_in = static_cast<uint8_t>(p);
       advance_switch(c);
       select_head(c, now);
@@ -427,16 +422,22 @@ __attribute__((always_inline)) inline void Router::push(int port, int color, uin
   m_needs_head |= 1u << color;
 }
 
-// Removes the head of buffer fi; a buffer fed by a neighbour returns that neighbour a credit
-// through its mailbox of this cycle's parity.
-template <bool kExpress>
-__attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, ThreadCtx& tc) {
+// Removes the head of buffer fi (no credit: pop's part that a swadv at the ramp needs too).
+__attribute__((always_inline)) inline void Router::remove_head(int fi) {
   FifoMeta& f = m_fifo[fi];
   if (++f.head == m_depth) f.head = 0;
   --f.count;
   --m_occupancy;
   m_full_in[f.port] &= ~(1u << f.color);
   if (!f.count) m_col[f.color].nonempty &= static_cast<uint8_t>(~port_bit(f.port));
+}
+
+// Removes the head of buffer fi; a buffer fed by a neighbour returns that neighbour a credit
+// through its mailbox of this cycle's parity.
+template <bool kExpress>
+__attribute__((always_inline)) inline void Router::pop(int fi, uint64_t now, ThreadCtx& tc) {
+  remove_head(fi);
+  const FifoMeta& f = m_fifo[fi];
   if (f.port < kNumLinkPorts) {
     if (Router* n = m_nbr[f.port]) {
       if (kExpress && __builtin_expect(m_xnbr_ports & port_bit(f.port), 0)) {

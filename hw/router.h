@@ -327,6 +327,7 @@ class alignas(64) Router {
   // kind: 1 control, 3 a core's switch advance (swadv), 0 data.
   void push(int port, int color, uint32_t payload, uint32_t kind, uint64_t ready_at, uint64_t now);
   void advance_switch(int color);
+  void remove_head(int fi);
 
   // --- Data, hot first: a visit touches its mailbox line, the three lines after the mailboxes
   // (the fabric prefetches them), the stats line and the lines of the colors that move. ---
