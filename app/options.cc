@@ -604,7 +604,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
     throw ConfigError("input.workers must be in 1..1024, got " + std::to_string(c.input_workers));
   }
   if (!(c.worker_gbps > 0) || !(c.slow_worker_gbps >= 0)) throw ConfigError("input.worker_gbps must be > 0 and input.slow_worker_gbps >= 0");
-  if (c.compile.place.batch < 1 || c.compile.place.batch > 65535) throw ConfigError("train.batch must be in 1..65535");
+  if (c.compile.place.batch < 1 || c.compile.place.batch > (1 << 24)) throw ConfigError("train.batch must be in 1..16777216");
   if (c.compile.place.max_pes < 0) throw ConfigError("compile.max_pes must be >= 0");
   if (c.compile.place.ring_depth < 1 || c.compile.place.ring_depth > 64) throw ConfigError("compile.ring_depth must be in 1..64");
   if (train) {

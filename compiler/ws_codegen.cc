@@ -24,6 +24,23 @@ std::vector<uint8_t> i32_bytes(const std::vector<int>& v) {
 
 bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activation::kTanh; }
 
+constexpr long long kMaxDescriptor = 65535;  // elements one descriptor covers (a 16-bit length)
+
+// Reads and drops the number of wavelets in cfg word `word` from fabric descriptor `from` into
+// the stride-0 `sink` (the other columns' part of a row's input stream). When the count can
+// exceed one descriptor (`most`, the largest over the row's PEs), it goes in chunks of 65,535;
+// otherwise one read, as before chunks were needed (the same instructions and cycles).
+void skip_stream(PeAsm& as, int word, long long most, const std::string& from, const std::string& sink,
+                 const std::string& tag) {
+  as << (word == 0 ? std::string("ld32 r13, [r0+cfg]") : "ld32 r13, [r0+cfg+" + S(4LL * word) + "]") << "beq r13, r0, " + tag;
+  if (most > kMaxDescriptor) {
+    as << "li r14, " + S(kMaxDescriptor) << tag + "_c:" << "bge r14, r13, " + tag + "_l" << "dlen " + from + ", r14"
+       << "dlen " + sink + ", r14" << "vmov.fp32 " + sink + ", " + from << "sub r13, r13, r14" << "jmp " + tag + "_c"
+       << tag + "_l:";
+  }
+  as << "dlen " + from + ", r13" << "dlen " + sink + ", r13" << "vmov.fp32 " + sink + ", " + from << tag + ":";
+}
+
 // A feature-row PE: row a, column c. Per-PE numbers that differ along a row (how much of the
 // input stream belongs to the columns before and after this one) are data, so a row's PEs share
 // images. Tasks: 0 init, 1 start of a minibatch (reads its inputs), 2 a return read is complete,
@@ -147,12 +164,10 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // Start of a minibatch: this column's samples of the row's input slice, then the first read.
   const long long nin = static_cast<long long>(p.len(0, a)) * m;
   as << "stepstart:";
-  as << "ld32 r13, [r0+cfg]" << "beq r13, r0, ss_a" << "dlen " + dIn + ", r13" << "dlen " + dDisc + ", r13"
-     << "vmov.fp32 " + dDisc + ", " + dIn << "ss_a:";
+  skip_stream(as, 0, (C - 1) * nin, dIn, dDisc, "ss_a");
   as << "li r13, " + S(nin) << "dlen " + dIn + ", r13" << "li r14, X0" << "dbase " + dTake + ", r14" << "dlen " + dTake + ", r13"
      << "vmov.fp32 " + dTake + ", " + dIn;
-  as << "ld32 r13, [r0+cfg+4]" << "beq r13, r0, ss_b" << "dlen " + dIn + ", r13" << "dlen " + dDisc + ", r13"
-     << "vmov.fp32 " + dDisc + ", " + dIn << "ss_b:";
+  skip_stream(as, 1, (C - 1) * nin, dIn, dDisc, "ss_b");
   as << "fcnt " + S(col.ret) + ", r0";
   window(0);
   issue(0);
@@ -341,11 +356,9 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   as << "li r0, 0";
   if (ones) as << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
   as << "step:";
-  as << "ld32 r13, [r0+cfg]" << "beq r13, r0, rs_a" << "dlen " + dInL + ", r13" << "dlen " + dDisc + ", r13"
-     << "vmov.fp32 " + dDisc + ", " + dInL << "rs_a:";
+  skip_stream(as, 0, static_cast<long long>(C - 1) * m, dInL, dDisc, "rs_a");
   as << "li r13, " + S(m) << "dlen " + dInL + ", r13" << "vmov.fp32 " + dLab + ", " + dInL;
-  as << "ld32 r13, [r0+cfg+4]" << "beq r13, r0, rs_b" << "dlen " + dInL + ", r13" << "dlen " + dDisc + ", r13"
-     << "vmov.fp32 " + dDisc + ", " + dInL << "rs_b:";
+  skip_stream(as, 1, static_cast<long long>(C - 1) * m, dInL, dDisc, "rs_b");
   as << "li r13, zl" << "dbase " + dZo + ", r13";
   for (int l = 0; l < L; ++l) {
     const int nO = p.width[static_cast<size_t>(l) + 1];

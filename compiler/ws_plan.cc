@@ -20,6 +20,7 @@ constexpr double kPerOutput = 14;    // dispatch, chain send, counters
 constexpr double kVaxpyBank = 1.6;   // cycles per element of a feature-by-feature vaxpy (a strided column), bank conflicts included
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
+constexpr long kMaxDescriptor = 65535;  // elements one descriptor covers (a 16-bit length)
 
 std::vector<int> split(int n, int p) {
   std::vector<int> off(static_cast<size_t>(p) + 1);
@@ -128,6 +129,21 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     }
     return worst;
   };
+  const long nl = p.width.back();
+  auto root_bytes = [&](long m) { return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 5 * nl + 4 * m + 16); };
+  // The longest operand one descriptor covers in the firmware with m samples per column
+  // (ws_codegen.cc): a feature row's slice of a layer input, the whole dy of a layer, the root's
+  // logits. A descriptor's length is 16 bits, so more columns are taken where one would not do
+  // (the other columns' part of the input stream, which no buffer holds, is dropped in chunks).
+  auto longest = [&](long m) {
+    long n = 0;
+    for (int a = 0; a < p.rows; ++a) {
+      for (int l = 0; l < L; ++l) n = std::max(n, p.len(l, a) * m);
+    }
+    for (int l = 0; l < L; ++l) n = std::max(n, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
+    return n;
+  };
+  auto fits = [&](long m) { return row_bytes(m) <= sram && root_bytes(m) <= sram && longest(m) <= kMaxDescriptor; };
   // The mapping with r feature rows: each row's slice of every boundary, and the columns (the
   // shard's samples spread over them, m per column).
   auto shape = [&](int r) {
@@ -138,11 +154,11 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
       p.cols = o.columns;
     } else {
       // Default: one column (the whole shard on each feature row's PE), more only when a PE's
-      // activations would not fit its SRAM. More columns simulate more samples/s on the wafer
-      // but cost host time in proportion (every column runs every weight's task);
-      // docs/weight-streaming.md.
+      // activations would not fit its SRAM or one descriptor. More columns simulate more
+      // samples/s on the wafer but cost host time in proportion (every column runs every
+      // weight's task); docs/weight-streaming.md.
       p.cols = 1;
-      for (int c = 2; c <= std::min(p.shard, W) && row_bytes(p.shard / p.cols) > sram; ++c) {
+      for (int c = 2; c <= std::min(p.shard, W) && !fits(p.shard / p.cols); ++c) {
         if (p.shard % c == 0) p.cols = c;
       }
     }
@@ -173,8 +189,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   p.m = p.shard / p.cols;
   const long m = p.m;
   p.row_bytes = row_bytes(m);
-  const long nl = p.width.back();
-  p.root_bytes = kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 5 * nl + 4 * m + 16);
+  p.root_bytes = root_bytes(m);
   if (p.row_bytes > sram) {
     throw CompileError("weight-streaming: a feature-row PE needs " + S(p.row_bytes) + " bytes of SRAM (" + S(rows) +
                        " feature rows, " + S(p.m) + " samples per column), the core has " + S(sram) +
@@ -187,12 +202,11 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     throw CompileError("weight-streaming: a root PE needs " + S(p.root_bytes) + " bytes of SRAM for " + S(nl) +
                        " logits x " + S(p.m) + " samples, the core has " + S(sram));
   }
-  // One descriptor moves fewer than 65536 elements.
-  for (int j = 0; j <= L; ++j) {
-    if (static_cast<long long>(p.width[static_cast<size_t>(j)]) * p.cols * m > 65535) {
-      throw CompileError("weight-streaming: boundary " + S(j) + " (" + S(p.width[static_cast<size_t>(j)]) +
-                         " features x " + S(p.shard) + " samples) is longer than one descriptor (65535); use a smaller batch");
-    }
+  if (longest(m) > kMaxDescriptor) {
+    throw CompileError("weight-streaming: with " + S(p.m) + " samples per column a PE holds an operand of " + S(longest(m)) +
+                       " elements, longer than one descriptor (65535); use more sample columns" +
+                       (o.columns > 0 ? std::string(" (ws.columns)") : std::string(" (the fabric is " + S(W) + " wide)")) +
+                       " or a smaller batch");
   }
 
   p.channel_rate = std::min(1.0, hw.io.channel_gbps * 1e3 / (32.0 * hw.fabric.clock_mhz));

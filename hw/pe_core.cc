@@ -440,7 +440,15 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
     case Op::kDfout:
       m_dsd[g[0]] = Dsd{kFoutDsd, static_cast<uint8_t>(m_outq_of_color[g[1] & 31]), 0, 0, static_cast<uint32_t>(in.imm)};
       break;
-    case Op::kDlen: m_dsd[g[0]].len = r[g[1]]; break;
+    case Op::kDlen:
+      // A descriptor's length field is 16 bits on a WSE-2 (the SDK's extents are u16): longer
+      // operands loop over several descriptors in firmware.
+      if (r[g[1]] > 65535) {
+        fault(now, "dlen of " + std::to_string(r[g[1]]) + " elements: a descriptor covers at most 65535");
+        return false;
+      }
+      m_dsd[g[0]].len = r[g[1]];
+      break;
     case Op::kDbase: m_dsd[g[0]].base = r[g[1]]; break;
     case Op::kDaddb: m_dsd[g[0]].base += static_cast<uint32_t>(in.imm); break;
     case Op::kDstride: m_dsd[g[0]].stride = static_cast<int32_t>(r[g[1]]); break;

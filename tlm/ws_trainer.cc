@@ -88,13 +88,13 @@ void WsSystem::start_step() {
     for (int c = 0; c < p.cols; ++c) {
       for (int s = 0; s < m; ++s) {
         for (int k = p.off[0][static_cast<size_t>(a)]; k < p.off[0][static_cast<size_t>(a) + 1]; ++k) {
-          q.push_back({static_cast<uint32_t>(k), static_cast<uint16_t>(c * m + s), in, kInput});
+          q.push_back({static_cast<uint32_t>(k), static_cast<uint32_t>(c * m + s), in, kInput});
         }
       }
     }
   }
   auto& r = m_pending.back();
-  for (int s = 0; s < p.shard; ++s) r.push_back({~0u, static_cast<uint16_t>(s), in, kInput});
+  for (int s = 0; s < p.shard; ++s) r.push_back({~0u, static_cast<uint32_t>(s), in, kInput});
   m_rr = 0;
   m_wbudget = m_ibudget = m_gbudget = 0;
   m_queued = 0;
@@ -126,12 +126,12 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
     auto& q = m_pending[static_cast<size_t>(a)];
     for (int o = 0; o < no; ++o) {
       for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
-        q.push_back({f32_bits(W[static_cast<size_t>(o) * ni + k]), static_cast<uint16_t>(ps), wc, kWeight});
+        q.push_back({f32_bits(W[static_cast<size_t>(o) * ni + k]), static_cast<uint32_t>(ps), wc, kWeight});
       }
     }
   }
   if (b) {
-    for (int o = 0; o < no; ++o) m_pending.back().push_back({f32_bits(b[o]), static_cast<uint16_t>(ps), in, kWeight});
+    for (int o = 0; o < no; ++o) m_pending.back().push_back({f32_bits(b[o]), static_cast<uint32_t>(ps), in, kWeight});
   }
   mark_pending();
   m_pass_from[static_cast<size_t>(ps)] = from;
@@ -183,17 +183,17 @@ void WsSystem::offer(size_t i, bool* wstall, bool* istall) {
     if (it.kind == kWeight ? (m_now < m_pass_from[static_cast<size_t>(it.pass)] || m_wbudget < 1)
                            : (m_now < m_sample_from[static_cast<size_t>(it.pass)] || m_ibudget < 1)) {
       host_late = true;
-      late_kind = it.kind;
+      late_kind = static_cast<Kind>(it.kind);
       break;
     }
     if (m_west[i]->inject_full()) {  // the wafer backs up: try again next cycle
       ++m_refused;
       m_full_at[i] = m_west[i]->injected();
-      m_full_kind[i] = it.kind;
+      m_full_kind[i] = static_cast<Kind>(it.kind);
       if (m_masks) (it.kind == kWeight ? m_full_w : m_full_i) |= uint64_t{1} << i;
       break;
     }
-    Wavelet w{it.payload, it.color, false};
+    Wavelet w{it.payload, static_cast<uint8_t>(it.color), false};
     if (it.kind == kInput) {
       w.payload = w.payload == ~0u ? static_cast<uint32_t>(m_label[static_cast<size_t>(it.pass)])
                                    : f32_bits(m_x[static_cast<size_t>(it.pass)][w.payload]);

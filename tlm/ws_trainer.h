@@ -130,12 +130,17 @@ class WsSystem {
 
  private:
   enum Kind : uint8_t { kInput, kWeight };
+
+ public:
+  static constexpr int kMaxShard = 1 << 26;  // samples per system an input item can name
+
+ private:
   // 8 bytes: a large model's passes queue tens of millions of these (data wavelets only).
   struct Item {
-    uint32_t payload;  // a weight; for inputs, the feature index (or ~0u: the label)
-    uint16_t pass;     // weight pass; for inputs, the sample (< 65536: one descriptor's length)
-    uint8_t color;
-    Kind kind;
+    uint32_t payload;       // a weight; for inputs, the feature index (or ~0u: the label)
+    uint32_t pass : 26;     // weight pass; for inputs, the sample of the shard (< kMaxShard)
+    uint32_t color : 5;
+    uint32_t kind : 1;      // Kind
   };
   static_assert(sizeof(Item) == 8, "Item stays packed");
   void step_fabric();  // one cycle of the wafer, then m_on_step

@@ -819,6 +819,31 @@ TEST(CoreFabric, ProgramErrorStopsTheRunNamingThePe) {
   }
 }
 
+// A descriptor's length is 16 bits: dlen takes 65,535 and faults above it, naming the length.
+TEST(CoreFabric, DescriptorLengthAboveSixteenBitsFaults) {
+  for (const uint32_t n : {65535u, 65536u}) {
+    CoreRig rig(1);
+    rig.add(0, 0, R"(
+      .task 0, main, active
+      main:
+        dmem d0, 0, 1, 0
+        li r1, )" + std::to_string(n) + R"(
+        dlen d0, r1
+        halt
+    )");
+    if (n == 65535) {
+      EXPECT_NO_THROW(rig.run_until_halted(100));
+      continue;
+    }
+    try {
+      rig.run_until_halted(100);
+      FAIL() << "expected a PeFaultError";
+    } catch (const PeFaultError& e) {
+      EXPECT_TRUE(contains(e.what(), "dlen of 65536 elements: a descriptor covers at most 65535")) << e.what();
+    }
+  }
+}
+
 TEST(CoreFabric, ImageLargerThanSramIsRejected) {
   CoreRig rig(1);
   rig.hw().core.sram_kb = 1;

@@ -192,6 +192,42 @@ TEST(WsPlan, NarrowSlicesRunFeatureByFeature) {
   EXPECT_TRUE(one) << "a one-feature slice run feature by feature";
 }
 
+// No batch cap but SRAM: where one column's operands would be longer than a descriptor (dy of
+// 1200 outputs x 64 samples), the mapping takes more columns although SRAM would hold them;
+// asked for one column, it says what to change; a batch beyond 65,535 samples compiles.
+TEST(WsPlan, OperandsLongerThanADescriptorTakeMoreColumns) {
+  HwConfig hw = small_config(16, 9);
+  hw.io.spacing = 4;
+  hw.core.sram_kb = 1024;
+  const std::string path = tmp_path("ws_desc.onnx");
+  write_mlp(path, MlpSpec{{64, 1200, 10}, "Relu", 3, 13});
+  CompileOptions co;
+  const KernelGraph g = validate_model(import_onnx(path), co);
+  WsOptions o;
+  o.batch = 64;
+  const WsPlan p = place_ws(g, hw, o);
+  EXPECT_EQ(p.cols, 2);
+  EXPECT_EQ(p.m, 32);
+  EXPECT_LE(p.row_bytes, 1024L * 1024 / 2) << "SRAM alone would have held one column";
+  o.columns = 1;
+  try {
+    place_ws(g, hw, o);
+    ADD_FAILURE() << "one column of 64 samples accepted";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("longer than one descriptor (65535); use more sample columns (ws.columns)"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::string small = tmp_path("ws_desc_small.onnx");
+  write_mlp(small, MlpSpec{{32, 16, 10}, "Relu", 3, 13});
+  o.columns = 0;
+  o.batch = 131072;
+  const WsPlan big = place_ws(validate_model(import_onnx(small), co), small_config(757, 996), o);
+  EXPECT_EQ(big.shard, 131072);
+  EXPECT_EQ(static_cast<long long>(big.cols) * big.m, 131072);
+  EXPECT_LE(big.row_bytes, 48L * 1024);
+}
+
 // One estimate: the compile report's total and its per-layer stream times are ws_estimate's,
 // for a neutral host and a slow one, with and without prefetch; and the host's pace is built
 // from the models' own delays (a SwarmX and a MemoryX module give the same times).
@@ -275,6 +311,17 @@ TEST(WsTraining, SingleLayer) {
   WsOptions o;
   o.batch = 6;
   check_ws(MlpSpec{{9, 5}, "Relu", 9, 13}, 8, 24, 2, o, 3, "ws_one_layer");
+}
+
+// A batch whose input stream is longer than one descriptor: each column drops the other
+// columns' part of its row's stream (15 x 80 features x 64 samples = 76,800 wavelets before the
+// last column's) in chunks of at most 65,535 (a longer dlen faults, as on a WSE-2).
+TEST(WsTraining, InputStreamsLongerThanOneDescriptor) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 1024;
+  o.columns = 16;
+  check_ws(MlpSpec{{80, 8, 4}, "Relu", 6, 13}, 16, 5, 4, o, 2, "ws_long_stream");
 }
 
 TEST(WsTraining, FourLayersManyRows) {
