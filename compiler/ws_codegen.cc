@@ -24,6 +24,18 @@ std::vector<uint8_t> i32_bytes(const std::vector<int>& v) {
 
 bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activation::kTanh; }
 
+// fp32 elements of padding after a buffer of `words` 16-bit words so that a 2-element step
+// reading it and one reading the next buffer at the same index touch different banks: their
+// distance d in words must leave 4 words' room on both sides modulo `banks` (none with < 8).
+int apart_pad(long long words, int banks) {
+  if (banks < 8) return 0;
+  for (int pad = 0; pad < banks; ++pad) {
+    const long long d = (words + 2LL * pad) % banks;
+    if (d >= 4 && d <= banks - 4) return pad;
+  }
+  return 0;
+}
+
 constexpr long long kMaxDescriptor = 65535;  // elements one descriptor covers (a 16-bit length)
 
 // Reads and drops the number of wavelets in cfg word `word` from fabric descriptor `from` into
@@ -86,7 +98,13 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as.data(".space acc, fp32, " + S(m));
   bool by_feature = false;
   for (int l = 0; l < L; ++l) by_feature = by_feature || p.by_feature(l, a);
-  if (by_feature) as.data(".space ftm, fp32, " + S(m));
+  if (by_feature) {
+    // acc += t reads two elements of each a step (8 bytes, 4 banks' words): t starts a number
+    // of words past acc that puts their reads in different banks, else every step would take a
+    // second cycle (docs/core.md).
+    if (const int pad = apart_pad(2LL * m, p.sram_banks)) as.data(".space fpad, fp32, " + S(pad));
+    as.data(".space ftm, fp32, " + S(m));
+  }
   as.data(".space dy, fp32, " + S(maxdy));
   if (maxdx) as.data(".align 16");
   if (maxdx) as.data(".space dx, fp32, " + S(maxdx));

@@ -70,6 +70,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   WsPlan p;
   p.layers = L;
   p.fabric_width = hw.fabric.width;
+  p.sram_banks = hw.core.sram_banks;
   p.batch = o.batch;
   p.systems = o.systems;
   p.shard = o.batch / o.systems;
@@ -125,7 +126,9 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
       // scratch of the feature-by-feature passes, two weight buffers and two dW rows
       // (ws_codegen.cc), a few words.
       // Alignment: up to 12 bytes before each X, dx and the weight rows, which round up to 4 words.
-      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 2 * m + 4 * (ni + 3) + 8) + 16 * (L + 2));
+      // The pad that keeps the feature-by-feature scratch off acc's banks: under banks / 2 words.
+      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 2 * m + 4 * (ni + 3) + 8 + hw.core.sram_banks / 2) +
+                                  16 * (L + 2));
     }
     return worst;
   };
@@ -230,7 +233,8 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     // thread's ops hold, so it does not overlap them. A row that runs feature by feature
     // (WsPlan::by_feature) does per input feature a vmuls and a vadd over the m samples forward,
     // a vaxpy and a vfmac backward (the vfmac's three reads take two cycles per element); a
-    // strided operand (the slice's column when it is longer than one) moves one element a step.
+    // strided operand (the slice's column when it is longer than one) moves one element a step,
+    // and the vmuls multiplies at the multiply rate.
     e.fwd_cycles = 0;
     e.bwd_cycles = 0;
     for (int a = 0; a < rows; ++a) {
@@ -239,7 +243,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
       double fwd, bwd;
       if (p.by_feature(l, a)) {
         const double col_rate = ni > 1 ? 1.0 : add;  // elements per cycle of an op over a column
-        fwd = m / add + ni * (m / col_rate + m / add + kPerFeature);
+        fwd = m / add + ni * (m / std::min(col_rate, static_cast<double>(hw.core.mul_fp32)) + m / add + kPerFeature);
         bwd = ni * ((l > 0 ? kVaxpyBank * m / std::min(col_rate, fmac) : 0.0) + 2.0 * m + kPerFeature + 3) + ni / add + send;
         e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, e.stream_cycles);
         e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, e.stream_cycles);

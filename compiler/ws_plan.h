@@ -66,6 +66,7 @@ struct WsPlan {
   std::vector<Activation> act;              // per layer
   long row_bytes = 0, root_bytes = 0;       // SRAM need of a feature-row PE and of a root PE
   double channel_rate = 1;                  // wavelets per cycle per channel
+  int sram_banks = 8;                       // core.sram_banks: the firmware lays out buffers read side by side apart
   std::vector<WsLayerEst> est;
 
   // Whether row a runs layer j's passes feature by feature (a vector op over the m samples per

@@ -192,6 +192,26 @@ TEST(WsPlan, NarrowSlicesRunFeatureByFeature) {
   EXPECT_TRUE(one) << "a one-feature slice run feature by feature";
 }
 
+// A row that runs feature by feature adds t into acc two elements a step: the two buffers' reads
+// must fall in different banks for every sample count, or each step takes a second cycle.
+TEST(WsPlan, FeatureByFeatureScratchSitsOffTheAccumulatorsBanks) {
+  for (const int batch : {15, 16, 18, 64, 126}) {
+    WsOptions o;
+    o.batch = batch;
+    const WsRig r = make_ws_rig(MlpSpec{{16, 8, 6, 4}, "Relu", 7, 13}, 12, 16, 4, o, "ws_banks");
+    int checked = 0;
+    for (const ProgramImage& im : r.compiled.program.images) {
+      const Symbol* acc = im.image.find("acc");
+      const Symbol* ftm = im.image.find("ftm");
+      if (!acc || !ftm) continue;
+      const long d = (static_cast<long>(ftm->addr) - static_cast<long>(acc->addr)) / 2 % r.hw.core.sram_banks;
+      EXPECT_TRUE(d >= 4 && d <= r.hw.core.sram_banks - 4) << im.name << " at batch " << batch << ": " << d << " words apart";
+      ++checked;
+    }
+    EXPECT_GT(checked, 0) << "no row ran feature by feature at batch " << batch;
+  }
+}
+
 // No batch cap but SRAM: where one column's operands would be longer than a descriptor (dy of
 // 1200 outputs x 64 samples), the mapping takes more columns although SRAM would hold them;
 // asked for one column, it says what to change; a batch beyond 65,535 samples compiles.
