@@ -214,6 +214,10 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
 
   p.channel_rate = std::min(1.0, hw.io.channel_gbps * 1e3 / (32.0 * hw.fabric.clock_mhz));
   const double fmac = hw.core.fmac_fp32, add = hw.core.add_fp32;
+  // Wavelets the way from a row's channel to a PE's core buffers: the channel's queue, a router
+  // buffer and the weights' input queue (ws_codegen.cc binds inputs to queue 0, weights to 1).
+  const std::vector<int> inq = hw.core.inq();
+  const double buffered = hw.io.queue_depth + hw.router.buffer_depth + (inq.size() > 1 ? inq[1] : 0);
   const int banks = hw.core.sram_banks;
   for (int l = 0; l < L; ++l) {
     WsLayerEst e;
@@ -237,10 +241,15 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     // and the vmuls multiplies at the multiply rate.
     e.fwd_cycles = 0;
     e.bwd_cycles = 0;
+    // The share of a `burst` of busy cycles through which a channel keeps going: what the
+    // buffers on its way hold of what it moves meanwhile.
+    auto cover = [&](double burst) { return std::min(1.0, buffered / std::max(1.0, p.channel_rate * burst)); };
     for (int a = 0; a < rows; ++a) {
       const double ni = p.len(l, a);
       const double send = p.cols > 1 ? ni / add : 0.0;
       double fwd, bwd;
+      // The datapath's busy cycles per output backward (and the longest run of them).
+      double busy_b = ni * m * (l > 0 ? 3.0 : 2.0), burst_b = m * (l > 0 ? 3.0 : 2.0);
       if (p.by_feature(l, a)) {
         const double col_rate = ni > 1 ? 1.0 : add;  // elements per cycle of an op over a column
         fwd = m / add + ni * (m / std::min(col_rate, static_cast<double>(hw.core.mul_fp32)) + m / add + kPerFeature);
@@ -251,15 +260,28 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
         const long n = static_cast<long>(ni), ms = static_cast<long>(m);
         fwd = paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + kPerSample);
         bwd = (l > 0 ? 2 : 1) * paired_cycles(n, ms, hw.core.fmac_fp32, banks) + m * kPerSample + ni / add + send;
-        // The weights of the next output come in while this one computes; its paired ops write
-        // every step (one write port), and the prefetch writes only in the other cycles.
+        // The weights of the next output come in while this one computes, written only in
+        // cycles its ops leave the one SRAM write port free (the prefetch waits for them). An op
+        // writes every step for `burst` cycles; the channel keeps delivering through a burst
+        // only as far as the buffers on its way (the channel's queue, a router buffer, the
+        // weights' input queue) hold what it sends, and otherwise stalls. So a pass bound by
+        // the stream takes its weights at the channel's rate plus the write-busy cycles the
+        // buffers do not cover, and never fewer cycles than the writes of both together.
         const double wf = m * std::ceil(ni / std::max(1, hw.core.mul_fp32));
         const double wb = (l > 0 ? 2 : 1) * m * std::ceil(ni / std::max(1, hw.core.fmac_fp32));
-        const double free_f = std::max(0.05, 1.0 - wf / (fwd + kPerOutput + m / add));
-        const double free_b = std::max(0.05, 1.0 - wb / (bwd + kPerOutput));
-        e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, d.out * ni / (p.channel_rate * free_f));
-        e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, d.out * ni / (p.channel_rate * free_b));
+        auto stream = [&](double writes, double burst) {
+          return d.out * std::max(ni / p.channel_rate + writes * (1.0 - cover(burst)), ni + writes);
+        };
+        e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, stream(wf, wf / m));
+        e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, stream(wb, wb / m));
+        busy_b = wb;
+        burst_b = wb / m;
       }
+      // Backward, the dW rows leave through the row's channel at its rate. With several columns
+      // the send is a vadd along the row, which moves only in cycles the main thread's ops leave
+      // the datapath: it stalls through their bursts as the weights do, but where the buffers
+      // on the way cover them.
+      e.egress_cycles = std::max(e.egress_cycles, d.out * (ni / p.channel_rate + (p.cols > 1 ? busy_b * (1.0 - cover(burst_b)) : 0.0)));
       e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0);
       e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0);
     }
@@ -281,6 +303,15 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
   // READs overlap the broadcasts before them); without, every pass waits for both.
   const double read0 = static_cast<double>(p.est.front().weights + g.layers.front().out) / pace.read_per_cycle;
   double total = pace.reduce_cycles + (pace.prefetch ? pace.latency_cycles + read0 : 0.0);
+  // The inputs: row a's channel carries x[K_a] of the whole shard, column after column, ahead of
+  // the first pass's weights in the same channel; every column's PE drops the other columns'
+  // part as it passes (ws_codegen.cc), so no column starts before the busiest row's stream has
+  // gone by; the root row's channel carries the labels.
+  for (int a = 0; a < p.rows; ++a) {
+    est.input_cycles = std::max(est.input_cycles, static_cast<double>(p.len(0, a)) * p.shard / p.channel_rate);
+  }
+  est.input_cycles = std::max(est.input_cycles, p.shard / p.channel_rate);
+  total += est.input_cycles;
   for (int l = 0; l < p.layers; ++l) {
     const WsLayerEst& e = p.est[static_cast<size_t>(l)];
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
@@ -294,7 +325,7 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
     x.stream_f = stream + wait_f;
     x.stream_b = bwd_streams ? stream_bwd + wait_b : 0.0;
     x.fwd = std::max(x.stream_f, e.fwd_cycles) + e.turn_cycles;
-    x.bwd = std::max(x.stream_b, e.bwd_cycles) + e.turn_cycles;
+    x.bwd = std::max({x.stream_b, e.bwd_cycles, e.egress_cycles}) + e.turn_cycles;
     total += x.fwd + x.bwd;
     est.layers.push_back(x);
   }
@@ -319,8 +350,11 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
                       {"stream_bound", e.stream_cycles >= x.host ? "wafer I/O channels" : "host link (MemoryX/SwarmX/bridge)"},
                       {"forward_compute_cycles", e.fwd_cycles},
                       {"backward_compute_cycles", e.bwd_cycles},
+                      {"gradient_egress_cycles", e.egress_cycles},
                       {"forward_bound", x.stream_f >= e.fwd_cycles ? "weight stream" : "compute"},
-                      {"backward_bound", x.stream_b >= e.bwd_cycles ? "weight stream" : "compute"}});
+                      {"backward_bound", x.stream_b >= std::max(e.bwd_cycles, e.egress_cycles) ? "weight stream"
+                                         : e.egress_cycles > e.bwd_cycles                           ? "gradient egress"
+                                                                                                    : "compute"}});
   }
   nlohmann::json r;
   r["mode"] = "weight-streaming";
@@ -341,6 +375,7 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
   r["host_weight_wavelets_per_cycle"] = pace.weights_per_cycle;
   r["request_latency_cycles"] = pace.latency_cycles;
   r["gradient_reduce_cycles"] = pace.reduce_cycles;
+  r["input_stream_cycles"] = est.input_cycles;
   r["prefetch"] = pace.prefetch;
   r["parameters"] = g.parameters();
   r["kernels"] = layers;
@@ -367,11 +402,16 @@ std::string ws_report_text(const nlohmann::json& r) {
        fmt(r["host_weight_wavelets_per_cycle"].get<double>(), 2) + " wavelets/cycle, request latency " +
        fmt(r["request_latency_cycles"].get<double>(), 0) + " cycles, prefetch " + (r["prefetch"].get<bool>() ? "on" : "off") +
        "; gradient reduction " + fmt(r["gradient_reduce_cycles"].get<double>(), 0) + " cycles per minibatch\n";
+  if (r.contains("input_stream_cycles")) {
+    t += "  inputs: " + fmt(r["input_stream_cycles"].get<double>(), 0) +
+         " cycles per minibatch through the busiest row channel, before the first pass\n";
+  }
   for (const auto& k : r["kernels"]) {
     t += "  " + k["name"].get<std::string>() + " " + k["shape"].get<std::string>() + ": weight stream " +
          fmt(k["weight_stream_cycles"].get<double>(), 0) + " cycles (" + fmt(k["weight_stream_us"].get<double>(), 2) + " us, " +
          k["stream_bound"].get<std::string>() + "); compute fwd " + fmt(k["forward_compute_cycles"].get<double>(), 0) + ", bwd " +
-         fmt(k["backward_compute_cycles"].get<double>(), 0) + " cycles (" + k["forward_bound"].get<std::string>() + " / " +
+         fmt(k["backward_compute_cycles"].get<double>(), 0) + " cycles, dW out " +
+         fmt(k.value("gradient_egress_cycles", 0.0), 0) + " (" + k["forward_bound"].get<std::string>() + " / " +
          k["backward_bound"].get<std::string>() + " bound)\n";
   }
   t += "  estimate: " + fmt(r["cycles_per_batch"].get<double>(), 0) + " cycles per minibatch, " +

@@ -45,6 +45,7 @@ struct WsLayerEst {
   double fwd_stream_cycles = 0, bwd_stream_cycles = 0;
   double fwd_cycles = 0;        // forward compute of the busiest PE
   double bwd_cycles = 0;        // backward compute of the busiest PE
+  double egress_cycles = 0;     // backward: the dW rows out through the busiest row channel
   double turn_cycles = 0;       // per pass: the last values down the columns and back up, which the next pass waits for
 };
 
@@ -96,8 +97,10 @@ struct WsHostPace {
 // The one estimate of a minibatch (the compile report shows it; the trainer bounds a run by it):
 // per layer, each pass takes the longer of its weight stream (the wafer's channels or the host
 // link, the slower, plus a request's latency and MemoryX's READ without prefetch) and its
-// compute, plus the turn down the columns and back; per minibatch, the first READ and request
-// (with prefetch) and the gradients' reduction after the last result.
+// compute, plus the turn down the columns and back; per minibatch, the inputs (each row channel
+// carries its slice of every sample of the shard before the first weights, and a column starts
+// once the stream has passed it), the first READ and request (with prefetch) and the gradients'
+// reduction after the last result.
 struct WsEstimate {
   struct Layer {
     double host = 0;               // the layer's weights (and biases) over the host link
@@ -106,6 +109,7 @@ struct WsEstimate {
     double fwd = 0, bwd = 0;       // the passes, turns included
   };
   std::vector<Layer> layers;
+  double input_cycles = 0;         // the minibatch's inputs through the busiest row channel, before the first pass
   double cycles_per_batch = 0;     // one system, one minibatch
 };
 WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& pace);
