@@ -488,8 +488,8 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       router("Router [router]"), io("Edge I/O [io]"), core("PE core [core]"), sim("Simulation [sim]"),
       ws("Weight streaming and the cluster [ws] [memoryx] [swarmx] [edge_bridge] [input]");
   ws.add_options()
-      ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: one, or the fewest whose activations fit SRAM)")
-      ("ws.rows", po::value(&c.ws.rows)->default_value(c.ws.rows), "feature rows per wafer (0: every I/O channel row but the root's, up to the narrowest layer)")
+      ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: chosen with ws.rows by the compile estimate, within compile.max_pes)")
+      ("ws.rows", po::value(&c.ws.rows)->default_value(c.ws.rows), "feature rows per wafer (0: chosen with ws.columns by the compile estimate; at most every I/O channel row but the root's and the narrowest layer)")
       ("ws.prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "request the next layer's weights while the current one streams")
       ("ws.quantum_cycles", po::value(&c.quantum_cycles)->default_value(c.quantum_cycles),
        "global quantum of the cluster's SystemC threads, in clock periods (a wafer runs ahead of the kernel at most this far)")

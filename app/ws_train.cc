@@ -46,9 +46,11 @@ struct WsBuild {
 
 WsBuild build(const TrainConfig& c, const KernelGraph& g) {
   WsBuild b;
-  const WsPlan plan = place_ws(g, c.hw, c.ws);
+  WsOptions o = c.ws;
+  o.pace = tlm::ws_host_pace(cluster_of(c), c.hw.fabric.clock_mhz, g);  // the one estimate chooses the mapping
+  const WsPlan plan = place_ws(g, c.hw, o);
   b.compiled = generate_ws(plan, asm_target(c.hw));
-  b.report = ws_compile_report(g, plan, c.hw, tlm::ws_host_pace(cluster_of(c), c.hw.fabric.clock_mhz, g));
+  b.report = ws_compile_report(g, plan, c.hw, o.pace);
   b.text = ws_report_text(b.report);
   return b;
 }

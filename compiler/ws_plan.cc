@@ -47,7 +47,11 @@ bool banks_meet(long a, long b, long bytes, int banks) {
 double paired_cycles(long ni, long m, int rate, int banks) {
   const long k = std::max(1, rate), steps = (ni + k - 1) / k;
   double cycles = 0;
-  for (long s = 0; s < m; ++s) cycles += static_cast<double>(steps * (banks_meet(4, (s * ni * 4) % 16, 4 * k, banks) ? 2 : 1));
+  // Sample s's row starts (s * ni * 4) % 16 bytes past a line: that repeats every 4 samples.
+  for (long j = 0; j < std::min(m, 4L); ++j) {
+    const long count = (m - j + 3) / 4;  // samples s < m with s % 4 == j
+    cycles += static_cast<double>(count * steps * (banks_meet(4, (j * ni * 4) % 16, 4 * k, banks) ? 2 : 1));
+  }
   return cycles;
 }
 
@@ -59,7 +63,11 @@ std::string fmt(double v, int prec = 1) {
 
 }  // namespace
 
-WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
+namespace {
+
+// The mapping of o's rows and columns (0: the most rows the budget allows, and the fewest
+// columns whose activations fit), with its errors.
+WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   const int L = static_cast<int>(g.layers.size());
   if (L == 0) throw CompileError("the model has no dense layers");
   if (o.systems < 1) throw CompileError("--systems must be at least 1 (got " + S(o.systems) + ")");
@@ -293,6 +301,62 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   return p;
 }
 
+}  // namespace
+
+WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
+  if (o.rows > 0 && o.columns > 0) return place_ws_shape(g, hw, o);
+  if (o.systems < 1 || o.batch < 1 || o.batch % o.systems != 0 || o.rows < 0 || o.columns < 0 || o.max_pes < 0 ||
+      g.layers.empty()) {
+    return place_ws_shape(g, hw, o);  // its error
+  }
+  const int shard = o.batch / o.systems;
+  const int nch = std::min(hw.io.channels_per_edge, (hw.fabric.height - 1) / hw.io.spacing + 1);
+  int narrow = g.layers.front().in;
+  for (const DenseKernel& d : g.layers) narrow = std::min(narrow, d.in);
+  const int room = std::max(1, std::min(nch - 1, narrow));
+  std::vector<int> rows, cols;
+  if (o.rows > 0) {
+    rows.push_back(o.rows);
+  } else {
+    for (int r = room; r >= 1; --r) rows.push_back(r);
+  }
+  if (o.columns > 0) {
+    cols.push_back(o.columns);
+  } else {
+    for (int c = 1; c <= std::min(shard, hw.fabric.width); ++c) {
+      if (shard % c == 0) cols.push_back(c);
+    }
+  }
+  WsPlan best;
+  double best_t = 0;
+  bool found = false;
+  for (int r : rows) {
+    for (int c : cols) {
+      if (o.max_pes > 0 && (r + 1) * c > o.max_pes) continue;
+      WsOptions q = o;
+      q.rows = r;
+      q.columns = c;
+      WsPlan cand;
+      try {
+        cand = place_ws_shape(g, hw, q);
+      } catch (const CompileError&) {
+        continue;  // does not fit SRAM or a descriptor
+      }
+      const double t = ws_estimate(g, cand, o.pace).cycles_per_batch;
+      if (!found || t < best_t || (t == best_t && cand.pes() < best.pes())) {
+        best = std::move(cand);
+        best_t = t;
+        found = true;
+      }
+    }
+  }
+  if (!found) return place_ws_shape(g, hw, o);  // nothing fits: its error says what to change
+  best.pe_budget = o.max_pes;
+  best.rows_room = room;
+  best.budget_bound = o.rows == 0 && o.max_pes > 0 && best.rows < room && (room + 1) * best.cols > o.max_pes;
+  return best;
+}
+
 }  // namespace wafersim::compiler
 
 namespace wafersim::compiler {
@@ -392,7 +456,7 @@ std::string ws_report_text(const nlohmann::json& r) {
        " sample columns (" + S(r["samples_per_column"].get<int>()) + " per column) + a root row, " + S(r["pes_per_system"].get<int>()) +
        " PEs";
   if (r.value("rows_limited_by_budget", false)) {
-    t += " (compile.max_pes = " + S(r["pe_budget"].get<int>()) + " limits the rows; with 0, " +
+    t += " (compile.max_pes = " + S(r["pe_budget"].get<int>()) + " limits the mapping; the fabric allows " +
          S(r["feature_rows_room"].get<int>()) + " feature rows)";
   }
   t += "\n";

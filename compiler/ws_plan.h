@@ -28,13 +28,24 @@
 
 namespace wafersim::compiler {
 
+// The host side's pace as the estimate sees it: weight wavelets per cycle into one system
+// (MemoryX, SwarmX and the bridge, the slowest), and cycles from a request to the first word.
+struct WsHostPace {
+  double weights_per_cycle = 1e9;
+  double latency_cycles = 0;
+  double read_per_cycle = 1e9;  // MemoryX's READ rate in words per cycle (each pass reads its layer)
+  double reduce_cycles = 0;  // the gradients' reduction through SwarmX into MemoryX after the last result
+  bool prefetch = true;
+};
+
 struct WsOptions {
   int batch = 16;    // global minibatch, over all systems
   int systems = 1;   // data-parallel CS-2 systems; each takes batch / systems samples
-  int columns = 0;   // sample columns per system (0: 1, or the fewest whose activations fit SRAM)
-  int rows = 0;      // feature rows (0: every West channel row but the root's, capped by the narrowest layer
-                     // and by max_pes)
+  int columns = 0;   // sample columns per system (0: chosen, see place_ws)
+  int rows = 0;      // feature rows (0: chosen, at most every West channel row but the root's and the
+                     // narrowest layer's input)
   int max_pes = 0;   // PEs per system the mapping may take, (rows + 1) x columns (compile.max_pes; 0: no limit)
+  WsHostPace pace;   // the host side, for the estimate that chooses rows and columns
 };
 
 struct WsLayerEst {
@@ -84,16 +95,6 @@ struct WsPlan {
   bool streams(int ps) const { return ps < streamed_passes(); }
 };
 
-// The host side's pace as the estimate sees it: weight wavelets per cycle into one system
-// (MemoryX, SwarmX and the bridge, the slowest), and cycles from a request to the first word.
-struct WsHostPace {
-  double weights_per_cycle = 1e9;
-  double latency_cycles = 0;
-  double read_per_cycle = 1e9;  // MemoryX's READ rate in words per cycle (each pass reads its layer)
-  double reduce_cycles = 0;  // the gradients' reduction through SwarmX into MemoryX after the last result
-  bool prefetch = true;
-};
-
 // The one estimate of a minibatch (the compile report shows it; the trainer bounds a run by it):
 // per layer, each pass takes the longer of its weight stream (the wafer's channels or the host
 // link, the slower, plus a request's latency and MemoryX's READ without prefetch) and its
@@ -114,9 +115,12 @@ struct WsEstimate {
 };
 WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& pace);
 
-// Chooses rows, columns and slices. Throws CompileError: batch not divisible by systems or
-// columns, too few I/O channel rows, a layer narrower than the feature rows, a mapping larger
-// than the PE budget, or PEs whose activations do not fit their SRAM (by how much).
+// Chooses rows, columns and slices: of the feature rows and sample columns not set, the pair
+// whose mapping fits SRAM and the PE budget and has the lowest ws_estimate (ties: fewer PEs,
+// then more rows). More SRAM or a larger budget only adds candidates, so the estimate never
+// gets worse. Throws CompileError: batch not divisible by systems or columns, too few I/O
+// channel rows, a layer narrower than the feature rows, a mapping larger than the PE budget,
+// or PEs whose activations do not fit their SRAM (by how much).
 WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o);
 
 // The compile report of weight-streaming mode: the mapping, per layer the weight-stream time

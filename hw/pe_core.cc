@@ -184,7 +184,7 @@ uint64_t PeCore::deliver(const Wavelet& w, uint64_t ready) {
   // SRAM-only op or pure scalar code and picks no task), and a microthread waiting for this
   // wavelet can take it at `ready` at the earliest, where its window now ends.
   if (m_lazy) {
-    if (ready < m_lazy_until) m_lazy_until = ready;
+    if (ready < m_lazy_until) m_lazy_until = std::max(ready, m_lazy_floor);
     return m_lazy_until;
   }
   // A core asleep inside a task or an op (its router keeps the cycle it named, wake_cycle):
@@ -582,24 +582,40 @@ uint64_t PeCore::pure_run(uint64_t t, uint32_t unknown, uint64_t dlo, uint64_t d
 // Called at the end of evaluate(now): can the core skip cycles (see m_lazy)?
 void PeCore::update_lazy(uint64_t now) {
   m_lazy = kLazyNone;
+  m_lazy_floor = 0;
   if (!m_cfg.lazy || (m_outq_nonempty && !m_outq_wait) || m_halted || m_task < 0) return;
+  // Without a microthread, run_solo runs an SRAM-only op at once at the next evaluate().
+  if (m_main_op.active && (!m_main_op.mem_only || !m_ut_busy)) return;
+  if (m_main_op.active && !m_main_end) m_main_end = std::max(now + 1, m_main_op.next_step) + solo_cycles(m_main_op);
+  // An SRAM-only main op whose steps each take one cycle, from the next cycle to its end, takes
+  // its reads, its write and the datapath first in every one of those cycles: a microthread
+  // that needs one of them the op takes whole (every read port, the write port, the datapath)
+  // cannot step before the op ends, whatever arrives meanwhile.
+  const VecOp& mo = m_main_op;
+  const bool holds = mo.active && mo.next_step <= now + 1 && mo.port_cycles == 1 &&
+                     (mo.reads < 2 || (mo.conflict_known && !mo.conflict_full));
+  auto held = [&](const VecOp& op) {
+    return holds && op.active && op.next_step <= now + 1 &&
+           ((op.writes && mo.writes >= m_cfg.write_ports) || (op.alu && mo.alu) || (op.reads && mo.reads >= m_cfg.read_ports));
+  };
   uint64_t ut_wake = kNever;  // the first queued wavelet a microthread waits for is readable
+  bool all_held = m_ut_busy != 0;
   for (uint32_t m = m_ut_busy; m; m &= m - 1) {
-    const uint64_t w = wavelet_wait(m_ut[__builtin_ctz(m)]);
+    const VecOp& op = m_ut[__builtin_ctz(m)];
+    uint64_t w;
+    if (held(op)) {
+      w = m_main_end;
+    } else {
+      w = wavelet_wait(op);
+      all_held = false;
+    }
     if (!w) return;
     ut_wake = std::min(ut_wake, w);
   }
-  uint64_t t;  // when the main thread executes its next instruction
-  if (m_main_op.active) {
-    // Without a microthread, run_solo runs an SRAM-only op at once at the next evaluate().
-    if (!m_main_op.mem_only || !m_ut_busy) return;
-    if (!m_main_end) m_main_end = std::max(now + 1, m_main_op.next_step) + solo_cycles(m_main_op);
-    t = m_main_end;
-  } else {
-    t = std::max(m_next_exec, now + 1);
-  }
+  const uint64_t t = mo.active ? m_main_end : std::max(m_next_exec, now + 1);  // the main thread's next instruction
   // (pure_run_end(t) >= t: a microthread's wake-up no later than t ends the window anyway.)
   m_lazy_until = ut_wake <= t ? ut_wake : std::min(pure_run_end(t), ut_wake);
+  if (all_held) m_lazy_floor = m_lazy_until;  // arrivals cannot end the window early
   if (m_lazy_until > now + 1) m_lazy = kLazyOn;
 }
 

@@ -215,6 +215,9 @@ class PeCore : public PeAgent {
   enum : uint8_t { kLazyNone, kLazyOn };
   uint8_t m_lazy = kLazyNone;
   uint64_t m_lazy_until = 0;
+  // While every busy microthread needs a resource the main op takes in each cycle to its end,
+  // the window ends no earlier than that (an arrival cannot move them): update_lazy.
+  uint64_t m_lazy_floor = 0;
   uint64_t m_main_end = 0;            // cached end of the SRAM-only main op (0 = not computed)
   uint64_t m_replayed = 0;
   uint64_t m_evaluations = 0;
