@@ -512,7 +512,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ("input.slow_worker_gbps", po::value(&c.slow_worker_gbps)->default_value(c.slow_worker_gbps), "worker 0 this slow instead (0: none), to study input starvation");
   comp.add_options()
       ("compile.max_pes", po::value(&c.compile.place.max_pes)->default_value(c.compile.place.max_pes),
-       "PEs the model may use, in either mode (layer-pipelined regions; weight streaming's rows, columns and roots per system); 0: the whole fabric, the most throughput")
+       "PEs the model may use, in either mode (layer-pipelined regions; weight streaming's rows, columns and roots per system); 0 (the default): the whole fabric, the most throughput")
       ("compile.ring_depth", po::value(&c.compile.place.ring_depth)->default_value(c.compile.place.ring_depth),
        "samples in flight per tile within a minibatch (1..64)")
       ("train.batch", po::value(&c.compile.place.batch)->default_value(c.compile.place.batch), "samples per weight update")

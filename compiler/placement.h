@@ -20,9 +20,9 @@
 namespace wafersim::compiler {
 
 struct PlaceOptions {
-  // PEs the model's regions may use (0: the whole fabric, the most samples/s). The default keeps
-  // the simulation of the demo fast on a small host; architecture studies raise it.
-  int max_pes = 16;
+  // PEs the model's regions may use (0, the default: the whole fabric, the most samples/s, as a
+  // CS-2 maps a model; scripts/run-demo takes 16 to keep the main job fast).
+  int max_pes = 0;
   int batch = 16;      // samples per weight update
   int ring_depth = 4;  // samples in flight per tile within a minibatch
 };

@@ -451,18 +451,31 @@ TEST(WsCompile, ReportAutoModeAndTheModelTooLargeForLayerPipelined) {
 
 // One PE budget for both modes: compile.max_pes caps weight streaming's feature rows, columns
 // and roots per system as it caps layer-pipelined regions; within it the mapping is the one
-// with the lowest estimate, and the report says when the budget binds.
+// with the lowest estimate, and the report says when the budget binds. The cases take the main
+// job's budget, 16 (scripts/run-demo), unless they name one; the default is the whole fabric.
 TEST(WsCompile, ThePeBudgetBindsWeightStreamingToo) {
-  auto report = [](const std::vector<std::string>& more, CliRun* run) {
+  auto args = [](const std::string& out, const std::vector<std::string>& more) {
+    std::vector<std::string> a = {"--mode", "weight-streaming", "--compile-only", "-o", out};
+    if (std::find(more.begin(), more.end(), "--compile.max_pes") == more.end()) a = with(a, {"--compile.max_pes", "16"});
+    return with(a, more);
+  };
+  auto report = [&](const std::vector<std::string>& more, CliRun* run) {
     const fs::path d = tmp_path("wsc_budget");
     fs::remove_all(d);
-    *run = cmd(false, with({"--mode", "weight-streaming", "--compile-only", "-o", d.string()}, more));
+    *run = cmd(false, args(d.string(), more));
     EXPECT_EQ(run->rc, 0) << run->err;
     return nlohmann::json::parse(slurp(d / "compile_report.json"));
   };
   CliRun r;
-  // The demo on its defaults: compile.max_pes = 16 of the 32 feature rows the fabric has room
-  // for; the mapping is the best of every rows x columns pair that fits 16 PEs.
+  {
+    const fs::path d = tmp_path("wsc_budget_default");
+    fs::remove_all(d);
+    r = cmd(false, {"--mode", "weight-streaming", "--compile-only", "-o", d.string()});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(slurp(d / "compile_report.json"))["pe_budget"], 0) << "the default: the whole fabric";
+  }
+  // The demo on 16 PEs of the 32 feature rows the fabric has room for: the mapping is the best
+  // of every rows x columns pair that fits 16 PEs.
   auto rep = report({}, &r);
   EXPECT_EQ(rep["pe_budget"], 16);
   EXPECT_LE(rep["pes_per_system"].get<int>(), 16);
@@ -514,7 +527,7 @@ TEST(WsCompile, ThePeBudgetBindsWeightStreamingToo) {
            {{"--compile.max_pes", "2"}, "1 feature row(s) x 2 sample column(s) and 2 root(s) take 4 PEs, more than compile.max_pes = 2; use a larger compile.max_pes (0: no limit)"},
            {{"--ws.columns", "16"}, "take 32 PEs, more than compile.max_pes = 16"},
            {{"--compile.max_pes", "2", "--ws.columns", "1"}, "SRAM (1 feature rows, 16 samples per column), the core has 49152; use a larger compile.max_pes (it allows 1 of 32 feature rows)"}}) {
-    r = cmd(false, with({"--mode", "weight-streaming", "--compile-only", "-o", tmp_path("wsc_budget_bad")}, c.args));
+    r = cmd(false, args(tmp_path("wsc_budget_bad"), c.args));
     EXPECT_EQ(r.rc, 2) << ::testing::PrintToString(c.args) << "\n" << r.out << r.err;
     EXPECT_NE(r.err.find(c.msg), std::string::npos) << r.err;
   }
