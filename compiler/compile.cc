@@ -75,6 +75,13 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
   j["transmission_samples_per_s"] = f / plan.transmission;
   j["active_pes_pct"] = 100.0 * plan.pes / fabric_pes;
   j["active_pes"] = plan.pes;
+  {  // West I/O channels that carry the inputs and the labels (and take the loss back)
+    std::vector<int> used = plan.row_channel;
+    used.push_back(plan.loss_channel);
+    std::sort(used.begin(), used.end());
+    j["channels_used"] = static_cast<int>(std::unique(used.begin(), used.end()) - used.begin());
+    j["channels_per_edge"] = std::min(hw.io.channels_per_edge, (hw.fabric.height - 1) / hw.io.spacing + 1);
+  }
   j["compute_utilisation_pct"] = 100.0 * total_macs / (plan.pes * (plan.cycles_per_batch() / plan.batch) * hw.core.fmac_fp32);
   j["cycles_per_sample"] = t;
   j["cycles_per_batch"] = plan.cycles_per_batch();
@@ -94,6 +101,10 @@ std::string report_text(const nlohmann::json& j) {
   s += "  active PEs              " + fmt(j["active_pes_pct"].get<double>(), 3) + " % (" +
        std::to_string(j["active_pes"].get<int>()) + " of " + std::to_string(j["fabric"]["width"].get<int>()) + " x " +
        std::to_string(j["fabric"]["height"].get<int>()) + ")\n";
+  if (j.contains("channels_used")) {
+    s += "  I/O channels used       " + std::to_string(j["channels_used"].get<int>()) + " West of " +
+         std::to_string(j["channels_per_edge"].get<int>()) + " (inputs, labels, loss), 0 East\n";
+  }
   s += "  compute utilisation     " + fmt(j["compute_utilisation_pct"].get<double>()) + " %\n";
   s += "  colors used             " + std::to_string(j["fabric"]["colors_used"].get<int>()) + " of " +
        std::to_string(j["fabric"]["colors"].get<int>()) + "\n";

@@ -429,6 +429,7 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
   r["sample_columns"] = p.cols;
   r["samples_per_column"] = p.m;
   r["pes_per_system"] = p.pes();
+  r["channels_used"] = p.rows + 1;  // West: one per feature row and the root row's
   r["pe_budget"] = p.pe_budget;            // compile.max_pes (0: no limit)
   r["feature_rows_room"] = p.rows_room;    // feature rows the fabric and the model allow
   r["rows_limited_by_budget"] = p.budget_bound;
@@ -462,6 +463,9 @@ std::string ws_report_text(const nlohmann::json& r) {
   t += "\n";
   t += "  SRAM per PE: feature rows " + S(r["row_sram_bytes"].get<long>()) + " B, roots " + S(r["root_sram_bytes"].get<long>()) +
        " B of " + S(r["sram_bytes"].get<long>()) + "\n";
+  if (r.contains("channels_used")) {
+    t += "  I/O channels used: " + S(r["channels_used"].get<int>()) + " West (a feature row's or the root row's each), 0 East\n";
+  }
   t += "  weights in: " + fmt(r["channel_wavelets_per_cycle"].get<double>(), 3) + " wavelets/cycle per row channel, host link " +
        fmt(r["host_weight_wavelets_per_cycle"].get<double>(), 2) + " wavelets/cycle, request latency " +
        fmt(r["request_latency_cycles"].get<double>(), 0) + " cycles, prefetch " + (r["prefetch"].get<bool>() ? "on" : "off") +

@@ -281,6 +281,33 @@ TEST_F(WsCli, VcdTraceOfARegionPerSystem) {
 // Lazy cores (core.lazy, PeCore::m_lazy) change nothing a training run reports, in either mode:
 // the same losses, weights, cycles, time split and per-layer busy/stall figures as cores
 // evaluated in every cycle they can move.
+// A larger resource never makes a mapping slower, measured: the demo's simulated samples/s in
+// both modes never fall as compile.max_pes grows (16 to the whole fabric) or as core.sram_kb
+// grows (24, 48, 96 KB, batch 64 on 64 PEs). The mappings are chosen by the estimates, whose
+// candidates only grow; this checks that what the runs measure follows.
+TEST_F(WsCli, MorePesOrSramNeverLowerMeasuredSamplesPerSecond) {
+  auto measured = [&](const std::vector<std::string>& more) {
+    const fs::path d = tmp_path("more_res");
+    fs::remove_all(d);
+    train_ok(with({"--train.steps", "2", "--train.eval", "0", "-o", d.string()}, more));
+    return nlohmann::json::parse(slurp(d / "run_report.json")).at("measured_samples_per_s").get<double>();
+  };
+  for (const char* mode : {"layer-pipelined", "weight-streaming"}) {
+    double last = 0;
+    for (const char* budget : {"16", "24", "40", "100", "0"}) {
+      const double s = measured({"--mode", mode, "--compile.max_pes", budget});
+      EXPECT_GE(s, last) << mode << ", compile.max_pes " << budget;
+      last = s;
+    }
+    last = 0;
+    for (const char* kb : {"24", "48", "96"}) {
+      const double s = measured({"--mode", mode, "--core.sram_kb", kb, "--train.batch", "64", "--compile.max_pes", "64"});
+      EXPECT_GE(s, last) << mode << ", core.sram_kb " << kb;
+      last = s;
+    }
+  }
+}
+
 // The third run has one feature row of 784 inputs over 8 columns: the weight prefetch waits
 // through each sample's 784-cycle vmul (the main thread holds the write port), cycles a lazy
 // core skips whatever arrives meanwhile (PeCore::update_lazy).
@@ -481,6 +508,8 @@ TEST(WsCompile, ThePeBudgetBindsWeightStreamingToo) {
   EXPECT_LE(rep["pes_per_system"].get<int>(), 16);
   EXPECT_EQ(rep["feature_rows_room"], 32);
   EXPECT_TRUE(rep["rows_limited_by_budget"].get<bool>());
+  EXPECT_EQ(rep["channels_used"].get<int>(), rep["feature_rows"].get<int>() + 1);
+  EXPECT_NE(r.out.find("I/O channels used: " + std::to_string(rep["channels_used"].get<int>()) + " West"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(compile.max_pes = 16 limits the mapping; the fabric allows 32 feature rows)"), std::string::npos) << r.out;
   const double chosen = rep["cycles_per_batch"].get<double>();
   for (const auto& [rows, cols] : std::vector<std::pair<int, int>>{{15, 1}, {7, 2}, {3, 4}, {1, 8}}) {

@@ -433,6 +433,9 @@ TEST(Compiler, CompileOnlyWritesReportAndProgram) {
   EXPECT_LT(overall, std::min(j["compute_samples_per_s"].get<double>(),
                               j["transmission_samples_per_s"].get<double>()));
   EXPECT_EQ(j["active_pes"].get<int>(), pes);
+  // The West channels layer 0's rows and the loss root take: at least one, at most every one.
+  EXPECT_GE(j["channels_used"].get<int>(), 1);
+  EXPECT_LE(j["channels_used"].get<int>(), j["channels_per_edge"].get<int>());
   EXPECT_DOUBLE_EQ(j["active_pes_pct"].get<double>(), 100.0 * pes / (32 * 32));
   EXPECT_LE(j["compute_utilisation_pct"].get<double>(), 100.0);
 }
