@@ -131,7 +131,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dAcc = as.mem("acc", um), dChO = as.fout(chout, um), dChI = a > 0 ? as.fin(chin, um) : "";
   const std::string dDxs = maxdx ? as.mem("dx", 1) : "", dDwr = as.mem("wbdw", 1), dEO = as.fout(eout, 1);
   const std::string dEI = c + 1 < C ? as.fin(ein, 1) : "";
-  const std::string dIn = as.fin(col.in, 1), dDisc = as.mem("dummy", 1, 0), dTake = as.mem("X0", 1);
+  const std::string dIn = as.fin(col.in, 1), dTake = as.mem("X0", 1);
   const std::string dRet = as.fin(col.ret, 1), dRetBuf = as.mem("dy", 1);
   const std::string dTr = as.mem("dy", um), dTrD = as.mem("X0", um);
   const std::string dGI = a > 0 ? as.fin(chin, 1) : "", dGO = as.fout(chout, 1), dGx = maxdx ? as.mem("dx", um) : "";
@@ -145,6 +145,15 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dDw0 = by_feature ? as.mem("wbdw", um, 0) : "";
   as << "li r0, 0" << "li r1, 0" << "li r3, 0" << "li r13, wbdw+" + S(3 * B4) << "dbase " + dT + ", r13";
   if (ones) as << "li r13, " + S(maxdx) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
+  // The input stream's ramp filter: wavelets of the row's stream are numbered from 0 at reset,
+  // minibatch after minibatch (cfg[1] of them each: every column's part); this column's part
+  // of the minibatch starts at cfg[0], nin long. The rest never reaches the core. The window
+  // moves to the next minibatch as soon as this one's part is in (stepstart), so the next
+  // minibatch's part waits in the queue however early it comes.
+  const long long nin = static_cast<long long>(p.len(0, a)) * m;
+  auto in_window = [&] { as << "ld32 r13, [r0+cfg]" << "li r14, " + S(nin) << "add r14, r13, r14" << "filt " + S(col.in) + ", r13, r14"; };
+  as << "fcnt " + S(col.in) + ", r0";
+  in_window();
   as << "activate 1" << "exit";
 
   // Loop bounds and vector lengths of layer l's passes.
@@ -179,13 +188,13 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as << "li r13, " + S(lo) << "li r14, " + S(hi) << "filt " + S(col.ret) + ", r13, r14";
   };
 
-  // Start of a minibatch: this column's samples of the row's input slice, then the first read.
-  const long long nin = static_cast<long long>(p.len(0, a)) * m;
+  // Start of a minibatch: this column's samples of the row's input slice (the only part of the
+  // stream the filter lets in), the filter moved on to the next minibatch, then the first read.
   as << "stepstart:";
-  skip_stream(as, 0, (C - 1) * nin, dIn, dDisc, "ss_a");
   as << "li r13, " + S(nin) << "dlen " + dIn + ", r13" << "li r14, X0" << "dbase " + dTake + ", r14" << "dlen " + dTake + ", r13"
      << "vmov.fp32 " + dTake + ", " + dIn;
-  skip_stream(as, 1, (C - 1) * nin, dIn, dDisc, "ss_b");
+  as << "ld32 r13, [r0+cfg]" << "ld32 r14, [r0+cfg+4]" << "add r13, r13, r14" << "st32 [r0+cfg], r13";
+  in_window();
   as << "fcnt " + S(col.ret) + ", r0";
   window(0);
   issue(0);
@@ -437,7 +446,8 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
       const int y = p.row_y[static_cast<size_t>(a)];
       prog.place(c, y, img);
       const long long per_col = static_cast<long long>(p.len(0, a)) * m;
-      prog.set_data(c, y, "cfg", i32_bytes({static_cast<int>(c * per_col), static_cast<int>((C - 1 - c) * per_col)}));
+      // The input filter's first window and its stride per minibatch (row_source).
+      prog.set_data(c, y, "cfg", i32_bytes({static_cast<int>(c * per_col), static_cast<int>(C * per_col)}));
       prog.output(ws_out_steps(c, y), c, y, "nupd");
     }
   }

@@ -21,6 +21,7 @@ constexpr double kVaxpyBank = 1.6;   // cycles per element of a feature-by-featu
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
 constexpr long kMaxDescriptor = 65535;  // elements one descriptor covers (a 16-bit length)
+constexpr long kMaxStride = 2047;       // the largest stride a dmem encodes (12 bits, signed)
 
 std::vector<int> split(int n, int p) {
   std::vector<int> off(static_cast<size_t>(p) + 1);
@@ -145,7 +146,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   // The longest operand one descriptor covers in the firmware with m samples per column
   // (ws_codegen.cc): a feature row's slice of a layer input, the whole dy of a layer, the root's
   // logits. A descriptor's length is 16 bits, so more columns are taken where one would not do
-  // (the other columns' part of the input stream, which no buffer holds, is dropped in chunks).
+  // (the other columns' labels, which no buffer holds, are dropped in chunks; the rows' inputs
+  // never reach a core that does not keep them: a ramp filter).
   auto longest = [&](long m) {
     long n = 0;
     for (int a = 0; a < p.rows; ++a) {
@@ -154,7 +156,10 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     for (int l = 0; l < L; ++l) n = std::max(n, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
     return n;
   };
-  auto fits = [&](long m) { return row_bytes(m) <= sram && root_bytes(m) <= sram && longest(m) <= kMaxDescriptor; };
+  // The root reads its logits sample by sample with a stride of m (a 12-bit field of dmem).
+  auto fits = [&](long m) {
+    return row_bytes(m) <= sram && root_bytes(m) <= sram && longest(m) <= kMaxDescriptor && m <= kMaxStride;
+  };
   // The mapping with r feature rows: each row's slice of every boundary, and the columns (the
   // shard's samples spread over them, m per column).
   auto shape = [&](int r) {
@@ -212,6 +217,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   if (p.root_bytes > sram) {
     throw CompileError("weight-streaming: a root PE needs " + S(p.root_bytes) + " bytes of SRAM for " + S(nl) +
                        " logits x " + S(p.m) + " samples, the core has " + S(sram));
+  }
+  if (m > kMaxStride) {
+    throw CompileError("weight-streaming: " + S(p.m) + " samples per column; a root reads its logits with a stride of the " +
+                       "samples per column, at most 2047 (a descriptor's stride field); use more sample columns" +
+                       (o.columns > 0 ? std::string(" (ws.columns)") : std::string()) + " or a smaller batch");
   }
   if (longest(m) > kMaxDescriptor) {
     throw CompileError("weight-streaming: with " + S(p.m) + " samples per column a PE holds an operand of " + S(longest(m)) +
@@ -368,9 +378,9 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
   const double read0 = static_cast<double>(p.est.front().weights + g.layers.front().out) / pace.read_per_cycle;
   double total = pace.reduce_cycles + (pace.prefetch ? pace.latency_cycles + read0 : 0.0);
   // The inputs: row a's channel carries x[K_a] of the whole shard, column after column, ahead of
-  // the first pass's weights in the same channel; every column's PE drops the other columns'
-  // part as it passes (ws_codegen.cc), so no column starts before the busiest row's stream has
-  // gone by; the root row's channel carries the labels.
+  // the first pass's weights in the same channel (each column's ramp filter lets in only its
+  // part: ws_codegen.cc), so no column starts before the busiest row's stream has gone by; the
+  // root row's channel carries the labels.
   for (int a = 0; a < p.rows; ++a) {
     est.input_cycles = std::max(est.input_cycles, static_cast<double>(p.len(0, a)) * p.shard / p.channel_rate);
   }

@@ -47,10 +47,12 @@ struct WsRig {
   tlm::Normalize norm;
 };
 
-WsRig make_ws_rig(const MlpSpec& spec, int width, int height, int spacing, const WsOptions& o, const std::string& name) {
+WsRig make_ws_rig(const MlpSpec& spec, int width, int height, int spacing, const WsOptions& o, const std::string& name,
+                  int sram_kb = 0) {
   WsRig r;
   r.hw = small_config(width, height);
   r.hw.io.spacing = spacing;
+  if (sram_kb) r.hw.core.sram_kb = sram_kb;
   const std::string path = tmp_path(name + ".onnx");
   write_mlp(path, spec);
   CompileOptions co;
@@ -64,8 +66,9 @@ WsRig make_ws_rig(const MlpSpec& spec, int width, int height, int spacing, const
 // Trains `steps` minibatches on the wafers and, alongside, on the reference (per-system
 // gradients, SwarmX's tree sum, a MemoryX of its own); weights, biases and losses must agree bit
 // for bit.
-void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsOptions& o, int steps, const std::string& name) {
-  WsRig r = make_ws_rig(spec, width, height, spacing, o, name);
+void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsOptions& o, int steps, const std::string& name,
+              int sram_kb = 0) {
+  WsRig r = make_ws_rig(spec, width, height, spacing, o, name, sram_kb);
   const WsPlan& p = r.compiled.plan;
   std::cout << "rows " << p.rows << " cols " << p.cols << " m " << p.m << " systems " << p.systems << "\n";
   tlm::MemoryXConfig mc;
@@ -339,15 +342,26 @@ TEST(WsTraining, SingleLayer) {
   check_ws(MlpSpec{{9, 5}, "Relu", 9, 13}, 8, 24, 2, o, 3, "ws_one_layer");
 }
 
-// A batch whose input stream is longer than one descriptor: each column drops the other
-// columns' part of its row's stream (15 x 80 features x 64 samples = 76,800 wavelets before the
-// last column's) in chunks of at most 65,535 (a longer dlen faults, as on a WSE-2).
+// A row's input stream longer than one descriptor (16 columns x 80 features x 64 samples =
+// 81,920 wavelets a minibatch): each column's ramp filter lets in only its own part, minibatch
+// after minibatch (the window moves on by the whole stream each time).
 TEST(WsTraining, InputStreamsLongerThanOneDescriptor) {
   SKIP_IF_KERNEL_STARTED();
   WsOptions o;
   o.batch = 1024;
   o.columns = 16;
   check_ws(MlpSpec{{80, 8, 4}, "Relu", 6, 13}, 16, 5, 4, o, 2, "ws_long_stream");
+}
+
+// The labels on the root row longer than one descriptor: the last of 40 root columns drops the
+// other columns' 78,000 labels in chunks of at most 65,535 (a longer dlen faults, as on a WSE-2)
+// before it takes its 2,000; a shard of 80,000 samples (more than a 16-bit index could name).
+TEST(WsTraining, LabelStreamsLongerThanOneDescriptor) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 80000;
+  o.columns = 40;
+  check_ws(MlpSpec{{2, 2}, "Relu", 2, 13}, 40, 5, 4, o, 2, "ws_long_labels", 128);
 }
 
 TEST(WsTraining, FourLayersManyRows) {
