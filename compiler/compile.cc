@@ -80,7 +80,7 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
     used.push_back(plan.loss_channel);
     std::sort(used.begin(), used.end());
     j["channels_used"] = static_cast<int>(std::unique(used.begin(), used.end()) - used.begin());
-    j["channels_per_edge"] = std::min(hw.io.channels_per_edge, (hw.fabric.height - 1) / hw.io.spacing + 1);
+    j["channels_per_edge"] = hw.io.channels(hw.fabric.height);
   }
   j["compute_utilisation_pct"] = 100.0 * total_macs / (plan.pes * (plan.cycles_per_batch() / plan.batch) * hw.core.fmac_fp32);
   j["cycles_per_sample"] = t;

@@ -208,10 +208,9 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   plan.batch = opt.batch;
   plan.ring_depth = opt.ring_depth;
   // West channels: the rows the fabric gives them (hw/fabric.cc).
-  const int nch = std::min(hw.io.channels_per_edge, (H - 1) / hw.io.spacing + 1);
+  const int nch = hw.io.channels(H);
   if (nch < 1) throw CompileError("layer-pipelined mode needs a West I/O channel for its input (io.channels_per_edge is 0)");
-  const int first = (H - 1 - (nch - 1) * hw.io.spacing) / 2;
-  auto ch_row = [&](int i) { return first + i * hw.io.spacing; };
+  auto ch_row = [&](int i) { return hw.io.channel_row(H, i); };
   int w = 0, h = 0;
   extent(p, &w, &h);
   // Centre layer 0's rows on the channel nearest the fabric's middle, inside the fabric.

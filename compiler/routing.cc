@@ -78,9 +78,7 @@ std::vector<Hop> edge_path(int row, int x, int y, bool to_edge) {
 Routing route_plan(const Plan& plan, const HwConfig& hw) {
   Builder b;
   const int L = static_cast<int>(plan.layers.size());
-  const int nch = std::min(hw.io.channels_per_edge, (hw.fabric.height - 1) / hw.io.spacing + 1);
-  const int first = (hw.fabric.height - 1 - (nch - 1) * hw.io.spacing) / 2;
-  auto ch_row = [&](int c) { return first + c * hw.io.spacing; };
+  auto ch_row = [&](int c) { return hw.io.channel_row(hw.fabric.height, c); };
   b.r.layers.resize(static_cast<size_t>(L));
   for (int l = 0; l < L; ++l) {
     const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];

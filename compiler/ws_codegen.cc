@@ -36,7 +36,6 @@ int apart_pad(long long words, int banks) {
   return 0;
 }
 
-constexpr long long kMaxDescriptor = 65535;  // elements one descriptor covers (a 16-bit length)
 
 // Reads and drops the number of wavelets in cfg word `word` from fabric descriptor `from` into
 // the stride-0 `sink` (the other columns' part of a row's input stream). When the count can
@@ -45,8 +44,8 @@ constexpr long long kMaxDescriptor = 65535;  // elements one descriptor covers (
 void skip_stream(PeAsm& as, int word, long long most, const std::string& from, const std::string& sink,
                  const std::string& tag) {
   as << (word == 0 ? std::string("ld32 r13, [r0+cfg]") : "ld32 r13, [r0+cfg+" + S(4LL * word) + "]") << "beq r13, r0, " + tag;
-  if (most > kMaxDescriptor) {
-    as << "li r14, " + S(kMaxDescriptor) << tag + "_c:" << "bge r14, r13, " + tag + "_l" << "dlen " + from + ", r14"
+  if (most > kMaxDsdLength) {
+    as << "li r14, " + S(kMaxDsdLength) << tag + "_c:" << "bge r14, r13, " + tag + "_l" << "dlen " + from + ", r14"
        << "dlen " + sink + ", r14" << "vmov.fp32 " + sink + ", " + from << "sub r13, r13, r14" << "jmp " + tag + "_c"
        << tag + "_l:";
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "compiler/onnx_model.h"
+#include "firmware/isa.h"
 
 namespace wafersim::compiler {
 namespace {
@@ -20,8 +21,6 @@ constexpr double kPerOutput = 14;    // dispatch, chain send, counters
 constexpr double kVaxpyBank = 1.6;   // cycles per element of a feature-by-feature vaxpy (a strided column), bank conflicts included
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
-constexpr long kMaxDescriptor = 65535;  // elements one descriptor covers (a 16-bit length)
-constexpr long kMaxStride = 2047;       // the largest stride a dmem encodes (12 bits, signed)
 
 std::vector<int> split(int n, int p) {
   std::vector<int> off(static_cast<size_t>(p) + 1);
@@ -56,6 +55,13 @@ double paired_cycles(long ni, long m, int rate, int banks) {
   return cycles;
 }
 
+// The narrowest layer input: no more feature rows than it (each row needs a slice of it).
+int narrowest_input(const KernelGraph& g) {
+  int narrow = g.layers.front().in;
+  for (const DenseKernel& d : g.layers) narrow = std::min(narrow, d.in);
+  return narrow;
+}
+
 std::string fmt(double v, int prec = 1) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", prec, v);
@@ -86,14 +92,13 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   const int W = hw.fabric.width, H = hw.fabric.height;
   // Rows: every channel row but the last (the root's); each feature row needs a slice of every
   // layer's input.
-  const int nch = std::min(hw.io.channels_per_edge, (H - 1) / hw.io.spacing + 1);
+  const int nch = hw.io.channels(H);
   if (nch < 2) {
     throw CompileError("weight-streaming mode needs at least 2 I/O channel rows (feature rows and a root row); the " +
                        S(W) + " x " + S(H) + " fabric has " + S(std::max(nch, 0)) +
                        " (io.channels_per_edge, io.spacing)");
   }
-  int narrow = g.layers.front().in;
-  for (const DenseKernel& d : g.layers) narrow = std::min(narrow, d.in);
+  const int narrow = narrowest_input(g);
   const int room = std::min(nch - 1, narrow);  // feature rows the fabric and the model allow
   int rows = room;
   if (o.rows < 0) throw CompileError("ws rows must be >= 0 (got " + S(o.rows) + ")");
@@ -158,7 +163,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   };
   // The root reads its logits sample by sample with a stride of m (a 12-bit field of dmem).
   auto fits = [&](long m) {
-    return row_bytes(m) <= sram && root_bytes(m) <= sram && longest(m) <= kMaxDescriptor && m <= kMaxStride;
+    return row_bytes(m) <= sram && root_bytes(m) <= sram && longest(m) <= kMaxDsdLength && m <= kMaxDsdStride;
   };
   // The mapping with r feature rows: each row's slice of every boundary, and the columns (the
   // shard's samples spread over them, m per column).
@@ -195,13 +200,12 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   }
   p.pe_budget = o.max_pes;
   p.budget_bound = o.rows == 0 && rows < room;
-  const int first = (H - 1 - (nch - 1) * hw.io.spacing) / 2;
   for (int a = 0; a < rows; ++a) {
     p.row_channel.push_back(a);
-    p.row_y.push_back(first + a * hw.io.spacing);
+    p.row_y.push_back(hw.io.channel_row(H, a));
   }
   p.root_channel = rows;
-  p.root_y = first + rows * hw.io.spacing;
+  p.root_y = hw.io.channel_row(H, rows);
   p.m = p.shard / p.cols;
   const long m = p.m;
   p.row_bytes = row_bytes(m);
@@ -218,12 +222,12 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     throw CompileError("weight-streaming: a root PE needs " + S(p.root_bytes) + " bytes of SRAM for " + S(nl) +
                        " logits x " + S(p.m) + " samples, the core has " + S(sram));
   }
-  if (m > kMaxStride) {
+  if (m > kMaxDsdStride) {
     throw CompileError("weight-streaming: " + S(p.m) + " samples per column; a root reads its logits with a stride of the " +
                        "samples per column, at most 2047 (a descriptor's stride field); use more sample columns" +
                        (o.columns > 0 ? std::string(" (ws.columns)") : std::string()) + " or a smaller batch");
   }
-  if (longest(m) > kMaxDescriptor) {
+  if (longest(m) > kMaxDsdLength) {
     throw CompileError("weight-streaming: with " + S(p.m) + " samples per column a PE holds an operand of " + S(longest(m)) +
                        " elements, longer than one descriptor (65535); use more sample columns" +
                        (o.columns > 0 ? std::string(" (ws.columns)") : std::string(" (the fabric is " + S(W) + " wide)")) +
@@ -320,10 +324,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     return place_ws_shape(g, hw, o);  // its error
   }
   const int shard = o.batch / o.systems;
-  const int nch = std::min(hw.io.channels_per_edge, (hw.fabric.height - 1) / hw.io.spacing + 1);
-  int narrow = g.layers.front().in;
-  for (const DenseKernel& d : g.layers) narrow = std::min(narrow, d.in);
-  const int room = std::max(1, std::min(nch - 1, narrow));
+  const int room = std::max(1, std::min(hw.io.channels(hw.fabric.height) - 1, narrowest_input(g)));
   std::vector<int> rows, cols;
   if (o.rows > 0) {
     rows.push_back(o.rows);

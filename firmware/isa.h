@@ -16,6 +16,8 @@ constexpr int kMaxDsdRegs = 64;     // 6-bit field; the core has 44 by default
 constexpr int kMaxTasks = 64;
 constexpr int kMaxMicrothreads = 8;
 constexpr int kInstrBytes = 8;      // every instruction takes 8 bytes of SRAM
+constexpr uint32_t kMaxDsdLength = 65535;  // a descriptor's length field is 16 bits (dmem; dlen faults above)
+constexpr int kMaxDsdStride = 2047;        // dmem's stride field: 12 bits, signed
 
 enum class Op : uint8_t {
   // Scalar: integer ALU, fp32 on register bit patterns, loads/stores, branches, task control.

@@ -3,6 +3,7 @@
 // them from options (app/options.cc) and constructors only read them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -55,6 +56,10 @@ struct IoConfig {
   int queue_depth = 16;        // wavelets buffered on the host side of a channel, each direction
   double channel_gbps = 7.0;   // per channel and direction (SDK figure)
   void validate() const;
+  // The channels an edge of `height` rows has, spacing rows apart and centred on it, and the row
+  // of channel i (the same on both edges; hw/fabric.cc).
+  int channels(int height) const { return std::min(channels_per_edge, (height - 1) / spacing + 1); }
+  int channel_row(int height, int i) const { return (height - 1 - (channels(height) - 1) * spacing) / 2 + i * spacing; }
 };
 
 // The PE's compute engine (hw/pe_core.h). Defaults: WSE-2 figures of docs/core.md.

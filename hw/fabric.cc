@@ -18,12 +18,10 @@ std::string color_port_msg(int x, int y, int color, int port) {
 Fabric::Fabric(const HwConfig& cfg) : m_cfg(cfg) {
   m_cfg.validate();
   m_routers.resize(static_cast<size_t>(width()) * height());
-  const int h = height(), spacing = m_cfg.io.spacing;
-  const int n = std::min(m_cfg.io.channels_per_edge, (h - 1) / spacing + 1);
-  const int first = (h - 1 - (n - 1) * spacing) / 2;  // centred on the edge
+  const int h = height(), n = m_cfg.io.channels(h);  // centred on the edge
   const double per_cycle = m_cfg.io.channel_gbps * 1e3 / (32.0 * m_cfg.fabric.clock_mhz);
   for (int i = 0; i < n; ++i) {
-    const int row = first + i * spacing;
+    const int row = m_cfg.io.channel_row(h, i);
     m_channel_rows.push_back(row);
     for (int side : {kEast, kWest}) {
       m_channels[side].push_back(

@@ -443,8 +443,8 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
     case Op::kDlen:
       // A descriptor's length field is 16 bits on a WSE-2 (the SDK's extents are u16): longer
       // operands loop over several descriptors in firmware.
-      if (r[g[1]] > 65535) {
-        fault(now, "dlen of " + std::to_string(r[g[1]]) + " elements: a descriptor covers at most 65535");
+      if (r[g[1]] > kMaxDsdLength) {
+        fault(now, "dlen of " + std::to_string(r[g[1]]) + " elements: a descriptor covers at most " + std::to_string(kMaxDsdLength));
         return false;
       }
       m_dsd[g[0]].len = r[g[1]];

@@ -371,7 +371,7 @@ void Router::select_head(int c, uint64_t now) {
     const int fi = fifo_index(p, c);
     const uint32_t meta = m_slots[m_fifo[fi].base + m_fifo[fi].head].meta;
     if (!ready(meta, now)) continue;
-    if ((meta & 3u) == 3u) {
+    if (is_swadv(meta)) {
       // A core's swadv (only ever at the ramp, which returns no credit): everything queued before
       // it on this color has left, so the switch advances now and nothing is sent. The next
       // head is chosen under the new position.
@@ -413,7 +413,7 @@ __attribute__((always_inline)) inline void Router::push(int port, int color, uin
   if (cs.pending) return;
   // An idle color fed by this port alone takes this wavelet as its head straight away when it
   // is the only one buffered and already forwardable (what select_head would pick this cycle).
-  if (cs.rx == port_bit(port) && f.count == 1 && ready_at <= now && kind != 3) {
+  if (cs.rx == port_bit(port) && f.count == 1 && ready_at <= now && kind != kKindSwadv) {
     cs.cur_in = static_cast<uint8_t>(port);
     cs.pending = cs.tx;
     for (uint32_t t = cs.tx; t; t &= t - 1) m_want[ctz(t)] |= 1u << color;
@@ -488,7 +488,7 @@ __attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t n
     // queues (heads waiting for the ramp).
     if ((r & PeAgent::kOffered) || (m_want[kRamp] && m_agent_full != full_before)) changed = true;
     if (r & PeAgent::kOffered) {
-      push(kRamp, w.color, w.payload, (w.ctrl ? 1u : 0u) | (w.local ? 2u : 0u),
+      push(kRamp, w.color, w.payload, w.local ? kKindSwadv : w.ctrl ? kKindCtrl : 0u,
            now + static_cast<uint64_t>(m_cfg->ramp_latency), now);
       if (!w.local) {  // a swadv never travels: not a wavelet in flight (select_head takes it)
         ++tc.injected;
@@ -514,7 +514,7 @@ __attribute__((always_inline)) inline bool Router::agent_and_channels(uint64_t n
     const Wavelet w = *offer;
     ch->fabric_took_offer(now);
     if (!ch->has_inject_work()) m_chan_in &= static_cast<uint8_t>(~port_bit(p));
-    push(p, w.color, w.payload, w.ctrl, now + static_cast<uint64_t>(m_cfg->hop_latency), now);
+    push(p, w.color, w.payload, w.ctrl ? kKindCtrl : 0u, now + static_cast<uint64_t>(m_cfg->hop_latency), now);
     ++tc.injected;
     ++tc.pushed;
     ++tc.moves;
@@ -649,7 +649,7 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
       const int p = ctz(m) >> 3;
       m &= ~(0xffu << (8 * p));
       const Arrival& a = m_mail[prev].arr[p];
-      push(p, a.color, a.payload, a.ctrl != 0, ready_at, now);
+      push(p, a.color, a.payload, a.ctrl ? kKindCtrl : 0u, ready_at, now);
     }
   }
   bool changed = arrived != 0 || credits;
@@ -680,8 +680,8 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
     ColorState& cs = m_col[c];
     const int fi = fifo_index(cs.cur_in, c);
     const Slot& head = m_slots[m_fifo[fi].base + m_fifo[fi].head];
-    const Wavelet w{head.payload, static_cast<uint8_t>(c), (head.meta & 1u) != 0};
-    const Arrival out{head.payload, static_cast<uint8_t>(c), static_cast<uint8_t>(head.meta & 1u)};
+    const Wavelet w{head.payload, static_cast<uint8_t>(c), (head.meta & kKindCtrl) != 0};
+    const Arrival out{head.payload, static_cast<uint8_t>(c), static_cast<uint8_t>(head.meta & kKindCtrl)};
     m_out[p] = out;
     sent_ports |= port_bit(p);
     m_want[p] &= ~bit;
@@ -733,7 +733,7 @@ uint64_t Router::step_impl(uint64_t now, ThreadCtx& tc) {
         // as the head for the next cycle now (its outputs join the arbiters after this loop).
         const FifoMeta& f = m_fifo[fi];
         const uint32_t meta = f.count ? m_slots[f.base + f.head].meta : 0;
-        if (cs.rx == port_bit(cs.cur_in) && f.count && ready(meta, now + 1) && (meta & 3u) != 3u) {
+        if (cs.rx == port_bit(cs.cur_in) && f.count && ready(meta, now + 1) && !is_swadv(meta)) {
           cs.pending = cs.tx;
           for (uint32_t t = cs.tx; t; t &= t - 1) next_want[ctz(t)] |= bit;
           any_next_want = true;

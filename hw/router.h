@@ -321,10 +321,12 @@ class alignas(64) Router {
     const ColorState& cs = m_col[color];
     return cs.fifo_base + __builtin_popcount(cs.rx_any & (port_bit(port) - 1u));
   }
+  // The kind bits of Slot::meta (push's `kind`): 0 data, control, a core's switch advance.
+  static constexpr uint32_t kKindCtrl = 1, kKindSwadv = 3, kKindMask = 3;
   static bool ready(uint32_t meta, uint64_t now) {
-    return static_cast<int32_t>((static_cast<uint32_t>(now) << 2) - (meta & ~3u)) >= 0;
+    return static_cast<int32_t>((static_cast<uint32_t>(now) << 2) - (meta & ~kKindMask)) >= 0;
   }
-  // kind: 1 control, 3 a core's switch advance (swadv), 0 data.
+  static bool is_swadv(uint32_t meta) { return (meta & kKindMask) == kKindSwadv; }
   void push(int port, int color, uint32_t payload, uint32_t kind, uint64_t ready_at, uint64_t now);
   void advance_switch(int color);
   void remove_head(int fi);

@@ -365,45 +365,45 @@ WsTrainer::Port::Port(sc_core::sc_module_name n, WsTrainer* o, WsSystem* s)
 }
 
 void WsTrainer::Port::input(int, ::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
-    const WsPlan& p = owner->m_c.plan;
-    const int s = static_cast<int>(t.get_address());
-    if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || s < 0 || s >= p.shard ||
-        t.get_data_length() != 4 * (static_cast<unsigned>(p.width[0]) + 1)) {
-      t.set_response_status(::tlm::TLM_ADDRESS_ERROR_RESPONSE);
-      return;
-    }
-    const float* x = reinterpret_cast<const float*>(t.get_data_ptr());
-    int32_t label;
-    std::memcpy(&label, x + p.width[0], 4);
-    const sc_core::sc_time at = sc_core::sc_time_stamp() + delay + sc_core::sc_time(owner->m_links.bridge_latency_ns, sc_core::SC_NS);
-    sys->sample_arrived(s, x, label, owner->cycle_of(at));
-    t.set_response_status(::tlm::TLM_OK_RESPONSE);
+  const WsPlan& p = owner->m_c.plan;
+  const int s = static_cast<int>(t.get_address());
+  if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || s < 0 || s >= p.shard ||
+      t.get_data_length() != 4 * (static_cast<unsigned>(p.width[0]) + 1)) {
+    t.set_response_status(::tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return;
+  }
+  const float* x = reinterpret_cast<const float*>(t.get_data_ptr());
+  int32_t label;
+  std::memcpy(&label, x + p.width[0], 4);
+  const sc_core::sc_time at = sc_core::sc_time_stamp() + delay + sc_core::sc_time(owner->m_links.bridge_latency_ns, sc_core::SC_NS);
+  sys->sample_arrived(s, x, label, owner->cycle_of(at));
+  t.set_response_status(::tlm::TLM_OK_RESPONSE);
 }
 
 void WsTrainer::Port::b_transport(::tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
-    const WsPlan& p = owner->m_c.plan;
-    const int L = p.layers, ps = static_cast<int>(t.get_address());
-    if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || ps < 0 || ps >= p.streamed_passes()) {
-      t.set_response_status(::tlm::TLM_ADDRESS_ERROR_RESPONSE);
-      return;
-    }
-    const int l = ps < L ? ps : 2 * L - 1 - ps;
-    const size_t nw = static_cast<size_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1];
-    const size_t nb = ps < L ? static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) : 0;
-    if (t.get_data_length() != 4 * (nw + nb)) {
-      t.set_response_status(::tlm::TLM_BURST_ERROR_RESPONSE);
-      return;
-    }
-    const float* w = reinterpret_cast<const float*>(t.get_data_ptr());
-    // The payload has fully arrived at sc_time_stamp() + delay (SwarmX's tree time includes the
-    // bytes over its links); its first words arrive earlier by the transfer time at the host
-    // links' rate, which cycle() then enforces word by word.
-    const double words = static_cast<double>(nw + nb);
-    const sc_core::sc_time end = sc_core::sc_time_stamp() + delay + sc_core::sc_time(owner->m_links.bridge_latency_ns, sc_core::SC_NS);
-    const uint64_t end_cycle = owner->cycle_of(end);
-    const uint64_t span = static_cast<uint64_t>(words / owner->m_links.weights_per_cycle);
-    sys->queue_pass(ps, w, nb ? w + nw : nullptr, end_cycle > span ? end_cycle - span : 0);
-    t.set_response_status(::tlm::TLM_OK_RESPONSE);
+  const WsPlan& p = owner->m_c.plan;
+  const int L = p.layers, ps = static_cast<int>(t.get_address());
+  if (t.get_command() != ::tlm::TLM_WRITE_COMMAND || ps < 0 || ps >= p.streamed_passes()) {
+    t.set_response_status(::tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return;
+  }
+  const int l = ps < L ? ps : 2 * L - 1 - ps;
+  const size_t nw = static_cast<size_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1];
+  const size_t nb = ps < L ? static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) : 0;
+  if (t.get_data_length() != 4 * (nw + nb)) {
+    t.set_response_status(::tlm::TLM_BURST_ERROR_RESPONSE);
+    return;
+  }
+  const float* w = reinterpret_cast<const float*>(t.get_data_ptr());
+  // The payload has fully arrived at sc_time_stamp() + delay (SwarmX's tree time includes the
+  // bytes over its links); its first words arrive earlier by the transfer time at the host
+  // links' rate, which cycle() then enforces word by word.
+  const double words = static_cast<double>(nw + nb);
+  const sc_core::sc_time end = sc_core::sc_time_stamp() + delay + sc_core::sc_time(owner->m_links.bridge_latency_ns, sc_core::SC_NS);
+  const uint64_t end_cycle = owner->cycle_of(end);
+  const uint64_t span = static_cast<uint64_t>(words / owner->m_links.weights_per_cycle);
+  sys->queue_pass(ps, w, nb ? w + nw : nullptr, end_cycle > span ? end_cycle - span : 0);
+  t.set_response_status(::tlm::TLM_OK_RESPONSE);
 }
 
 WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const compiler::KernelGraph& g,
