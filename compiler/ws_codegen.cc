@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "compiler/codegen_util.h"
@@ -88,15 +89,15 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   bool ones = false;
   for (int l = 0; l < L; ++l) {
     as.data(".align 16");  // sample rows start at 0 mod 16: see wbdw
-    as.data(".space X" + S(l) + ", fp32, " + S(static_cast<long long>(p.len(l, a)) * m));
+    as.data(".space X" + S(l) + ", fp32, " + S(std::max(1LL, static_cast<long long>(p.len(l, a)) * m)));
     if (l > 0) maxdx = std::max(maxdx, p.len(l, a) * m);
     maxdy = std::max(maxdy, p.width[static_cast<size_t>(l) + 1] * m);
     maxni = std::max(maxni, p.len(l, a));
-    if (l + 1 < L && needs_ones(p.act[static_cast<size_t>(l)])) ones = true;
+    if (l + 1 < L && needs_ones(p.act[static_cast<size_t>(l)]) && p.len(l + 1, a) > 0) ones = true;
   }
   as.data(".space acc, fp32, " + S(m));
   bool by_feature = false;
-  for (int l = 0; l < L; ++l) by_feature = by_feature || p.by_feature(l, a);
+  for (int l = 0; l < L; ++l) by_feature = by_feature || (p.len(l, a) > 0 && p.by_feature(l, a));
   if (by_feature) {
     // acc += t reads two elements of each a step (8 bytes, 4 banks' words): t starts a number
     // of words past acc that puts their reads in different banks, else every step would take a
@@ -120,6 +121,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as.data(".space cfg, i32, 2");
   as.data(".space nupd, fp32, 1");
   as.data(".space joinf, i32, 1");  // 1: the next forward pass's input slice is in, its start waits
+  as.data(".space rbase, i32, 1");  // exact windows: the return stream's count at this minibatch's start
 
   const int chout = col.chain[a % 2], chin = a > 0 ? col.chain[(a - 1) % 2] : -1;
   const int eout = col.east[c % 2], ein = c + 1 < C ? col.east[(c + 1) % 2] : -1;
@@ -151,13 +153,29 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // minibatch's part waits in the queue however early it comes.
   const long long nin = static_cast<long long>(p.len(0, a)) * m;
   auto in_window = [&] { as << "ld32 r13, [r0+cfg]" << "li r14, " + S(nin) << "add r14, r13, r14" << "filt " + S(col.in) + ", r13, r14"; };
-  as << "fcnt " + S(col.in) + ", r0";
-  in_window();
+  // Sections of the return stream, each read before the phase after it (section s serves phase
+  // s + 1): s < L-1 this row's slice of layer s's outputs, s >= L-1 the dy of layer 2L-2-s
+  // (whole). In the grid a row's slice of a layer can be empty: it reads no section it does
+  // not need, and its ramp filter then takes exact windows per section counted from rbase (not
+  // from an fcnt at the minibatch's start: a row that needs no dy of layer 0 starts the next
+  // minibatch while that dy still passes it).
+  auto need = [&](int sct) {
+    return sct < L - 1 ? p.len(sct + 1, a) > 0 : p.len(2 * L - 2 - sct, a) > 0;
+  };
+  bool exact = false;
+  for (int sct = L - 1; sct <= 2 * L - 2; ++sct) exact = exact || !need(sct);
+  bool any_need = false;
+  for (int sct = 0; sct <= 2 * L - 2; ++sct) any_need = any_need || need(sct);
+  if (nin > 0) {
+    as << "fcnt " + S(col.in) + ", r0";
+    in_window();
+  }
   as << "activate 1" << "exit";
 
   // Loop bounds and vector lengths of layer l's passes.
   auto set_layer = [&](int l) {
     as << "li r10, " + S(p.len(l, a)) << "li r11, " + S(p.width[static_cast<size_t>(l) + 1]) << "li r3, 0" << "li r4, dy";
+    if (p.len(l, a) == 0) return;  // an empty slice (grid): no op of the layer reads these
     for (const std::string& d : {dW, dWs, dWb, dWa, dXs, dT, dDwr, dEO}) as << "dlen " + d + ", r10";
     if (maxdx) as << "dlen " + dDxs + ", r10";
     if (c + 1 < C) as << "dlen " + dEI + ", r10";
@@ -180,23 +198,49 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // row's part of it, which starts after the previous read (rdone).
   std::vector<long long> B(static_cast<size_t>(L), 0);
   for (int q = 1; q < L; ++q) B[static_cast<size_t>(q)] = B[static_cast<size_t>(q) - 1] + static_cast<long long>(p.width[static_cast<size_t>(q)]) * m;
+  // Exact windows: section s >= L-1 (dy of layer 2L-2-s) starts at D[s - (L-1)].
+  std::vector<long long> D(static_cast<size_t>(L) + 1, B[static_cast<size_t>(L) - 1]);
+  for (int i = 0; i < L; ++i) D[static_cast<size_t>(i) + 1] = D[static_cast<size_t>(i)] + static_cast<long long>(p.width[static_cast<size_t>(L - i)]) * m;
   auto window = [&](int q) {
     const long long lo = q < L - 1 ? B[static_cast<size_t>(q)] + static_cast<long long>(p.off[static_cast<size_t>(q) + 1][static_cast<size_t>(a)]) * m
-                                   : B[static_cast<size_t>(L) - 1];
-    const long long hi = q < L - 1 ? lo + static_cast<long long>(p.len(q + 1, a)) * m : 0xffffffffLL;
-    as << "li r13, " + S(lo) << "li r14, " + S(hi) << "filt " + S(col.ret) + ", r13, r14";
+                                   : exact ? D[static_cast<size_t>(q - (L - 1))] : B[static_cast<size_t>(L) - 1];
+    const long long hi = q < L - 1 ? lo + static_cast<long long>(p.len(q + 1, a)) * m
+                                   : exact ? D[static_cast<size_t>(q - (L - 1)) + 1] : 0xffffffffLL;
+    if (!exact) {
+      as << "li r13, " + S(lo) << "li r14, " + S(hi) << "filt " + S(col.ret) + ", r13, r14";
+    } else {
+      as << "ld32 r13, [r0+rbase]" << "li r14, " + S(hi) << "add r14, r13, r14" << "li r5, " + S(lo) << "add r13, r13, r5"
+         << "filt " + S(col.ret) + ", r13, r14";
+    }
+  };
+  // The first section after q (up to the first dy, L-1) that this row reads, or -1.
+  auto next_read = [&](int q) {
+    for (int sct = q + 1; sct <= L - 1; ++sct) {
+      if (need(sct)) return sct;
+    }
+    return -1;
+  };
+  // At the end of minibatch: an exact row moves rbase past the minibatch's return stream.
+  auto end_minibatch = [&] {
+    if (exact) as << "ld32 r13, [r0+rbase]" << "li r14, " + S(D[static_cast<size_t>(L)]) << "add r13, r13, r14" << "st32 [r0+rbase], r13";
   };
 
   // Start of a minibatch: this column's samples of the row's input slice (the only part of the
   // stream the filter lets in), the filter moved on to the next minibatch, then the first read.
   as << "stepstart:";
-  as << "li r13, " + S(nin) << "dlen " + dIn + ", r13" << "li r14, X0" << "dbase " + dTake + ", r14" << "dlen " + dTake + ", r13"
-     << "vmov.fp32 " + dTake + ", " + dIn;
-  as << "ld32 r13, [r0+cfg]" << "ld32 r14, [r0+cfg+4]" << "add r13, r13, r14" << "st32 [r0+cfg], r13";
-  in_window();
-  as << "fcnt " + S(col.ret) + ", r0";
-  window(0);
-  issue(0);
+  if (nin > 0) {
+    as << "li r13, " + S(nin) << "dlen " + dIn + ", r13" << "li r14, X0" << "dbase " + dTake + ", r14" << "dlen " + dTake + ", r13"
+       << "vmov.fp32 " + dTake + ", " + dIn;
+    as << "ld32 r13, [r0+cfg]" << "ld32 r14, [r0+cfg+4]" << "add r13, r13, r14" << "st32 [r0+cfg], r13";
+    in_window();
+  }
+  if (!exact) as << "fcnt " + S(col.ret) + ", r0";
+  if (const int first = need(0) ? 0 : next_read(0); first >= 0) {
+    window(first);
+    issue(first);
+  } else {
+    as << "filt " + S(col.ret) + ", r0, r0";  // nothing until a dy this row needs (read_next)
+  }
   as << "li r1, 0";
   set_layer(0);
   as << "activate 3" << "exit";
@@ -204,17 +248,22 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // A return read is in: a layer's outputs are transposed into this row's next input (its
   // slice, [s][k]) and the next read starts; the work of the next pass may begin.
   as << "rdone:";
-  for (int q = 0; q + 1 < L; ++q) as << "li r13, " + S(q) << "beq r9, r13, rd_" + S(q);
+  for (int q = 0; q + 1 < L; ++q) {
+    if (need(q)) as << "li r13, " + S(q) << "beq r9, r13, rd_" + S(q);
+  }
   as << "activate 3" << "exit";
   for (int q = 0; q + 1 < L; ++q) {
+    if (!need(q)) continue;
     const int j = q + 1, nO = p.len(j, a);
     as << "rd_" + S(q) + ":";
     as << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5"
        << "li r6, X" + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
        << "tr_" + S(q) + ":" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * m) << "daddb " + dTrD + ", 4"
        << "addi r8, r8, 1" << "bne r8, r13, tr_" + S(q);
-    window(q + 1);
-    issue(q + 1);
+    if (const int nx = next_read(q); nx >= 0) {
+      window(nx);
+      issue(nx);
+    }
     // The filtered read ends as soon as this row's slice is in, maybe before the row's own part
     // of layer q is done (r1 still q): then the pass's last output starts layer q+1 (joinf).
     as << "li r13, " + S(q + 1) << "beq r1, r13, rj_" + S(q) << "li r13, 1" << "st32 [r0+joinf], r13" << "exit"
@@ -236,10 +285,34 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (ph == 1) as << "jmp ph_1";
     else as << "li r13, " + S(ph) << "beq r1, r13, ph_" + S(ph);
   }
+  // The start of phase l + 1 at the end of forward phase l: if it reads a section first, when
+  // that is in (joinf, or rdone); else at once.
+  auto next_forward = [&](int l) {
+    if (l + 1 < L) {
+      if (need(l)) {
+        as << "ld32 r13, [r0+joinf]" << "beq r13, r0, fj_" + S(l) << "st32 [r0+joinf], r0" << "activate 3" << "fj_" + S(l) + ":";
+      } else {
+        as << "activate 3";
+      }
+    } else if (!need(L - 1)) {
+      as << "activate 3";
+    }
+  };
   for (int l = 0; l < L; ++l) {
     const long long row4 = 4LL * p.len(l, a);
     const std::string L_ = S(l);
     as << "ph_" + L_ + ":";
+    if (p.len(l, a) == 0) {
+      // An empty slice of this layer (grid): per output the partial sums pass on down the
+      // column (a vmov, so that -0 stays -0), or the first row starts them at 0.
+      if (a == 0) as << "vfill.fp32 " + dAcc + ", r0";
+      as << "pe_" + L_ + ":" << (a == 0 ? "vmov.fp32 " + dChO + ", " + dAcc : "vmov.fp32 " + dChO + ", " + dChI) << "addi r3, r3, 1"
+         << "bne r3, r11, pe_" + L_ << "li r1, " + S(l + 1);
+      set_layer(l + 1 < L ? l + 1 : L - 1);
+      next_forward(l);
+      as << "exit";
+      continue;
+    }
     weights("f" + L_);
     if (p.by_feature(l, a)) {
       as << "vfill.fp32 " + dAcc + ", r0" << "li r13, X" + L_ << "dbase " + dXk + ", r13" << "li r13, " + S(p.len(l, a))
@@ -258,9 +331,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as << "mov r13, r12" << "mov r12, r15" << "mov r15, r13";
     as << "addi r3, r3, 1" << "bne r3, r11, fm_" + L_ << "li r1, " + S(l + 1);
     set_layer(l + 1 < L ? l + 1 : L - 1);
-    if (l + 1 < L) {  // the next layer's slice came in first (rdone): start its pass now
-      as << "ld32 r13, [r0+joinf]" << "beq r13, r0, fj_" + L_ << "st32 [r0+joinf], r0" << "activate 3" << "fj_" + L_ + ":";
-    }
+    next_forward(l);  // the next layer's slice came in first (rdone): start its pass now
     as << "exit" << "fm_" + L_ + ":" << "exit";  // the prefetch's completion starts the next output
   }
   for (int l = L - 1; l >= 0; --l) {
@@ -269,6 +340,37 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     const long long row4 = 4LL * nI;
     const std::string P = S(ph);
     as << "ph_" + P + ":";
+    // dy of layer l-1 gathers down each column through every row, in row order: the rows
+    // above's part, then this row's slice.
+    auto gather_above = [&] {
+      const long long above = static_cast<long long>(p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]) * m;
+      if (a > 0 && above > 0) {
+        as << "li r14, " + S(above) << "dlen " + dGI + ", r14" << "dlen " + dGO + ", r14" << "vmov.fp32 " + dGO + ", " + dGI;
+      }
+    };
+    // The read of the next phase's section (if this row needs it) and, if it needs none, its start.
+    auto read_next = [&] {
+      if (!need(ph)) return;
+      if (exact) window(ph);
+      issue(ph);
+    };
+    if (nI == 0) {
+      // An empty slice of this layer (grid): no weights, no dW, no dx; only the gather of layer
+      // l-1's dy passes through.
+      if (l == 0) {
+        end_minibatch();
+        as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
+           << "activate 1" << "exit";
+        continue;
+      }
+      read_next();
+      gather_above();
+      as << "li r1, " + S(ph + 1);
+      set_layer(l - 1);
+      if (!need(ph)) as << "activate 3";
+      as << "exit";
+      continue;
+    }
     if (l > 0) weights("b" + P);  // layer 0's dW needs no weights (WsPlan::streamed_passes)
     as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
     if (p.by_feature(l, a)) {
@@ -295,6 +397,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as << "addi r3, r3, 1" << "bne r3, r11, bm_" + P;
     as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3" << send;
     if (l == 0) {
+      end_minibatch();
       as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
          << "activate 1" << "exit";
     } else {
@@ -306,17 +409,15 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       const Activation act = p.act[static_cast<size_t>(l) - 1];
       if (needs_ones(act)) as << "dlen " + dTmp + ", r13" << "dlen " + dOnes + ", r13";
       emit_act_bwd(as, act, dAll, dAllY, dTmp, dOnes);
-      issue(2 * L - 1 - l);
-      if (a > 0) {
-        const long long above = static_cast<long long>(p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]) * m;
-        as << "li r14, " + S(above) << "dlen " + dGI + ", r14" << "dlen " + dGO + ", r14" << "vmov.fp32 " + dGO + ", " + dGI;
-      }
+      read_next();
+      gather_above();
       // This row's slice in output order: feature k of every sample (stride: the slice length).
       as << "li r13, " + S(m) << "dlen " + dGO + ", r13" << "li r13, dx" << "dbase " + dGx + ", r13" << "li r13, " + S(nI)
          << "dstride " + dGx + ", r13" << "li r8, 0" << "gs_" + P + ":" << "vmov.fp32 " + dGO + ", " + dGx << "daddb " + dGx + ", 4"
          << "addi r8, r8, 1" << "bne r8, r13, gs_" + P;
       as << "vfill.fp32 " + dAll + ", r0" << "li r1, " + S(ph + 1);
       set_layer(l - 1);
+      if (!need(ph)) as << "activate 3";
       as << "exit";
     }
     as << "bm_" + P + ":" << send + ", async=3";
@@ -423,6 +524,117 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   return as.text();
 }
 
+// Moves n wavelets (n known here) from `src` to `dst` in descriptors of at most 65,535; r8 and
+// r13 are scratch.
+void move_n(PeAsm& as, const std::string& dst, const std::string& src, long long n, const std::string& tag) {
+  if (n <= 0) return;
+  const long long full = n / kMaxDsdLength, rest = n % kMaxDsdLength;
+  if (full > 0) {
+    as << "li r13, " + S(kMaxDsdLength) << "dlen " + dst + ", r13" << "dlen " + src + ", r13" << "li r8, 0" << tag + ":"
+       << "vmov.fp32 " + dst + ", " + src << "addi r8, r8, 1" << "li r13, " + S(full) << "bne r8, r13, " + tag;
+  }
+  if (rest > 0) as << "li r13, " + S(rest) << "dlen " + dst + ", r13" << "dlen " + src + ", r13" << "vmov.fp32 " + dst + ", " + src;
+}
+
+// A grid band's stream relay (column 0 of feature row a): the band's channel stream comes up or
+// down the column to every relay of the band; each reads all of it and passes its row the row's
+// part: the inputs (row by row: the band's rows' whole input streams one after another), then
+// per streamed pass, per output, the band's rows' weight slices in row order.
+std::string relay_in_source(const WsPlan& p, const WsColors& col, int a) {
+  const int L = p.layers, b = p.band_of(a);
+  const int first = p.band_first[static_cast<size_t>(b)], last = p.band_first[static_cast<size_t>(b) + 1];
+  PeAsm as;
+  as.inq(col.gin);
+  as.task("0, main, active");
+  as.data(".space sink, fp32, 1");
+  as << "main:";
+  const std::string src = as.fin(col.gin, 1), sink = as.mem("sink", 1, 0), dIn = as.fout(col.in, 1), dW = as.fout(col.w, 1);
+  int tag = 0;
+  auto T = [&] { return "m" + S(tag++); };
+  // Layer l's band slices: before row a, row a's, after.
+  auto parts = [&](int l, long long* pre, long long* own, long long* post) {
+    *pre = *own = *post = 0;
+    for (int r = first; r < last; ++r) (r < a ? *pre : r == a ? *own : *post) += p.len(l, r);
+  };
+  as << "li r0, 0" << "step:";
+  {
+    long long pre, own, post;
+    parts(0, &pre, &own, &post);
+    const long long sh = p.shard;
+    move_n(as, sink, src, pre * sh, T());
+    move_n(as, dIn, src, own * sh, T());
+    move_n(as, sink, src, post * sh, T());
+  }
+  for (int ps = 0; ps < p.streamed_passes(); ++ps) {
+    const int l = ps < L ? ps : 2 * L - 1 - ps, out = p.width[static_cast<size_t>(l) + 1];
+    long long pre, own, post;
+    parts(l, &pre, &own, &post);
+    const long long total = pre + own + post;
+    if (total == 0) continue;
+    if (own == 0) {
+      move_n(as, sink, src, total * out, T());
+    } else if (own == total) {
+      move_n(as, dW, src, total * out, T());
+    } else {
+      const std::string loop = "o" + S(ps);
+      as << "li r9, 0" << loop + ":";
+      move_n(as, sink, src, pre, T());
+      move_n(as, dW, src, own, T());
+      move_n(as, sink, src, post, T());
+      as << "addi r9, r9, 1" << "li r13, " + S(out) << "bne r9, r13, " + loop;
+    }
+  }
+  as << "jmp step";
+  return as.text();
+}
+
+// The color a grid dW relay at `d` rows from its band's channel row sends on toward it (d > 0;
+// north: the relay is above the channel row), and the one it takes the farther relays' on.
+int gout_color(const WsColors& col, int d, bool north) { return d % 2 == 1 ? col.gout[north ? 0 : 1] : col.gout[2]; }
+
+// A grid band's dW relay (column 1 of feature row a): per backward pass, per output, it passes
+// on toward the channel row its row's dW slice (reduced along the row into it), then the
+// farther relays' slices; the channel row's relay sends west into the channel its own, then the
+// north side's, then the south side's (WsPlan::egress_order).
+std::string relay_out_source(const WsPlan& p, const WsColors& col, int a) {
+  const int L = p.layers, b = p.band_of(a);
+  const int first = p.band_first[static_cast<size_t>(b)], last = p.band_first[static_cast<size_t>(b) + 1];
+  const int y = p.row_y[static_cast<size_t>(a)], yc = p.band_y[static_cast<size_t>(b)];
+  const bool north = y < yc;
+  const int d = std::abs(y - yc);
+  PeAsm as;
+  as.task("0, main, active");
+  as << "main:";
+  const std::string own = as.fin(col.east[0], 1);
+  const std::string out = as.fout(d == 0 ? col.gout[2] : gout_color(col, d, north), 1);
+  // The farther relays' streams: from the north and the south at the channel row, else from
+  // the far side.
+  std::string far_n, far_s;
+  if (d == 0 || north) far_n = a > first ? as.fin(d == 0 ? col.gout[0] : gout_color(col, d + 1, true), 1) : "";
+  if (d == 0 || !north) far_s = a + 1 < last ? as.fin(d == 0 ? col.gout[1] : gout_color(col, d + 1, false), 1) : "";
+  int tag = 0;
+  auto T = [&] { return "m" + S(tag++); };
+  as << "li r0, 0" << "step:";
+  for (int l = L - 1; l >= 0; --l) {
+    long long n_own = p.len(l, a), n_north = 0, n_south = 0;
+    if (d == 0 || north) {
+      for (int r = first; r < a; ++r) n_north += p.len(l, r);
+    }
+    if (d == 0 || !north) {
+      for (int r = a + 1; r < last; ++r) n_south += p.len(l, r);
+    }
+    if (n_own + n_north + n_south == 0) continue;
+    const std::string loop = "o" + S(l);
+    as << "li r9, 0" << loop + ":";
+    move_n(as, out, own, n_own, T());
+    if (!far_n.empty()) move_n(as, out, far_n, n_north, T());
+    if (!far_s.empty()) move_n(as, out, far_s, n_south, T());
+    as << "addi r9, r9, 1" << "li r13, " + S(p.width[static_cast<size_t>(l) + 1]) << "bne r9, r13, " + loop;
+  }
+  as << "jmp step";
+  return as.text();
+}
+
 }  // namespace
 
 std::string ws_out_steps(int x, int y) { return "nstep." + S(x) + "." + S(y); }
@@ -432,29 +644,33 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
   out.plan = p;
   out.inv_batch = 1.0f / static_cast<float>(p.batch);
   const WsColors& col = out.colors;
-  if (col.count() > t.colors) {
-    throw CompileError("weight-streaming mode needs " + S(col.count()) + " colors, the fabric has " + S(t.colors) +
+  if (col.count(p.grid) > t.colors) {
+    throw CompileError("weight-streaming mode needs " + S(col.count(p.grid)) + " colors, the fabric has " + S(t.colors) +
                        " (router.colors)");
   }
   FabricProgram& prog = out.program;
   prog.name = "train-ws";
-  const int C = p.cols, R = p.rows, m = p.m;
+  const int C = p.cols, R = p.rows, m = p.m, X = p.x0;
   for (int a = 0; a < R; ++a) {
+    const int y = p.row_y[static_cast<size_t>(a)];
     for (int c = 0; c < C; ++c) {
       const int img = kernels::intern_image(prog, "ws_row", row_source(p, col, a, c), t);
-      const int y = p.row_y[static_cast<size_t>(a)];
-      prog.place(c, y, img);
+      prog.place(X + c, y, img);
       const long long per_col = static_cast<long long>(p.len(0, a)) * m;
       // The input filter's first window and its stride per minibatch (row_source).
-      prog.set_data(c, y, "cfg", i32_bytes({static_cast<int>(c * per_col), static_cast<int>(C * per_col)}));
-      prog.output(ws_out_steps(c, y), c, y, "nupd");
+      prog.set_data(X + c, y, "cfg", i32_bytes({static_cast<int>(c * per_col), static_cast<int>(C * per_col)}));
+      prog.output(ws_out_steps(X + c, y), X + c, y, "nupd");
+    }
+    if (p.grid) {
+      prog.place(0, y, kernels::intern_image(prog, "ws_relay_in", relay_in_source(p, col, a), t));
+      prog.place(1, y, kernels::intern_image(prog, "ws_relay_out", relay_out_source(p, col, a), t));
     }
   }
   for (int c = 0; c < C; ++c) {
     const int img = kernels::intern_image(prog, "ws_root", root_source(p, col, c), t);
-    prog.place(c, p.root_y, img);
-    prog.set_data(c, p.root_y, "cfg", i32_bytes({c * m, (C - 1 - c) * m}));
-    prog.output(ws_out_steps(c, p.root_y), c, p.root_y, "nupd");
+    prog.place(X + c, p.root_y, img);
+    prog.set_data(X + c, p.root_y, "cfg", i32_bytes({c * m, (C - 1 - c) * m}));
+    prog.output(ws_out_steps(X + c, p.root_y), X + c, p.root_y, "nupd");
   }
 
   kernels::RouteTable rt;
@@ -464,30 +680,72 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
   for (size_t i = 0; i < rows_y.size(); ++i) {
     const int y = rows_y[i];
     const bool feature = i < static_cast<size_t>(R);
+    // The grid's relay columns: a feature row's inputs and weights leave its relay (x 0) east,
+    // past the dW relay (x 1); the root row's stream comes straight from its channel.
+    if (p.grid) {
+      if (feature) {
+        rt.add(0, y, col.in, Rp, E);
+        rt.add(0, y, col.w, Rp, E);
+        rt.add(1, y, col.w, Wb, E);
+      } else {
+        rt.add(0, y, col.in, Wb, E);
+      }
+      rt.add(1, y, col.in, Wb, E);
+    }
     for (int c = 0; c < C; ++c) {
       const uint8_t tx = static_cast<uint8_t>(Rp | (c + 1 < C ? E : 0));
-      rt.add(c, y, col.in, Wb, tx);
-      if (feature) rt.add(c, y, col.w, Wb, tx);
+      rt.add(X + c, y, col.in, Wb, tx);
+      if (feature) rt.add(X + c, y, col.w, Wb, tx);
       // The reduction along the row runs west: column c sends on east[c % 2] to column c - 1,
-      // column 0 into the West channel (right beside it: no long path across the wafer).
+      // column 0 into the West channel (right beside it: no long path across the wafer), or in
+      // the grid into the row's dW relay (the root row's past the relays into its channel).
       const int e = col.east[c % 2];
-      rt.add(c, y, e, Rp, Wb);
-      if (c > 0) rt.add(c - 1, y, e, port_bit(kEast), Rp);
+      rt.add(X + c, y, e, Rp, Wb);
+      if (c > 0) rt.add(X + c - 1, y, e, port_bit(kEast), Rp);
+    }
+    if (p.grid) {
+      if (feature) {
+        rt.add(1, y, col.east[0], E, Rp);
+      } else {
+        rt.add(1, y, col.east[0], E, Wb);
+        rt.add(0, y, col.east[0], E, Wb);
+      }
     }
   }
+  // The grid's band streams: from the channel row up and down the relay column, into every
+  // relay's core; the dW relays' chains toward the channel row, and west into the channel.
+  for (int b = 0; p.grid && b < p.bands(); ++b) {
+    const int yc = p.band_y[static_cast<size_t>(b)];
+    const int top = p.row_y[static_cast<size_t>(p.band_first[static_cast<size_t>(b)])];
+    const int bottom = p.row_y[static_cast<size_t>(p.band_first[static_cast<size_t>(b) + 1]) - 1];
+    rt.add(0, yc, col.gin, Wb, static_cast<uint8_t>(Rp | (top < yc ? N : 0) | (bottom > yc ? Sb : 0)));
+    for (int y = yc - 1; y >= top; --y) rt.add(0, y, col.gin, Sb, static_cast<uint8_t>(Rp | (y > top ? N : 0)));
+    for (int y = yc + 1; y <= bottom; ++y) rt.add(0, y, col.gin, N, static_cast<uint8_t>(Rp | (y < bottom ? Sb : 0)));
+    rt.add(1, yc, col.gout[2], Rp, Wb);
+    rt.add(0, yc, col.gout[2], E, Wb);
+    for (int y = top; y <= bottom; ++y) {
+      if (y == yc) continue;
+      const bool north = y < yc;
+      const int d = std::abs(y - yc), k = gout_color(col, d, north);
+      rt.add(1, y, k, Rp, north ? Sb : N);
+      rt.add(1, north ? y + 1 : y - 1, k, north ? N : Sb, Rp);
+    }
+  }
+  std::vector<char> is_row(static_cast<size_t>(p.root_y) + 1, 0);
+  for (int y : p.row_y) is_row[static_cast<size_t>(y)] = 1;
   for (int c = 0; c < C; ++c) {
+    const int x = X + c;
     for (int a = 0; a < R; ++a) {
       const int ch = col.chain[a % 2];
       const int y0 = p.row_y[static_cast<size_t>(a)], y1 = a + 1 < R ? p.row_y[static_cast<size_t>(a) + 1] : p.root_y;
-      rt.add(c, y0, ch, Rp, Sb);
-      for (int y = y0 + 1; y < y1; ++y) rt.add(c, y, ch, N, Sb);
-      rt.add(c, y1, ch, N, Rp);
+      rt.add(x, y0, ch, Rp, Sb);
+      for (int y = y0 + 1; y < y1; ++y) rt.add(x, y, ch, N, Sb);
+      rt.add(x, y1, ch, N, Rp);
     }
-    rt.add(c, p.root_y, col.ret, Rp, N);
+    rt.add(x, p.root_y, col.ret, Rp, N);
     for (int y = p.root_y - 1; y >= p.row_y[0]; --y) {
-      const bool feature = std::find(p.row_y.begin(), p.row_y.end(), y) != p.row_y.end();
-      if (!feature) rt.add(c, y, col.ret, Sb, N);
-      else rt.add(c, y, col.ret, Sb, static_cast<uint8_t>(Rp | (y > p.row_y[0] ? N : 0)));
+      if (!is_row[static_cast<size_t>(y)]) rt.add(x, y, col.ret, Sb, N);
+      else rt.add(x, y, col.ret, Sb, static_cast<uint8_t>(Rp | (y > p.row_y[0] ? N : 0)));
     }
   }
   rt.emit(prog);

@@ -19,7 +19,12 @@ struct WsColors {
   int chain[2] = {2, 3};  // south down each column: partial sums, then dy slices; by feature row parity
   int ret = 4;       // north up each column from the root: layer outputs, then the whole dy
   int east[2] = {5, 6};   // west along each row into the West channel: dW (feature rows), loss and db (root row); by column parity
-  int count() const { return 7; }
+  // The grid layout only (WsPlan::grid): a band's stream from its channel up and down the relay
+  // column (x 0); the dW gathered up and down the other relay column (x 1) into the channel
+  // row, by distance from it: odd north, odd south, even (and the channel row's, west).
+  int gin = 7;
+  int gout[3] = {8, 9, 10};
+  int count(bool grid = false) const { return grid ? 11 : 7; }
 };
 
 struct WsCompiled {

@@ -21,6 +21,7 @@ constexpr double kPerOutput = 14;    // dispatch, chain send, counters
 constexpr double kVaxpyBank = 1.6;   // cycles per element of a feature-by-feature vaxpy (a strided column), bank conflicts included
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
+constexpr double kRelayTurn = 12;    // a grid relay's loop turn per output (three reads and their bookkeeping)
 
 std::vector<int> split(int n, int p) {
   std::vector<int> off(static_cast<size_t>(p) + 1);
@@ -72,6 +73,48 @@ std::string fmt(double v, int prec = 1) {
 
 namespace {
 
+// Bands of the grid layout: `rows` feature rows over the West channels but the last (the
+// root's, one channel below the last band), as even as they go; band g is the rows round its
+// channel row (at most io.spacing, so bands never meet), moved down where the one above or the
+// fabric's top edge leaves no room; the channel row is always in its band.
+void place_bands(const HwConfig& hw, int rows, WsPlan* p) {
+  const int H = hw.fabric.height;
+  const int bands = std::min(rows, hw.io.channels(H) - 1);
+  p->band_channel.clear();
+  p->band_y.clear();
+  p->band_first.assign(1, 0);
+  p->row_y.clear();
+  p->row_channel.clear();
+  int top = -1;  // the last row of the band above
+  for (int g = 0; g < bands; ++g) {
+    const int n = rows / bands + (g < rows % bands ? 1 : 0);
+    const int y = hw.io.channel_row(H, g);
+    const int first = std::max({y - (n - 1) / 2, top + 1, 0});
+    for (int i = 0; i < n; ++i) {
+      p->row_y.push_back(first + i);
+      p->row_channel.push_back(g);
+    }
+    top = first + n - 1;
+    p->band_channel.push_back(g);
+    p->band_y.push_back(y);
+    p->band_first.push_back(p->band_first.back() + n);
+  }
+  p->root_channel = bands;
+  p->root_y = hw.io.channel_row(H, bands);
+}
+
+// The most feature rows a layout allows: rows, one per West channel row but the root's and no
+// more than the narrowest layer input; grid, a band of at most io.spacing rows per such channel
+// and no more rows than the widest layer input (a row past a narrower layer's width holds an
+// empty slice of it).
+int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
+  const int nch = hw.io.channels(hw.fabric.height);
+  if (!grid) return std::min(nch - 1, narrowest_input(g));
+  int wide = 1;
+  for (const DenseKernel& d : g.layers) wide = std::max(wide, d.in);
+  return std::min((nch - 1) * std::max(1, hw.io.spacing), wide);
+}
+
 // The mapping of o's rows and columns (0: the most rows the budget allows, and the fewest
 // columns whose activations fit), with its errors.
 WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
@@ -99,15 +142,26 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
                        " (io.channels_per_edge, io.spacing)");
   }
   const int narrow = narrowest_input(g);
-  const int room = std::min(nch - 1, narrow);  // feature rows the fabric and the model allow
+  p.grid = o.grid;
+  p.x0 = o.grid ? 2 : 0;
+  const int room = ws_rows_room(g, hw, o.grid);  // feature rows the fabric and the model allow
   int rows = room;
   if (o.rows < 0) throw CompileError("ws rows must be >= 0 (got " + S(o.rows) + ")");
   if (o.rows > 0) {
-    if (o.rows > nch - 1) {
-      throw CompileError(S(o.rows) + " feature rows need " + S(o.rows + 1) + " I/O channel rows; the fabric has " + S(nch));
-    }
-    if (o.rows > narrow) {
-      throw CompileError(S(o.rows) + " feature rows: the narrowest layer input has only " + S(narrow) + " features");
+    if (o.grid) {
+      if (o.rows > room) {
+        throw CompileError(S(o.rows) + " feature rows: the grid layout has room for " + S(room) + " (" + S(nch - 1) +
+                           " bands of at most io.spacing = " + S(hw.io.spacing) +
+                           " rows, and no more rows than the widest layer input)");
+      }
+    } else {
+      if (o.rows > nch - 1) {
+        throw CompileError(S(o.rows) + " feature rows need " + S(o.rows + 1) + " I/O channel rows; the fabric has " + S(nch) +
+                           " (ws.layout grid puts several rows on a channel)");
+      }
+      if (o.rows > narrow) {
+        throw CompileError(S(o.rows) + " feature rows: the narrowest layer input has only " + S(narrow) + " features");
+      }
     }
     rows = o.rows;
   }
@@ -118,7 +172,10 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   }
   if (o.columns < 0) throw CompileError("ws columns must be >= 0 (got " + S(o.columns) + ")");
   if (o.columns > 0) {
-    if (o.columns > W) throw CompileError(S(o.columns) + " sample columns do not fit a fabric " + S(W) + " wide");
+    if (o.columns > W - p.x0) {
+      throw CompileError(S(o.columns) + " sample columns do not fit a fabric " + S(W) + " wide" +
+                         (o.grid ? " beside the grid's 2 relay columns" : ""));
+    }
     if (p.shard % o.columns != 0) {
       throw CompileError("the shard of " + S(p.shard) + " samples per system does not split over " + S(o.columns) +
                          " columns");
@@ -179,7 +236,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // samples/s on the wafer but cost host time in proportion (every column runs every
       // weight's task); docs/weight-streaming.md.
       p.cols = 1;
-      for (int c = 2; c <= std::min(p.shard, W) && !fits(p.shard / p.cols); ++c) {
+      for (int c = 2; c <= std::min(p.shard, W - p.x0) && !fits(p.shard / p.cols); ++c) {
         if (p.shard % c == 0) p.cols = c;
       }
     }
@@ -200,12 +257,16 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   }
   p.pe_budget = o.max_pes;
   p.budget_bound = o.rows == 0 && rows < room;
-  for (int a = 0; a < rows; ++a) {
-    p.row_channel.push_back(a);
-    p.row_y.push_back(hw.io.channel_row(H, a));
+  if (o.grid) {
+    place_bands(hw, rows, &p);
+  } else {
+    for (int a = 0; a < rows; ++a) {
+      p.row_channel.push_back(a);
+      p.row_y.push_back(hw.io.channel_row(H, a));
+    }
+    p.root_channel = rows;
+    p.root_y = hw.io.channel_row(H, rows);
   }
-  p.root_channel = rows;
-  p.root_y = hw.io.channel_row(H, rows);
   p.m = p.shard / p.cols;
   const long m = p.m;
   p.row_bytes = row_bytes(m);
@@ -245,10 +306,29 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     WsLayerEst e;
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     e.weights = static_cast<long long>(d.in) * d.out;
-    int maxlen = 0;
-    for (int a = 0; a < rows; ++a) maxlen = std::max(maxlen, p.len(l, a));
-    const double per_row = static_cast<double>(maxlen) * d.out;
-    e.stream_cycles = per_row / p.channel_rate;
+    // The wavelets per output through the channel that feeds row a: its slice, or in the grid
+    // its band's slices (the band's relays split them: each reads them all, a loop turn per
+    // output where two or more rows share the band's stream, else one read for the layer).
+    auto channel_len = [&](int a) {
+      if (!p.grid) return static_cast<double>(p.len(l, a));
+      const int b = p.band_of(a);
+      double n = 0;
+      for (int r = p.band_first[static_cast<size_t>(b)]; r < p.band_first[static_cast<size_t>(b) + 1]; ++r) n += p.len(l, r);
+      return n;
+    };
+    double relay = 0;
+    for (int b = 0; p.grid && b < p.bands(); ++b) {
+      int used = 0;
+      double n = 0;
+      for (int r = p.band_first[static_cast<size_t>(b)]; r < p.band_first[static_cast<size_t>(b) + 1]; ++r) {
+        used += p.len(l, r) > 0;
+        n += p.len(l, r);
+      }
+      if (used > 1) relay = std::max(relay, d.out * (n + kRelayTurn));
+    }
+    double maxlen = 0;
+    for (int a = 0; a < rows; ++a) maxlen = std::max(maxlen, channel_len(a));
+    e.stream_cycles = std::max(maxlen * d.out / p.channel_rate, relay);
     // Per output: the vector ops per sample, the chain or the dW row's clearing, the dispatch.
     // The weight row is read (and, backward, the dW row sent) by microthreads while the
     // previous output computes, so only the pass's first read is on the critical path; the
@@ -291,8 +371,9 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         // buffers do not cover, and never fewer cycles than the writes of both together.
         const double wf = m * std::ceil(ni / std::max(1, hw.core.mul_fp32));
         const double wb = (l > 0 ? 2 : 1) * m * std::ceil(ni / std::max(1, hw.core.fmac_fp32));
+        const double chl = channel_len(a);
         auto stream = [&](double writes, double burst) {
-          return d.out * std::max(ni / p.channel_rate + writes * (1.0 - cover(burst)), ni + writes);
+          return std::max(d.out * std::max(chl / p.channel_rate + writes * (1.0 - cover(burst)), ni + writes), relay);
         };
         e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, stream(wf, wf / m));
         e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, stream(wb, wb / m));
@@ -303,7 +384,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // the send is a vadd along the row, which moves only in cycles the main thread's ops leave
       // the datapath: it stalls through their bursts as the weights do, but where the buffers
       // on the way cover them.
-      e.egress_cycles = std::max(e.egress_cycles, d.out * (ni / p.channel_rate + (p.cols > 1 ? busy_b * (1.0 - cover(burst_b)) : 0.0)));
+      e.egress_cycles = std::max(e.egress_cycles, d.out * (channel_len(a) / p.channel_rate + (p.cols > 1 ? busy_b * (1.0 - cover(burst_b)) : 0.0)));
       e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0);
       e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0);
     }
@@ -324,17 +405,23 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     return place_ws_shape(g, hw, o);  // its error
   }
   const int shard = o.batch / o.systems;
-  const int room = std::max(1, std::min(hw.io.channels(hw.fabric.height) - 1, narrowest_input(g)));
+  const int room = std::max(1, ws_rows_room(g, hw, o.grid));
+  const int x0 = o.grid ? 2 : 0;
   std::vector<int> rows, cols;
   if (o.rows > 0) {
     rows.push_back(o.rows);
   } else {
-    for (int r = room; r >= 1; --r) rows.push_back(r);
+    // Every row count up to two per band, then whole rows per band (a band's channel carries
+    // the most rows' slices of any, so counts between add PEs, not speed), and the room.
+    const int bands = std::max(1, hw.io.channels(hw.fabric.height) - 1);
+    for (int r = room; r >= 1; --r) {
+      if (!o.grid || r <= 2 * bands || r % bands == 0 || r == room) rows.push_back(r);
+    }
   }
   if (o.columns > 0) {
     cols.push_back(o.columns);
   } else {
-    for (int c = 1; c <= std::min(shard, hw.fabric.width); ++c) {
+    for (int c = 1; c <= std::min(shard, hw.fabric.width - x0); ++c) {
       if (shard % c == 0) cols.push_back(c);
     }
   }
@@ -343,7 +430,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   bool found = false;
   for (int r : rows) {
     for (int c : cols) {
-      if (o.max_pes > 0 && (r + 1) * c > o.max_pes) continue;
+      if (o.max_pes > 0 && (r + 1) * c + (o.grid ? 2 * r : 0) > o.max_pes) continue;
       WsOptions q = o;
       q.rows = r;
       q.columns = c;
@@ -364,13 +451,24 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   if (!found) return place_ws_shape(g, hw, o);  // nothing fits: its error says what to change
   best.pe_budget = o.max_pes;
   best.rows_room = room;
-  best.budget_bound = o.rows == 0 && o.max_pes > 0 && best.rows < room && (room + 1) * best.cols > o.max_pes;
+  best.budget_bound = o.rows == 0 && o.max_pes > 0 && best.rows < room && (room + 1) * best.cols + (o.grid ? 2 * room : 0) > o.max_pes;
   return best;
 }
 
 }  // namespace wafersim::compiler
 
 namespace wafersim::compiler {
+
+std::vector<int> WsPlan::egress_order(int g) const {
+  std::vector<int> order;
+  const int first = band_first[static_cast<size_t>(g)], last = band_first[static_cast<size_t>(g) + 1] - 1;
+  int own = first;
+  while (row_y[static_cast<size_t>(own)] != band_y[static_cast<size_t>(g)]) ++own;
+  order.push_back(own);
+  for (int a = own - 1; a >= first; --a) order.push_back(a);
+  for (int a = own + 1; a <= last; ++a) order.push_back(a);
+  return order;
+}
 
 WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& pace) {
   WsEstimate est;
@@ -383,7 +481,13 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
   // part: ws_codegen.cc), so no column starts before the busiest row's stream has gone by; the
   // root row's channel carries the labels.
   for (int a = 0; a < p.rows; ++a) {
-    est.input_cycles = std::max(est.input_cycles, static_cast<double>(p.len(0, a)) * p.shard / p.channel_rate);
+    double n = p.len(0, a);
+    if (p.grid) {  // the band's channel carries every row's slice
+      const int b = p.band_of(a);
+      n = 0;
+      for (int r = p.band_first[static_cast<size_t>(b)]; r < p.band_first[static_cast<size_t>(b) + 1]; ++r) n += p.len(0, r);
+    }
+    est.input_cycles = std::max(est.input_cycles, n * p.shard / p.channel_rate);
   }
   est.input_cycles = std::max(est.input_cycles, p.shard / p.channel_rate);
   total += est.input_cycles;
@@ -440,7 +544,12 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
   r["sample_columns"] = p.cols;
   r["samples_per_column"] = p.m;
   r["pes_per_system"] = p.pes();
-  r["channels_used"] = p.rows + 1;  // West: one per feature row and the root row's
+  r["layout"] = p.grid ? "grid" : "rows";
+  r["channels_used"] = (p.grid ? p.bands() : p.rows) + 1;  // West: one per feature row (grid: per band) and the root row's
+  if (p.grid) {
+    r["bands"] = p.bands();
+    r["relay_pes"] = 2 * p.rows;
+  }
   r["pe_budget"] = p.pe_budget;            // compile.max_pes (0: no limit)
   r["feature_rows_room"] = p.rows_room;    // feature rows the fabric and the model allow
   r["rows_limited_by_budget"] = p.budget_bound;
@@ -463,10 +572,12 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
 
 std::string ws_report_text(const nlohmann::json& r) {
   std::string t = "Compile report (weight streaming)\n";
+  const bool grid = r.value("layout", std::string("rows")) == "grid";
   t += "  " + S(r["systems"].get<int>()) + " system(s), batch " + S(r["batch"].get<int>()) + " (" + S(r["shard_per_system"].get<int>()) +
        " per system); each wafer: " + S(r["feature_rows"].get<int>()) + " feature rows x " + S(r["sample_columns"].get<int>()) +
-       " sample columns (" + S(r["samples_per_column"].get<int>()) + " per column) + a root row, " + S(r["pes_per_system"].get<int>()) +
-       " PEs";
+       " sample columns (" + S(r["samples_per_column"].get<int>()) + " per column) + a root row" +
+       (grid ? " + " + S(r["relay_pes"].get<int>()) + " relays (grid layout, " + S(r["bands"].get<int>()) + " bands)" : std::string()) +
+       ", " + S(r["pes_per_system"].get<int>()) + " PEs";
   if (r.value("rows_limited_by_budget", false)) {
     t += " (compile.max_pes = " + S(r["pe_budget"].get<int>()) + " limits the mapping; the fabric allows " +
          S(r["feature_rows_room"].get<int>()) + " feature rows)";
@@ -475,7 +586,7 @@ std::string ws_report_text(const nlohmann::json& r) {
   t += "  SRAM per PE: feature rows " + S(r["row_sram_bytes"].get<long>()) + " B, roots " + S(r["root_sram_bytes"].get<long>()) +
        " B of " + S(r["sram_bytes"].get<long>()) + "\n";
   if (r.contains("channels_used")) {
-    t += "  I/O channels used: " + S(r["channels_used"].get<int>()) + " West (a feature row's or the root row's each), 0 East\n";
+    t += "  I/O channels used: " + S(r["channels_used"].get<int>()) + (grid ? " West (a band's or the root row's each), 0 East\n" : " West (a feature row's or the root row's each), 0 East\n");
   }
   t += "  weights in: " + fmt(r["channel_wavelets_per_cycle"].get<double>(), 3) + " wavelets/cycle per row channel, host link " +
        fmt(r["host_weight_wavelets_per_cycle"].get<double>(), 2) + " wavelets/cycle, request latency " +

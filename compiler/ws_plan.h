@@ -45,6 +45,10 @@ struct WsOptions {
   int rows = 0;      // feature rows (0: chosen, at most every West channel row but the root's and the
                      // narrowest layer's input)
   int max_pes = 0;   // PEs per system the mapping may take, (rows + 1) x columns (compile.max_pes; 0: no limit)
+  // ws.layout: "rows" puts each feature row on a West channel row (at most one per channel);
+  // "grid" puts bands of adjacent feature rows round each channel row, fed through relay PEs in
+  // the two West edge columns, so the rows can cover the wafer (docs/weight-streaming.md).
+  bool grid = false;
   WsHostPace pace;   // the host side, for the estimate that chooses rows and columns
 };
 
@@ -68,8 +72,24 @@ struct WsPlan {
   int rows_room = 1;                        // feature rows the fabric and the model allow (rows <= it)
   int pe_budget = 0;                        // WsOptions::max_pes (0: no limit)
   bool budget_bound = false;                // pe_budget chose fewer feature rows than rows_room
-  std::vector<int> row_y;                   // fabric row of each feature row (a West/East channel row)
-  std::vector<int> row_channel;             // its channel index on both edges
+  std::vector<int> row_y;                   // fabric row of each feature row (rows: a channel row; grid: in a band)
+  std::vector<int> row_channel;             // the West channel that feeds it (grid: its band's)
+  // The grid layout (WsOptions::grid): the sample columns start at x0 (columns 0 and 1 hold each
+  // band's relays: column 0 takes the band's channel stream and passes each row its part, column
+  // 1 gathers the rows' dW into the channel). Band g: channel band_channel[g] at fabric row
+  // band_y[g], feature rows band_first[g] .. band_first[g + 1] - 1 (ascending y; size bands + 1).
+  bool grid = false;
+  int x0 = 0;
+  std::vector<int> band_channel, band_y, band_first;
+  int bands() const { return static_cast<int>(band_channel.size()); }
+  int band_of(int a) const {
+    int g = 0;
+    while (band_first[static_cast<size_t>(g) + 1] <= a) ++g;
+    return g;
+  }
+  // The order a band's dW leaves through its channel, per output: the channel row's own slice,
+  // then the rows north of it nearest first, then those south of it nearest first.
+  std::vector<int> egress_order(int g) const;
   int root_y = 0, root_channel = 0;
   // off[j][a]: start of feature row a's slice of boundary j (j = 0: the model input, j = l + 1:
   // layer l's output), size rows + 1; boundary `layers` (the logits) is not partitioned.
@@ -86,7 +106,7 @@ struct WsPlan {
   // is shorter than the samples, as in narrow layers split over many rows (ws_codegen.cc).
   bool by_feature(int j, int a) const { return len(j, a) < m; }
   int len(int j, int a) const { return off[static_cast<size_t>(j)][static_cast<size_t>(a) + 1] - off[static_cast<size_t>(j)][static_cast<size_t>(a)]; }
-  int pes() const { return (rows + 1) * cols; }
+  int pes() const { return (rows + 1) * cols + (grid ? 2 * rows : 0); }
   // Passes per minibatch: forward 0..L-1, then backward L-1..0 (pass 2L-1-l is layer l's).
   int passes() const { return 2 * layers; }
   // The passes whose weights stream in: all but the first layer's backward pass, which computes

@@ -23,6 +23,7 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
     for (int o = 0; o < no; ++o) {
       float sum = 0;
       for (int a = 0; a < p.rows; ++a) {
+        if (a > 0 && p.len(l, a) == 0) continue;  // an empty slice passes the partial sums on (grid)
         float part = 0;  // vmul, then vsum from zero
         for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
           part = part + W[static_cast<size_t>(o) * ni + k] * in[static_cast<size_t>(k)];
@@ -70,6 +71,7 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
         next.assign(static_cast<size_t>(no) * kBlock, 0.0f);
         for (int o = 0; o < no; ++o) {
           for (int a = 0; a < p.rows; ++a) {
+            if (a > 0 && off[static_cast<size_t>(a) + 1] == off[static_cast<size_t>(a)]) continue;
             for (size_t s = 0; s < kBlock; ++s) part[s] = 0.0f;
             for (int k = off[static_cast<size_t>(a)]; k < off[static_cast<size_t>(a) + 1]; ++k) {
               const float wk = W[static_cast<size_t>(o) * ni + k];

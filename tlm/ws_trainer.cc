@@ -34,9 +34,11 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
   m_fabric->allow_express();  // weight streaming reads no per-router counters and no traces
   m_loaded = load_program(*m_fabric, c.program);
   const WsPlan& p = c.plan;
-  const int nch = p.rows + 1;
+  // The streams' channels: one per feature row (the grid: per band), then the root row's.
+  const int streams = p.grid ? p.bands() : p.rows;
+  const int nch = streams + 1;
   for (int i = 0; i < nch; ++i) {
-    const int ch = i < p.rows ? p.row_channel[static_cast<size_t>(i)] : p.root_channel;
+    const int ch = i < streams ? (p.grid ? p.band_channel[static_cast<size_t>(i)] : p.row_channel[static_cast<size_t>(i)]) : p.root_channel;
     m_west.push_back(m_fabric->channel(kWest, ch));
     if (!m_west.back()) throw ConfigError("weight streaming: the fabric has no West I/O channel " + std::to_string(ch));
     m_west.back()->set_auto_drain(false);
@@ -54,7 +56,9 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
   m_got.resize(static_cast<size_t>(nch));
   m_expect.assign(static_cast<size_t>(nch), 0);
   for (int l = 0; l < p.layers; ++l) {
-    for (int a = 0; a < p.rows; ++a) m_expect[static_cast<size_t>(a)] += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) * p.len(l, a);
+    for (int a = 0; a < p.rows; ++a) {
+      m_expect[static_cast<size_t>(p.grid ? p.band_of(a) : a)] += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) * p.len(l, a);
+    }
     m_expect.back() += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]);
   }
   m_expect.back() += 1;  // the loss sum
@@ -82,13 +86,15 @@ void WsSystem::start_step() {
   m_label.assign(static_cast<size_t>(p.shard), 0);
   m_sample_from.assign(static_cast<size_t>(p.shard), UINT64_MAX);
   // The order of the input stream: per row, column by column, sample by sample, feature by
-  // feature; then the labels on the root row. Payloads are filled in as samples arrive.
+  // feature; then the labels on the root row. Payloads are filled in as samples arrive. In the
+  // grid a band's channel carries its rows' streams one after another, on the relays' color.
+  const auto gin = static_cast<uint8_t>(m_c.colors.gin);
   for (int a = 0; a < p.rows; ++a) {
-    auto& q = m_pending[static_cast<size_t>(a)];
+    auto& q = m_pending[static_cast<size_t>(p.grid ? p.band_of(a) : a)];
     for (int c = 0; c < p.cols; ++c) {
       for (int s = 0; s < m; ++s) {
         for (int k = p.off[0][static_cast<size_t>(a)]; k < p.off[0][static_cast<size_t>(a) + 1]; ++k) {
-          q.push_back({static_cast<uint32_t>(k), static_cast<uint32_t>(c * m + s), in, kInput});
+          q.push_back({static_cast<uint32_t>(k), static_cast<uint32_t>(c * m + s), p.grid ? gin : in, kInput});
         }
       }
     }
@@ -122,7 +128,20 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
   const int l = ps < L ? ps : 2 * L - 1 - ps;
   const auto wc = static_cast<uint8_t>(m_c.colors.w), in = static_cast<uint8_t>(m_c.colors.in);
   const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
-  for (int a = 0; a < p.rows; ++a) {
+  if (p.grid) {
+    // Per band, output by output, its rows' slices in row order (the relays split them).
+    const auto gin = static_cast<uint8_t>(m_c.colors.gin);
+    for (int b = 0; b < p.bands(); ++b) {
+      auto& q = m_pending[static_cast<size_t>(b)];
+      for (int o = 0; o < no; ++o) {
+        for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(p.band_first[static_cast<size_t>(b)])];
+             k < p.off[static_cast<size_t>(l)][static_cast<size_t>(p.band_first[static_cast<size_t>(b) + 1])]; ++k) {
+          q.push_back({f32_bits(W[static_cast<size_t>(o) * ni + k]), static_cast<uint32_t>(ps), gin, kWeight});
+        }
+      }
+    }
+  }
+  for (int a = 0; a < p.rows && !p.grid; ++a) {
     auto& q = m_pending[static_cast<size_t>(a)];
     for (int o = 0; o < no; ++o) {
       for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
@@ -337,14 +356,20 @@ void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vec
   for (int l = 0; l < L; ++l) {
     (*dw)[static_cast<size_t>(l)].assign(static_cast<size_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1], 0.0f);
   }
-  for (int a = 0; a < p.rows; ++a) {
+  // Per channel, per backward pass, per output: the rows' dW slices (the grid: of the band's
+  // rows in the order its relays gather them).
+  const int streams = p.grid ? p.bands() : p.rows;
+  for (int ch = 0; ch < streams; ++ch) {
     size_t i = 0;
-    const auto& got = m_got[static_cast<size_t>(a)];
+    const auto& got = m_got[static_cast<size_t>(ch)];
+    const std::vector<int> rows = p.grid ? p.egress_order(ch) : std::vector<int>{ch};
     for (int l = L - 1; l >= 0; --l) {
       const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
       for (int o = 0; o < no; ++o) {
-        for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
-          (*dw)[static_cast<size_t>(l)][static_cast<size_t>(o) * ni + k] = f32_from_bits(got[i++]);
+        for (int a : rows) {
+          for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
+            (*dw)[static_cast<size_t>(l)][static_cast<size_t>(o) * ni + k] = f32_from_bits(got[i++]);
+          }
         }
       }
     }

@@ -371,6 +371,31 @@ TEST(WsTraining, FourLayersManyRows) {
   check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o, 2, "ws_four_layers");
 }
 
+// The grid layout (ws.layout grid): bands of 2 and 3 adjacent rows round each channel row, fed
+// through the relays of columns 0 and 1, with rows whose slice of the narrow layers is empty
+// (the first row's included: it starts the chain at 0), several samples per column and a
+// sigmoid's derivative.
+TEST(WsTraining, GridBandsWithEmptySlices) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  o.rows = 20;
+  o.grid = true;
+  check_ws(MlpSpec{{23, 11, 3, 4}, "Sigmoid", 5, 13}, 10, 40, 4, o, 3, "ws_grid");
+}
+
+// Two systems on the grid, one sample per column, a band per channel row of up to 4 rows.
+TEST(WsTraining, GridTwoSystems) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.systems = 2;
+  o.rows = 30;
+  o.grid = true;
+  check_ws(MlpSpec{{40, 9, 6}, "Tanh", 3, 13}, 8, 40, 4, o, 2, "ws_grid2");
+}
+
 // WsSystem::cycle() walks its West channels by bitmasks (what can move, refusals by ranges);
 // the plain loop over every channel must give the same, cycle by cycle: refusals, the time
 // split, and the results. Passes arrive one by one (the host late with weights: empty channels
