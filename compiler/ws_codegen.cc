@@ -124,14 +124,17 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as.data(".space rbase, i32, 1");  // exact windows: the return stream's count at this minibatch's start
 
   const int chout = col.chain[a % 2], chin = a > 0 ? col.chain[(a - 1) % 2] : -1;
-  const int eout = col.east[c % 2], ein = c + 1 < C ? col.east[(c + 1) % 2] : -1;
+  // The dW rows reduce along the row toward the edge that feeds it: West, from the last column;
+  // in an East band of the grid, East from column 0.
+  const bool ef = p.east_fed(a), has_ein = ef ? c > 0 : c + 1 < C;
+  const int eout = col.east[c % 2], ein = has_ein ? col.east[(ef ? c - 1 : c + 1) % 2] : -1;
   const uint32_t um = static_cast<uint32_t>(m);
   as << "init:";
   const std::string dW = as.fin(col.w, 1), dWb = as.mem("wbdw", 1), dXs = as.mem("X0", 1), dT = as.mem("wbdw", 1);
   const std::string dWs = as.fin(col.w, 1), dWa = as.mem("wbdw", 1);  // the prefetch: source, destination
   const std::string dAcc = as.mem("acc", um), dChO = as.fout(chout, um), dChI = a > 0 ? as.fin(chin, um) : "";
   const std::string dDxs = maxdx ? as.mem("dx", 1) : "", dDwr = as.mem("wbdw", 1), dEO = as.fout(eout, 1);
-  const std::string dEI = c + 1 < C ? as.fin(ein, 1) : "";
+  const std::string dEI = has_ein ? as.fin(ein, 1) : "";
   const std::string dIn = as.fin(col.in, 1), dTake = as.mem("X0", 1);
   const std::string dRet = as.fin(col.ret, 1), dRetBuf = as.mem("dy", 1);
   const std::string dTr = as.mem("dy", um), dTrD = as.mem("X0", um);
@@ -178,7 +181,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (p.len(l, a) == 0) return;  // an empty slice (grid): no op of the layer reads these
     for (const std::string& d : {dW, dWs, dWb, dWa, dXs, dT, dDwr, dEO}) as << "dlen " + d + ", r10";
     if (maxdx) as << "dlen " + dDxs + ", r10";
-    if (c + 1 < C) as << "dlen " + dEI + ", r10";
+    if (has_ein) as << "dlen " + dEI + ", r10";
   };
   // The q-th read of the return stream in a minibatch into the dy buffer: q < L-1 layer q's
   // outputs, of which the ramp filter lets in only this row's slice (layer q+1's input), at its
@@ -392,7 +395,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     }
     // The dW row leaves west: asynchronously while outputs follow; the last one synchronously,
     // after a one-element op on microthread 3 has waited out the previous send.
-    const std::string send = c + 1 == C ? "vmov.fp32 " + dEO + ", " + dDwr : "vadd.fp32 " + dEO + ", " + dEI + ", " + dDwr;
+    const std::string send = !has_ein ? "vmov.fp32 " + dEO + ", " + dDwr : "vadd.fp32 " + dEO + ", " + dEI + ", " + dDwr;
     as << "mov r13, r12" << "mov r12, r15" << "mov r15, r13";
     as << "addi r3, r3, 1" << "bne r3, r11, bm_" + P;
     as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3" << send;
@@ -588,7 +591,10 @@ std::string relay_in_source(const WsPlan& p, const WsColors& col, int a) {
   return as.text();
 }
 
-// The color a grid dW relay at `d` rows from its band's channel row sends on toward it (d > 0;
+// The color a grid row's dW reduction reaches its dW relay on: that of the column next to it.
+int ws_relay_dw_color(const WsPlan& p, const WsColors& col, int a) { return col.east[p.east_fed(a) ? (p.cols - 1) % 2 : 0]; }
+
+// The color a grid dW relay at `d` rows from its band's head sends on toward it (d > 0;
 // north: the relay is above the channel row), and the one it takes the farther relays' on.
 int gout_color(const WsColors& col, int d, bool north) { return d % 2 == 1 ? col.gout[north ? 0 : 1] : col.gout[2]; }
 
@@ -599,13 +605,13 @@ int gout_color(const WsColors& col, int d, bool north) { return d % 2 == 1 ? col
 std::string relay_out_source(const WsPlan& p, const WsColors& col, int a) {
   const int L = p.layers, b = p.band_of(a);
   const int first = p.band_first[static_cast<size_t>(b)], last = p.band_first[static_cast<size_t>(b) + 1];
-  const int y = p.row_y[static_cast<size_t>(a)], yc = p.band_y[static_cast<size_t>(b)];
+  const int y = p.row_y[static_cast<size_t>(a)], yc = p.row_y[static_cast<size_t>(p.band_head(b))];
   const bool north = y < yc;
   const int d = std::abs(y - yc);
   PeAsm as;
   as.task("0, main, active");
   as << "main:";
-  const std::string own = as.fin(col.east[0], 1);
+  const std::string own = as.fin(ws_relay_dw_color(p, col, a), 1);
   const std::string out = as.fout(d == 0 ? col.gout[2] : gout_color(col, d, north), 1);
   // The farther relays' streams: from the north and the south at the channel row, else from
   // the far side.
@@ -661,9 +667,11 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
       prog.set_data(X + c, y, "cfg", i32_bytes({static_cast<int>(c * per_col), static_cast<int>(C * per_col)}));
       prog.output(ws_out_steps(X + c, y), X + c, y, "nupd");
     }
-    if (p.grid) {
-      prog.place(0, y, kernels::intern_image(prog, "ws_relay_in", relay_in_source(p, col, a), t));
-      prog.place(1, y, kernels::intern_image(prog, "ws_relay_out", relay_out_source(p, col, a), t));
+    if (p.grid) {  // the relays on the band's side: stream in (outer), dW out (inner)
+      const int W = p.fabric_width;
+      const bool ef = p.east_fed(a);
+      prog.place(ef ? W - 1 : 0, y, kernels::intern_image(prog, "ws_relay_in", relay_in_source(p, col, a), t));
+      prog.place(ef ? W - 2 : 1, y, kernels::intern_image(prog, "ws_relay_out", relay_out_source(p, col, a), t));
     }
   }
   for (int c = 0; c < C; ++c) {
@@ -675,60 +683,82 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
 
   kernels::RouteTable rt;
   const uint8_t N = port_bit(kNorth), Sb = port_bit(kSouth), E = port_bit(kEast), Wb = port_bit(kWest), Rp = port_bit(kRamp);
+  const int W = p.fabric_width;
   std::vector<int> rows_y = p.row_y;
   rows_y.push_back(p.root_y);
   for (size_t i = 0; i < rows_y.size(); ++i) {
     const int y = rows_y[i];
     const bool feature = i < static_cast<size_t>(R);
-    // The grid's relay columns: a feature row's inputs and weights leave its relay (x 0) east,
-    // past the dW relay (x 1); the root row's stream comes straight from its channel.
+    const bool ef = feature && p.east_fed(static_cast<int>(i));
+    // The stream's direction along the row (from the edge that feeds it) and its way back.
+    const uint8_t from = ef ? E : Wb, on = ef ? Wb : E;
+    auto xc = [&](int c) { return X + c; };
     if (p.grid) {
+      // The relays: a feature row's inputs and weights leave its outer relay toward the sample
+      // columns, past the inner relay and any unused columns between; the root row's stream
+      // comes straight from its West channel past the West relays' places.
+      const int outer = ef ? W - 1 : 0, inner = ef ? W - 2 : 1, step = ef ? -1 : 1;
+      const int edge_col = ef ? xc(C - 1) : xc(0);  // the sample column next to the relays
       if (feature) {
-        rt.add(0, y, col.in, Rp, E);
-        rt.add(0, y, col.w, Rp, E);
-        rt.add(1, y, col.w, Wb, E);
+        for (int color : {col.in, col.w}) {
+          rt.add(outer, y, color, Rp, on);
+          for (int x = inner; x != edge_col; x += step) rt.add(x, y, color, from, on);
+        }
+        // The dW reduction from the sample column next to the relays into the inner relay.
+        const int dwc = ws_relay_dw_color(p, col, static_cast<int>(i));
+        for (int x = edge_col - step; x != inner; x -= step) rt.add(x, y, dwc, ef ? Wb : E, ef ? E : Wb);
+        rt.add(inner, y, dwc, ef ? Wb : E, Rp);
       } else {
         rt.add(0, y, col.in, Wb, E);
-      }
-      rt.add(1, y, col.in, Wb, E);
-    }
-    for (int c = 0; c < C; ++c) {
-      const uint8_t tx = static_cast<uint8_t>(Rp | (c + 1 < C ? E : 0));
-      rt.add(X + c, y, col.in, Wb, tx);
-      if (feature) rt.add(X + c, y, col.w, Wb, tx);
-      // The reduction along the row runs west: column c sends on east[c % 2] to column c - 1,
-      // column 0 into the West channel (right beside it: no long path across the wafer), or in
-      // the grid into the row's dW relay (the root row's past the relays into its channel).
-      const int e = col.east[c % 2];
-      rt.add(X + c, y, e, Rp, Wb);
-      if (c > 0) rt.add(X + c - 1, y, e, port_bit(kEast), Rp);
-    }
-    if (p.grid) {
-      if (feature) {
-        rt.add(1, y, col.east[0], E, Rp);
-      } else {
+        rt.add(1, y, col.in, Wb, E);
         rt.add(1, y, col.east[0], E, Wb);
         rt.add(0, y, col.east[0], E, Wb);
       }
     }
+    for (int c = 0; c < C; ++c) {
+      // Inputs and weights multicast along the row away from the edge that feeds it.
+      const bool more = ef ? c > 0 : c + 1 < C;
+      const uint8_t tx = static_cast<uint8_t>(Rp | (more ? on : 0));
+      rt.add(xc(c), y, col.in, from, tx);
+      if (feature) rt.add(xc(c), y, col.w, from, tx);
+      // The reduction along the row runs toward the feeding edge: West, column c sends on
+      // east[c % 2] to column c - 1, column 0 into the West channel (right beside it: no long
+      // path across the wafer) or in the grid into the row's dW relay; East (grid), column c to
+      // column c + 1, the last into the East dW relay.
+      const int e = col.east[c % 2];
+      rt.add(xc(c), y, e, Rp, from);
+      if (!ef && c > 0) rt.add(xc(c - 1), y, e, E, Rp);
+      if (ef && c + 1 < C) rt.add(xc(c + 1), y, e, Wb, Rp);
+    }
   }
-  // The grid's band streams: from the channel row up and down the relay column, into every
-  // relay's core; the dW relays' chains toward the channel row, and west into the channel.
+  // The grid's band streams: from the channel along the outer relay column into every relay of
+  // the band; the dW relays' chains toward the head and from it into the channel.
   for (int b = 0; p.grid && b < p.bands(); ++b) {
+    const bool ef = p.band_east[static_cast<size_t>(b)] != 0;
     const int yc = p.band_y[static_cast<size_t>(b)];
     const int top = p.row_y[static_cast<size_t>(p.band_first[static_cast<size_t>(b)])];
     const int bottom = p.row_y[static_cast<size_t>(p.band_first[static_cast<size_t>(b) + 1]) - 1];
-    rt.add(0, yc, col.gin, Wb, static_cast<uint8_t>(Rp | (top < yc ? N : 0) | (bottom > yc ? Sb : 0)));
-    for (int y = yc - 1; y >= top; --y) rt.add(0, y, col.gin, Sb, static_cast<uint8_t>(Rp | (y > top ? N : 0)));
-    for (int y = yc + 1; y <= bottom; ++y) rt.add(0, y, col.gin, N, static_cast<uint8_t>(Rp | (y < bottom ? Sb : 0)));
-    rt.add(1, yc, col.gout[2], Rp, Wb);
-    rt.add(0, yc, col.gout[2], E, Wb);
+    const int yh = p.row_y[static_cast<size_t>(p.band_head(b))];
+    const int outer = ef ? W - 1 : 0, inner = ef ? W - 2 : 1;
+    const uint8_t edge = ef ? E : Wb;
+    if (!ef) {  // West: the channel row is the band's last row; the stream runs north
+      rt.add(outer, yc, col.gin, edge, static_cast<uint8_t>(Rp | (top < yc ? N : 0)));
+      for (int y = yc - 1; y >= top; --y) rt.add(outer, y, col.gin, Sb, static_cast<uint8_t>(Rp | (y > top ? N : 0)));
+      rt.add(inner, yh, col.gout[2], Rp, edge);
+      rt.add(outer, yh, col.gout[2], ef ? Wb : E, edge);
+    } else {  // East: the band starts below the channel row; the stream runs south
+      rt.add(outer, yc, col.gin, edge, Sb);
+      for (int y = top; y <= bottom; ++y) rt.add(outer, y, col.gin, N, static_cast<uint8_t>(Rp | (y < bottom ? Sb : 0)));
+      rt.add(inner, yh, col.gout[2], Rp, N);
+      rt.add(inner, yc, col.gout[2], Sb, edge);
+      rt.add(outer, yc, col.gout[2], Wb, edge);
+    }
     for (int y = top; y <= bottom; ++y) {
-      if (y == yc) continue;
-      const bool north = y < yc;
-      const int d = std::abs(y - yc), k = gout_color(col, d, north);
-      rt.add(1, y, k, Rp, north ? Sb : N);
-      rt.add(1, north ? y + 1 : y - 1, k, north ? N : Sb, Rp);
+      if (y == yh) continue;
+      const bool north = y < yh;
+      const int d = std::abs(y - yh), k = gout_color(col, d, north);
+      rt.add(inner, y, k, Rp, north ? Sb : N);
+      rt.add(inner, north ? y + 1 : y - 1, k, north ? N : Sb, Rp);
     }
   }
   std::vector<char> is_row(static_cast<size_t>(p.root_y) + 1, 0);

@@ -73,34 +73,57 @@ std::string fmt(double v, int prec = 1) {
 
 namespace {
 
-// Bands of the grid layout: `rows` feature rows over the West channels but the last (the
-// root's, one channel below the last band), as even as they go; band g is the rows round its
-// channel row (at most io.spacing, so bands never meet), moved down where the one above or the
-// fabric's top edge leaves no room; the channel row is always in its band.
+// Bands of the grid layout. Each West channel row but the root's has two: a West band of its
+// row and up to (io.spacing - 1) / 2 rows above (fewer at the fabric's top), and an East band of
+// up to io.spacing / 2 rows below; so bands never meet. Up to one row per channel, West bands
+// of one row each (the rows layout's rows); more rows take both edges, spread as evenly as the
+// bands' room allows.
+std::vector<int> band_room(const HwConfig& hw) {
+  const int H = hw.fabric.height, S = std::max(1, hw.io.spacing), n = hw.io.channels(H) - 1;
+  std::vector<int> room;
+  for (int k = 0; k < n; ++k) {
+    room.push_back(std::min((S + 1) / 2, hw.io.channel_row(H, k) + 1));
+    room.push_back(S / 2);
+  }
+  return room;
+}
+
 void place_bands(const HwConfig& hw, int rows, WsPlan* p) {
-  const int H = hw.fabric.height;
-  const int bands = std::min(rows, hw.io.channels(H) - 1);
+  const int H = hw.fabric.height, nch = hw.io.channels(H);
+  const std::vector<int> room = band_room(hw);
+  std::vector<int> n(room.size(), 0);
+  if (rows <= nch - 1) {
+    for (int k = 0; k < rows; ++k) n[static_cast<size_t>(2 * k)] = 1;
+  } else {
+    for (int r = 0; r < rows; ++r) {  // the band with the fewest rows that has room (ties: the first)
+      size_t best = room.size();
+      for (size_t i = 0; i < room.size(); ++i) {
+        if (n[i] < room[i] && (best == room.size() || n[i] < n[best])) best = i;
+      }
+      ++n[best];
+    }
+  }
   p->band_channel.clear();
   p->band_y.clear();
+  p->band_east.clear();
   p->band_first.assign(1, 0);
   p->row_y.clear();
   p->row_channel.clear();
-  int top = -1;  // the last row of the band above
-  for (int g = 0; g < bands; ++g) {
-    const int n = rows / bands + (g < rows % bands ? 1 : 0);
-    const int y = hw.io.channel_row(H, g);
-    const int first = std::max({y - (n - 1) / 2, top + 1, 0});
-    for (int i = 0; i < n; ++i) {
-      p->row_y.push_back(first + i);
-      p->row_channel.push_back(g);
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (n[i] == 0) continue;
+    const int k = static_cast<int>(i / 2), east = static_cast<int>(i % 2), y = hw.io.channel_row(H, k);
+    for (int j = 0; j < n[i]; ++j) {
+      p->row_y.push_back(east ? y + 1 + j : y - n[i] + 1 + j);
+      p->row_channel.push_back(k);
     }
-    top = first + n - 1;
-    p->band_channel.push_back(g);
+    p->band_channel.push_back(k);
     p->band_y.push_back(y);
-    p->band_first.push_back(p->band_first.back() + n);
+    p->band_east.push_back(east);
+    p->band_first.push_back(p->band_first.back() + n[i]);
   }
-  p->root_channel = bands;
-  p->root_y = hw.io.channel_row(H, bands);
+  const int last = p->band_channel.back();
+  p->root_channel = last + 1;
+  p->root_y = hw.io.channel_row(H, last + 1);
 }
 
 // The most feature rows a layout allows: rows, one per West channel row but the root's and no
@@ -110,9 +133,10 @@ void place_bands(const HwConfig& hw, int rows, WsPlan* p) {
 int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
   const int nch = hw.io.channels(hw.fabric.height);
   if (!grid) return std::min(nch - 1, narrowest_input(g));
-  int wide = 1;
+  int wide = 1, room = 0;
   for (const DenseKernel& d : g.layers) wide = std::max(wide, d.in);
-  return std::min((nch - 1) * std::max(1, hw.io.spacing), wide);
+  for (int r : band_room(hw)) room += r;
+  return std::min(room, wide);
 }
 
 // The mapping of o's rows and columns (0: the most rows the budget allows, and the fewest
@@ -172,9 +196,9 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   }
   if (o.columns < 0) throw CompileError("ws columns must be >= 0 (got " + S(o.columns) + ")");
   if (o.columns > 0) {
-    if (o.columns > W - p.x0) {
+    if (o.columns > W - 2 * p.x0) {
       throw CompileError(S(o.columns) + " sample columns do not fit a fabric " + S(W) + " wide" +
-                         (o.grid ? " beside the grid's 2 relay columns" : ""));
+                         (o.grid ? " beside the grid's 4 relay columns (2 on each edge)" : ""));
     }
     if (p.shard % o.columns != 0) {
       throw CompileError("the shard of " + S(p.shard) + " samples per system does not split over " + S(o.columns) +
@@ -236,7 +260,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // samples/s on the wafer but cost host time in proportion (every column runs every
       // weight's task); docs/weight-streaming.md.
       p.cols = 1;
-      for (int c = 2; c <= std::min(p.shard, W - p.x0) && !fits(p.shard / p.cols); ++c) {
+      for (int c = 2; c <= std::min(p.shard, W - 2 * p.x0) && !fits(p.shard / p.cols); ++c) {
         if (p.shard % c == 0) p.cols = c;
       }
     }
@@ -421,7 +445,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   if (o.columns > 0) {
     cols.push_back(o.columns);
   } else {
-    for (int c = 1; c <= std::min(shard, hw.fabric.width - x0); ++c) {
+    for (int c = 1; c <= std::min(shard, hw.fabric.width - 2 * x0); ++c) {
       if (shard % c == 0) cols.push_back(c);
     }
   }
@@ -462,11 +486,11 @@ namespace wafersim::compiler {
 std::vector<int> WsPlan::egress_order(int g) const {
   std::vector<int> order;
   const int first = band_first[static_cast<size_t>(g)], last = band_first[static_cast<size_t>(g) + 1] - 1;
-  int own = first;
-  while (row_y[static_cast<size_t>(own)] != band_y[static_cast<size_t>(g)]) ++own;
-  order.push_back(own);
-  for (int a = own - 1; a >= first; --a) order.push_back(a);
-  for (int a = own + 1; a <= last; ++a) order.push_back(a);
+  if (band_east[static_cast<size_t>(g)]) {
+    for (int a = first; a <= last; ++a) order.push_back(a);
+  } else {
+    for (int a = last; a >= first; --a) order.push_back(a);
+  }
   return order;
 }
 
@@ -545,7 +569,11 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
   r["samples_per_column"] = p.m;
   r["pes_per_system"] = p.pes();
   r["layout"] = p.grid ? "grid" : "rows";
-  r["channels_used"] = (p.grid ? p.bands() : p.rows) + 1;  // West: one per feature row (grid: per band) and the root row's
+  // One per feature row (grid: per band) and the root row's; the East ones are grid bands'.
+  r["channels_used"] = (p.grid ? p.bands() : p.rows) + 1;
+  int east = 0;
+  for (int e : p.band_east) east += e;
+  r["channels_east"] = east;
   if (p.grid) {
     r["bands"] = p.bands();
     r["relay_pes"] = 2 * p.rows;
@@ -586,7 +614,9 @@ std::string ws_report_text(const nlohmann::json& r) {
   t += "  SRAM per PE: feature rows " + S(r["row_sram_bytes"].get<long>()) + " B, roots " + S(r["root_sram_bytes"].get<long>()) +
        " B of " + S(r["sram_bytes"].get<long>()) + "\n";
   if (r.contains("channels_used")) {
-    t += "  I/O channels used: " + S(r["channels_used"].get<int>()) + (grid ? " West (a band's or the root row's each), 0 East\n" : " West (a feature row's or the root row's each), 0 East\n");
+    const int east = r.value("channels_east", 0);
+    t += "  I/O channels used: " + S(r["channels_used"].get<int>() - east) + " West, " + S(east) + " East (" +
+         (grid ? "a band's or the root row's each)\n" : "a feature row's or the root row's each)\n");
   }
   t += "  weights in: " + fmt(r["channel_wavelets_per_cycle"].get<double>(), 3) + " wavelets/cycle per row channel, host link " +
        fmt(r["host_weight_wavelets_per_cycle"].get<double>(), 2) + " wavelets/cycle, request latency " +

@@ -74,21 +74,30 @@ struct WsPlan {
   bool budget_bound = false;                // pe_budget chose fewer feature rows than rows_room
   std::vector<int> row_y;                   // fabric row of each feature row (rows: a channel row; grid: in a band)
   std::vector<int> row_channel;             // the West channel that feeds it (grid: its band's)
-  // The grid layout (WsOptions::grid): the sample columns start at x0 (columns 0 and 1 hold each
-  // band's relays: column 0 takes the band's channel stream and passes each row its part, column
-  // 1 gathers the rows' dW into the channel). Band g: channel band_channel[g] at fabric row
+  // The grid layout (WsOptions::grid): bands of adjacent feature rows, each fed by one channel:
+  // a West band holds its channel row and rows above it, an East band rows below its channel row
+  // (the same row's East channel). A band's relays sit in the edge columns on its side: the
+  // outer one (x 0 or W-1) takes the band's channel stream and passes each row its part, the
+  // inner one (x 1 or W-2) gathers the rows' dW into the channel. The sample columns start at
+  // x0 = 2. Band g: edge band_east[g] (0 West, 1 East), channel band_channel[g] at fabric row
   // band_y[g], feature rows band_first[g] .. band_first[g + 1] - 1 (ascending y; size bands + 1).
   bool grid = false;
   int x0 = 0;
-  std::vector<int> band_channel, band_y, band_first;
+  std::vector<int> band_channel, band_y, band_first, band_east;
   int bands() const { return static_cast<int>(band_channel.size()); }
   int band_of(int a) const {
     int g = 0;
     while (band_first[static_cast<size_t>(g) + 1] <= a) ++g;
     return g;
   }
-  // The order a band's dW leaves through its channel, per output: the channel row's own slice,
-  // then the rows north of it nearest first, then those south of it nearest first.
+  // The row of band g nearest its channel (its head: the channel row in a West band, the row
+  // below it in an East band).
+  int band_head(int g) const {
+    return band_east[static_cast<size_t>(g)] ? band_first[static_cast<size_t>(g)] : band_first[static_cast<size_t>(g) + 1] - 1;
+  }
+  bool east_fed(int a) const { return grid && band_east[static_cast<size_t>(band_of(a))] != 0; }
+  // The order a band's dW leaves through its channel, per output: the head's slice, then the
+  // other rows' nearest first.
   std::vector<int> egress_order(int g) const;
   int root_y = 0, root_channel = 0;
   // off[j][a]: start of feature row a's slice of boundary j (j = 0: the model input, j = l + 1:

@@ -138,15 +138,20 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
         for (int i = 0; i < m; ++i) part = part + dy[static_cast<size_t>(c * m + i)][static_cast<size_t>(o)];
         db[static_cast<size_t>(o)] = c == C - 1 ? part : db[static_cast<size_t>(o)] + part;
       }
-      for (int k = 0; k < ni; ++k) {
+      for (int k = 0, a = 0; k < ni; ++k) {
+        while (p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1] <= k) ++a;
+        // Along the row toward the edge that feeds it: West from the last column, East (a grid
+        // row in an East band) from the first.
+        const bool east = p.east_fed(a);
         float total = 0;
-        for (int c = C - 1; c >= 0; --c) {
+        for (int j = 0; j < C; ++j) {
+          const int c = east ? j : C - 1 - j;
           float part = 0;  // vaxpy over the column's samples from zero
           for (int i = 0; i < m; ++i) {
             const int s = c * m + i;
             part = std::fma(dy[static_cast<size_t>(s)][static_cast<size_t>(o)], acts[static_cast<size_t>(s)][static_cast<size_t>(l)][static_cast<size_t>(k)], part);
           }
-          total = c == C - 1 ? part : total + part;
+          total = j == 0 ? part : total + part;
         }
         dw[static_cast<size_t>(o) * ni + k] = total;
       }

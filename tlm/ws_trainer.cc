@@ -39,8 +39,11 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
   const int nch = streams + 1;
   for (int i = 0; i < nch; ++i) {
     const int ch = i < streams ? (p.grid ? p.band_channel[static_cast<size_t>(i)] : p.row_channel[static_cast<size_t>(i)]) : p.root_channel;
-    m_west.push_back(m_fabric->channel(kWest, ch));
-    if (!m_west.back()) throw ConfigError("weight streaming: the fabric has no West I/O channel " + std::to_string(ch));
+    const bool east = i < streams && p.grid && p.band_east[static_cast<size_t>(i)];
+    m_west.push_back(m_fabric->channel(east ? kEast : kWest, ch));
+    if (!m_west.back()) {
+      throw ConfigError(std::string("weight streaming: the fabric has no ") + (east ? "East" : "West") + " I/O channel " + std::to_string(ch));
+    }
     m_west.back()->set_auto_drain(false);
   }
   m_pending.resize(static_cast<size_t>(nch));

@@ -371,10 +371,54 @@ TEST(WsTraining, FourLayersManyRows) {
   check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o, 2, "ws_four_layers");
 }
 
-// The grid layout (ws.layout grid): bands of 2 and 3 adjacent rows round each channel row, fed
-// through the relays of columns 0 and 1, with rows whose slice of the narrow layers is empty
-// (the first row's included: it starts the chain at 0), several samples per column and a
-// sigmoid's derivative.
+// The grid layout's bands: up to one row per channel, a West band of the channel row each (as
+// the rows layout); more rows fill West bands (a channel row and rows above it) and East bands
+// (rows below it) evenly, within io.spacing of the channel; rows ascend and never share a fabric
+// row; the dW leave from each band's head outward.
+TEST(WsPlan, GridBandsUseBothEdges) {
+  WsOptions o;
+  o.batch = 8;
+  o.grid = true;
+  o.columns = 2;
+  o.rows = 5;
+  const WsRig few = make_ws_rig(MlpSpec{{23, 11, 3, 4}, "Relu", 5, 13}, 10, 40, 4, o, "ws_bands_few");
+  const WsPlan& f = few.compiled.plan;
+  ASSERT_EQ(f.bands(), 5);
+  for (int b = 0; b < f.bands(); ++b) {
+    EXPECT_EQ(f.band_east[static_cast<size_t>(b)], 0);
+    EXPECT_EQ(f.row_y[static_cast<size_t>(b)], f.band_y[static_cast<size_t>(b)]);
+  }
+  o.rows = 23;
+  const WsRig many = make_ws_rig(MlpSpec{{23, 11, 3, 4}, "Relu", 5, 13}, 10, 40, 4, o, "ws_bands_many");
+  const WsPlan& p = many.compiled.plan;
+  ASSERT_EQ(p.rows, 23);
+  int east = 0;
+  for (int b = 0; b < p.bands(); ++b) {
+    const int first = p.band_first[static_cast<size_t>(b)], last = p.band_first[static_cast<size_t>(b) + 1] - 1;
+    const int yc = p.band_y[static_cast<size_t>(b)];
+    EXPECT_LE(last - first + 1, 2);  // io.spacing 4: 2 rows a side
+    for (int a = first; a < last; ++a) EXPECT_EQ(p.row_y[static_cast<size_t>(a) + 1], p.row_y[static_cast<size_t>(a)] + 1);
+    if (p.band_east[static_cast<size_t>(b)]) {
+      ++east;
+      EXPECT_EQ(p.row_y[static_cast<size_t>(first)], yc + 1);
+      EXPECT_EQ(p.egress_order(b).front(), first);
+    } else {
+      EXPECT_EQ(p.row_y[static_cast<size_t>(last)], yc);
+      EXPECT_EQ(p.egress_order(b).front(), last);
+    }
+  }
+  EXPECT_GT(east, 0);
+  for (int a = 0; a + 1 < p.rows; ++a) EXPECT_LT(p.row_y[static_cast<size_t>(a)], p.row_y[static_cast<size_t>(a) + 1]);
+  EXPECT_LT(p.row_y.back(), p.root_y);
+  const nlohmann::json r = ws_compile_report(many.graph, p, many.hw, WsHostPace{});
+  EXPECT_EQ(r["channels_used"].get<int>(), p.bands() + 1);
+  EXPECT_EQ(r["pes_per_system"].get<int>(), (p.rows + 1) * p.cols + 2 * p.rows);
+}
+
+// The grid layout (ws.layout grid): bands of 1 and 2 adjacent rows on both edges (io.spacing 4),
+// fed through their relays, with rows whose slice of the narrow layers is empty (the first
+// row's included: it starts the chain at 0), several samples per column and a sigmoid's
+// derivative.
 TEST(WsTraining, GridBandsWithEmptySlices) {
   SKIP_IF_KERNEL_STARTED();
   WsOptions o;
@@ -385,7 +429,7 @@ TEST(WsTraining, GridBandsWithEmptySlices) {
   check_ws(MlpSpec{{23, 11, 3, 4}, "Sigmoid", 5, 13}, 10, 40, 4, o, 3, "ws_grid");
 }
 
-// Two systems on the grid, one sample per column, a band per channel row of up to 4 rows.
+// Two systems on the grid, one sample per column, the bands' East rows reducing their dW east.
 TEST(WsTraining, GridTwoSystems) {
   SKIP_IF_KERNEL_STARTED();
   WsOptions o;
