@@ -491,7 +491,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: chosen with ws.rows by the compile estimate, within compile.max_pes)")
       ("ws.rows", po::value(&c.ws.rows)->default_value(c.ws.rows), "feature rows per wafer (0: chosen with ws.columns by the compile estimate; rows layout: at most every I/O channel row but the root's and the narrowest layer; grid: io.spacing rows per such channel)")
       ("ws.layout", po::value(&c.ws_layout)->default_value(c.ws_layout),
-       "rows: a feature row on each West channel row; grid: bands of adjacent feature rows round each channel row, fed through relays in the two West edge columns, to cover the wafer")
+       "rows: a feature row on each West channel row; grid: bands of adjacent feature rows round each channel row, fed through relays in the edge columns of both edges, to cover the wafer; auto: the one the compile estimate prefers")
       ("ws.prefetch", po::value(&c.prefetch)->default_value(c.prefetch), "request the next layer's weights while the current one streams")
       ("ws.quantum_cycles", po::value(&c.quantum_cycles)->default_value(c.quantum_cycles),
        "global quantum of the cluster's SystemC threads, in clock periods (a wafer runs ahead of the kernel at most this far)")
@@ -600,8 +600,11 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
     throw ConfigError("--systems " + std::to_string(c.ws.systems) + " needs weight-streaming mode (layer-pipelined runs on one system)");
   }
   if (c.ws.columns < 0 || c.ws.rows < 0) throw ConfigError("ws.columns and ws.rows must be >= 0");
-  if (c.ws_layout != "rows" && c.ws_layout != "grid") throw ConfigError("ws.layout must be rows or grid (got '" + c.ws_layout + "')");
+  if (c.ws_layout != "rows" && c.ws_layout != "grid" && c.ws_layout != "auto") {
+    throw ConfigError("ws.layout must be rows, grid or auto (got '" + c.ws_layout + "')");
+  }
   c.ws.grid = c.ws_layout == "grid";
+  c.ws.auto_layout = c.ws_layout == "auto";
   if (c.quantum_cycles < 1 || c.quantum_cycles > 100000000) throw ConfigError("ws.quantum_cycles must be in 1..100000000");
   if (c.ws_threads < 1 || c.ws_threads > 256) throw ConfigError("ws.threads must be in 1..256, got " + std::to_string(c.ws_threads));
   if (c.input_workers < 1 || c.input_workers > 1024) {

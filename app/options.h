@@ -101,7 +101,7 @@ struct TrainConfig {
   bool prefetch = true;           // request the next layer's weights while this one streams
   uint64_t quantum_cycles = 1000; // the cluster's global quantum (temporal decoupling), clock periods
   int ws_threads = 1;             // host threads stepping the systems' wafers side by side (weight streaming)
-  std::string ws_layout = "rows";  // ws.layout: rows or grid (WsOptions::grid)
+  std::string ws_layout = "auto";  // ws.layout: rows, grid or auto (WsOptions::grid, auto_layout)
   tlm::MemoryXConfig memx;        // lr and momentum are copied in from train.lr, train.momentum
   tlm::SwarmXConfig swarmx;       // systems copied in from --systems
   tlm::EdgeBridgeConfig bridge;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 
 #include "compiler/onnx_model.h"
 #include "firmware/isa.h"
@@ -423,6 +424,30 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
 }  // namespace
 
 WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
+  if (o.auto_layout) {
+    // Each layout's best; the grid only where its estimate is lower (it takes relays), and the
+    // rows layout's error where neither fits.
+    WsOptions r = o, q = o;
+    r.auto_layout = q.auto_layout = false;
+    r.grid = false;
+    q.grid = true;
+    std::exception_ptr rows_error;
+    WsPlan best;
+    try {
+      best = place_ws(g, hw, r);
+    } catch (const CompileError&) {
+      rows_error = std::current_exception();
+    }
+    try {
+      WsPlan grid = place_ws(g, hw, q);
+      if (rows_error || ws_estimate(g, grid, o.pace).cycles_per_batch < ws_estimate(g, best, o.pace).cycles_per_batch * (1 - 1e-9)) {
+        return grid;
+      }
+    } catch (const CompileError&) {
+      if (rows_error) std::rethrow_exception(rows_error);
+    }
+    return best;
+  }
   if (o.rows > 0 && o.columns > 0) return place_ws_shape(g, hw, o);
   if (o.systems < 1 || o.batch < 1 || o.batch % o.systems != 0 || o.rows < 0 || o.columns < 0 || o.max_pes < 0 ||
       g.layers.empty()) {

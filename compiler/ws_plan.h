@@ -49,6 +49,7 @@ struct WsOptions {
   // "grid" puts bands of adjacent feature rows round each channel row, fed through relay PEs in
   // the two West edge columns, so the rows can cover the wafer (docs/weight-streaming.md).
   bool grid = false;
+  bool auto_layout = false;  // ws.layout auto: the better estimate of the two layouts (ties: fewer PEs)
   WsHostPace pace;   // the host side, for the estimate that chooses rows and columns
 };
 
