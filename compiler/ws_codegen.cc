@@ -77,7 +77,7 @@ void skip_stream(PeAsm& as, int word, long long most, const std::string& from, c
 // r3 output, r4 dy pointer (backward), r10 slice length, r11 outputs, r9 the pending return read,
 // r12 this output's wbuf, r15 the other, r5-r8 r13 r14 scratch.
 std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
-  const int L = p.layers, m = p.m, C = p.cols;
+  const int L = p.layers, m = p.col_m(c), C = p.cols;
   PeAsm as;
   as.inq(col.in);
   as.inq(col.w);
@@ -435,7 +435,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
 // bias gradients east along the root row. One task; the code runs a minibatch after another.
 // Registers: r0 0, r9 label, r10 o, r11 sample, r12 label pointer, r13 r14 scratch.
 std::string root_source(const WsPlan& p, const WsColors& col, int c) {
-  const int L = p.layers, m = p.m, nL = p.width.back();
+  const int L = p.layers, m = p.col_m(c), nL = p.width.back();
   const long long M4 = 4LL * m;
   const uint32_t um = static_cast<uint32_t>(m), un = static_cast<uint32_t>(nL);
   PeAsm as;
@@ -486,9 +486,9 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   as << "li r0, 0";
   if (ones) as << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
   as << "step:";
-  skip_stream(as, 0, static_cast<long long>(C - 1) * m, dInL, dDisc, "rs_a");
+  skip_stream(as, 0, static_cast<long long>(p.shard) - m, dInL, dDisc, "rs_a");
   as << "li r13, " + S(m) << "dlen " + dInL + ", r13" << "vmov.fp32 " + dLab + ", " + dInL;
-  skip_stream(as, 1, static_cast<long long>(C - 1) * m, dInL, dDisc, "rs_b");
+  skip_stream(as, 1, static_cast<long long>(p.shard) - m, dInL, dDisc, "rs_b");
   as << "li r13, zl" << "dbase " + dZo + ", r13";
   for (int l = 0; l < L; ++l) {
     const int nO = p.width[static_cast<size_t>(l) + 1];
@@ -656,15 +656,15 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
   }
   FabricProgram& prog = out.program;
   prog.name = "train-ws";
-  const int C = p.cols, R = p.rows, m = p.m, X = p.x0;
+  const int C = p.cols, R = p.rows, X = p.x0;
   for (int a = 0; a < R; ++a) {
     const int y = p.row_y[static_cast<size_t>(a)];
     for (int c = 0; c < C; ++c) {
       const int img = kernels::intern_image(prog, "ws_row", row_source(p, col, a, c), t);
       prog.place(X + c, y, img);
-      const long long per_col = static_cast<long long>(p.len(0, a)) * m;
+      const long long len0 = p.len(0, a);
       // The input filter's first window and its stride per minibatch (row_source).
-      prog.set_data(X + c, y, "cfg", i32_bytes({static_cast<int>(c * per_col), static_cast<int>(C * per_col)}));
+      prog.set_data(X + c, y, "cfg", i32_bytes({static_cast<int>(p.col_start(c) * len0), static_cast<int>(p.shard * len0)}));
       prog.output(ws_out_steps(X + c, y), X + c, y, "nupd");
     }
     if (p.grid) {  // the relays on the band's side: stream in (outer), dW out (inner)
@@ -677,7 +677,7 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
   for (int c = 0; c < C; ++c) {
     const int img = kernels::intern_image(prog, "ws_root", root_source(p, col, c), t);
     prog.place(X + c, p.root_y, img);
-    prog.set_data(X + c, p.root_y, "cfg", i32_bytes({c * m, (C - 1 - c) * m}));
+    prog.set_data(X + c, p.root_y, "cfg", i32_bytes({p.col_start(c), p.shard - p.col_start(c) - p.col_m(c)}));
     prog.output(ws_out_steps(X + c, p.root_y), X + c, p.root_y, "nupd");
   }
 

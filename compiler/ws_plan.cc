@@ -201,9 +201,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       throw CompileError(S(o.columns) + " sample columns do not fit a fabric " + S(W) + " wide" +
                          (o.grid ? " beside the grid's 4 relay columns (2 on each edge)" : ""));
     }
-    if (p.shard % o.columns != 0) {
-      throw CompileError("the shard of " + S(p.shard) + " samples per system does not split over " + S(o.columns) +
-                         " columns");
+    if (o.columns > p.shard) {
+      throw CompileError(S(o.columns) + " sample columns for a shard of " + S(p.shard) + " samples per system: at most one column a sample");
     }
   }
   const long sram = static_cast<long>(hw.core.sram_kb) * 1024;
@@ -261,9 +260,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // samples/s on the wafer but cost host time in proportion (every column runs every
       // weight's task); docs/weight-streaming.md.
       p.cols = 1;
-      for (int c = 2; c <= std::min(p.shard, W - 2 * p.x0) && !fits(p.shard / p.cols); ++c) {
-        if (p.shard % c == 0) p.cols = c;
-      }
+      for (int c = 2; c <= std::min(p.shard, W - 2 * p.x0) && !fits((p.shard + p.cols - 1) / p.cols); ++c) p.cols = c;
     }
   };
   // The PE budget (compile.max_pes, as in layer-pipelined mode; 0: none): a mapping takes
@@ -292,7 +289,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     p.root_channel = rows;
     p.root_y = hw.io.channel_row(H, rows);
   }
-  p.m = p.shard / p.cols;
+  p.m = (p.shard + p.cols - 1) / p.cols;
   const long m = p.m;
   p.row_bytes = row_bytes(m);
   p.root_bytes = root_bytes(m);
@@ -470,8 +467,12 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   if (o.columns > 0) {
     cols.push_back(o.columns);
   } else {
-    for (int c = 1; c <= std::min(shard, hw.fabric.width - 2 * x0); ++c) {
-      if (shard % c == 0) cols.push_back(c);
+    // Per busiest column's samples m, the fewest columns that hold the shard (columns hold
+    // m or m - 1 samples): more columns at the same m add PEs, not speed.
+    for (int m = shard; m >= 1; --m) {
+      const int c = (shard + m - 1) / m;
+      if (c > hw.fabric.width - 2 * x0) break;
+      if (cols.empty() || cols.back() != c) cols.push_back(c);
     }
   }
   WsPlan best;
@@ -539,6 +540,8 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
     est.input_cycles = std::max(est.input_cycles, n * p.shard / p.channel_rate);
   }
   est.input_cycles = std::max(est.input_cycles, p.shard / p.channel_rate);
+  // ... and no faster than the host's input workers bring the samples in.
+  est.input_cycles = std::max(est.input_cycles, p.shard * pace.sample_cycles);
   total += est.input_cycles;
   for (int l = 0; l < p.layers; ++l) {
     const WsLayerEst& e = p.est[static_cast<size_t>(l)];
@@ -649,7 +652,7 @@ std::string ws_report_text(const nlohmann::json& r) {
        "; gradient reduction " + fmt(r["gradient_reduce_cycles"].get<double>(), 0) + " cycles per minibatch\n";
   if (r.contains("input_stream_cycles")) {
     t += "  inputs: " + fmt(r["input_stream_cycles"].get<double>(), 0) +
-         " cycles per minibatch through the busiest row channel, before the first pass\n";
+         " cycles per minibatch through the busiest channel or from the input workers, the slower, before the first pass\n";
   }
   for (const auto& k : r["kernels"]) {
     t += "  " + k["name"].get<std::string>() + " " + k["shape"].get<std::string>() + ": weight stream " +

@@ -35,6 +35,7 @@ struct WsHostPace {
   double latency_cycles = 0;
   double read_per_cycle = 1e9;  // MemoryX's READ rate in words per cycle (each pass reads its layer)
   double reduce_cycles = 0;  // the gradients' reduction through SwarmX into MemoryX after the last result
+  double sample_cycles = 0;  // cycles per sample of a system's input stream (its workers side by side, the bridge)
   bool prefetch = true;
 };
 
@@ -69,7 +70,7 @@ struct WsPlan {
   int layers = 0;
   int fabric_width = 0;
   int batch = 16, systems = 1, shard = 16;  // shard = batch / systems
-  int rows = 1, cols = 1, m = 1;            // m = samples per column = shard / cols
+  int rows = 1, cols = 1, m = 1;            // m = the most samples a column holds, ceil(shard / cols)
   int rows_room = 1;                        // feature rows the fabric and the model allow (rows <= it)
   int pe_budget = 0;                        // WsOptions::max_pes (0: no limit)
   bool budget_bound = false;                // pe_budget chose fewer feature rows than rows_room
@@ -115,6 +116,10 @@ struct WsPlan {
   // input feature) rather than sample by sample (one over its slice per sample): when its slice
   // is shorter than the samples, as in narrow layers split over many rows (ws_codegen.cc).
   bool by_feature(int j, int a) const { return len(j, a) < m; }
+  // Column c's samples: col_m(c) of them from col_start(c) (the first shard % cols columns hold
+  // one more than the others).
+  int col_m(int c) const { return shard / cols + (c < shard % cols ? 1 : 0); }
+  int col_start(int c) const { return c * (shard / cols) + std::min(c, shard % cols); }
   int len(int j, int a) const { return off[static_cast<size_t>(j)][static_cast<size_t>(a) + 1] - off[static_cast<size_t>(j)][static_cast<size_t>(a)]; }
   int pes() const { return (rows + 1) * cols + (grid ? 2 * rows : 0); }
   // Passes per minibatch: forward 0..L-1, then backward L-1..0 (pass 2L-1-l is layer l's).
@@ -140,7 +145,7 @@ struct WsEstimate {
     double fwd = 0, bwd = 0;       // the passes, turns included
   };
   std::vector<Layer> layers;
-  double input_cycles = 0;         // the minibatch's inputs through the busiest row channel, before the first pass
+  double input_cycles = 0;         // the minibatch's inputs through the busiest channel or from the host's workers, before the first pass
   double cycles_per_batch = 0;     // one system, one minibatch
 };
 WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& pace);

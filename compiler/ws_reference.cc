@@ -107,7 +107,7 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
 WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>>& w,
                            const std::vector<std::vector<float>>& b, const std::vector<const float*>& xs,
                            const std::vector<int>& labels) {
-  const int L = p.layers, S = p.shard, m = p.m, C = p.cols;
+  const int L = p.layers, S = p.shard, C = p.cols;
   std::vector<std::vector<std::vector<float>>> acts(static_cast<size_t>(S));
   std::vector<std::vector<float>> dy(static_cast<size_t>(S));  // per sample, gradient at the current layer's output
   std::vector<float> losses(static_cast<size_t>(S));
@@ -120,7 +120,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
   // Loss: each column sums its samples from 0, then the columns chain west (from the last).
   for (int c = C - 1; c >= 0; --c) {
     float col = 0;
-    for (int i = 0; i < m; ++i) col = col + losses[static_cast<size_t>(c * m + i)];
+    for (int i = 0; i < p.col_m(c); ++i) col = col + losses[static_cast<size_t>(p.col_start(c) + i)];
     r.loss_sum = c == C - 1 ? col : r.loss_sum + col;
   }
   r.dw.resize(static_cast<size_t>(L));
@@ -135,7 +135,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
     for (int o = 0; o < no; ++o) {
       for (int c = C - 1; c >= 0; --c) {
         float part = 0;
-        for (int i = 0; i < m; ++i) part = part + dy[static_cast<size_t>(c * m + i)][static_cast<size_t>(o)];
+        for (int i = 0; i < p.col_m(c); ++i) part = part + dy[static_cast<size_t>(p.col_start(c) + i)][static_cast<size_t>(o)];
         db[static_cast<size_t>(o)] = c == C - 1 ? part : db[static_cast<size_t>(o)] + part;
       }
       for (int k = 0, a = 0; k < ni; ++k) {
@@ -147,8 +147,8 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
         for (int j = 0; j < C; ++j) {
           const int c = east ? j : C - 1 - j;
           float part = 0;  // vaxpy over the column's samples from zero
-          for (int i = 0; i < m; ++i) {
-            const int s = c * m + i;
+          for (int i = 0; i < p.col_m(c); ++i) {
+            const int s = p.col_start(c) + i;
             part = std::fma(dy[static_cast<size_t>(s)][static_cast<size_t>(o)], acts[static_cast<size_t>(s)][static_cast<size_t>(l)][static_cast<size_t>(k)], part);
           }
           total = j == 0 ? part : total + part;

@@ -79,6 +79,12 @@ compiler::WsHostPace ws_host_pace(const ClusterConfig& c, double clock_mhz, cons
     }
   }
   p.reduce_cycles += (SwarmX::tree_ns(c.swarmx, 0) + MemoryX::transfer_ns(c.memx, 0)) * cycles_per_ns;  // the loss
+  // The input workers stream samples side by side, each every W-th in order, so the stream
+  // moves at W samples per the slowest worker's sample time, and the bridge caps it.
+  const double words = static_cast<double>(g.layers.empty() ? 0 : g.layers.front().in) + 1;
+  const double slowest = c.slow_worker_gbps > 0 ? std::min(c.worker_gbps, c.slow_worker_gbps) : c.worker_gbps;
+  const WsHostLinks links = ws_host_links(c, clock_mhz);
+  p.sample_cycles = std::max(words * 32.0 / slowest * cycles_per_ns / std::max(1, c.input_workers), words / links.inputs_per_cycle);
   p.prefetch = c.prefetch;
   return p;
 }

@@ -69,7 +69,7 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
 
 void WsSystem::start_step() {
   const WsPlan& p = m_c.plan;
-  const int L = p.layers, m = p.m;
+  const int L = p.layers;
   const auto in = static_cast<uint8_t>(m_c.colors.in);
   for (auto& g : m_got) g.clear();
   m_missing = 0;
@@ -95,9 +95,9 @@ void WsSystem::start_step() {
   for (int a = 0; a < p.rows; ++a) {
     auto& q = m_pending[static_cast<size_t>(p.grid ? p.band_of(a) : a)];
     for (int c = 0; c < p.cols; ++c) {
-      for (int s = 0; s < m; ++s) {
+      for (int s = p.col_start(c); s < p.col_start(c) + p.col_m(c); ++s) {
         for (int k = p.off[0][static_cast<size_t>(a)]; k < p.off[0][static_cast<size_t>(a) + 1]; ++k) {
-          q.push_back({static_cast<uint32_t>(k), static_cast<uint32_t>(c * m + s), p.grid ? gin : in, kInput});
+          q.push_back({static_cast<uint32_t>(k), static_cast<uint32_t>(s), p.grid ? gin : in, kInput});
         }
       }
     }

@@ -253,7 +253,8 @@ TEST(WsPlan, OperandsLongerThanADescriptorTakeMoreColumns) {
   o.batch = 131072;
   const WsPlan big = place_ws(validate_model(import_onnx(small), co), small_config(757, 996), o);
   EXPECT_EQ(big.shard, 131072);
-  EXPECT_EQ(static_cast<long long>(big.cols) * big.m, 131072);
+  EXPECT_GE(static_cast<long long>(big.cols) * big.m, 131072);  // columns of m or m - 1 samples
+  EXPECT_LT(static_cast<long long>(big.cols) * (big.m - 1), 131072);
   EXPECT_LE(big.row_bytes, 48L * 1024);
 }
 
@@ -300,6 +301,14 @@ TEST(WsEstimate, TheReportShowsTheOneEstimateAndThePaceIsTheModelsDelays) {
   }
   EXPECT_NEAR(pace.reduce_cycles * ns, reduce * 1e9, 0.01);
   EXPECT_DOUBLE_EQ(pace.weights_per_cycle, 10e9 / 32.0 / (mhz * 1e6));  // the 10 Gb/s SwarmX link is the slowest
+  // The input stream: W workers side by side, a sample (16 features and its label) each per
+  // their sample time, the slowest worker's pace for all; the estimate's inputs never beat it.
+  c.input_workers = 2;
+  c.worker_gbps = 8;
+  c.slow_worker_gbps = 2;
+  const compiler::WsHostPace slow = tlm::ws_host_pace(c, mhz, r.graph);
+  EXPECT_NEAR(slow.sample_cycles, 17 * 32.0 / 2.0 * (mhz * 1e-3) / 2, 1e-9);
+  EXPECT_GE(ws_estimate(r.graph, r.compiled.plan, slow).input_cycles, r.compiled.plan.shard * slow.sample_cycles);
 }
 
 TEST(WsTraining, OneSystemMatchesReferenceBitForBit) {
@@ -369,6 +378,18 @@ TEST(WsTraining, FourLayersManyRows) {
   WsOptions o;
   o.batch = 4;
   check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o, 2, "ws_four_layers");
+}
+
+// A shard that does not split evenly: 10 samples over 4 columns hold 3, 3, 2 and 2 (each
+// column's code, input window and labels its own), on the grid's East and West bands.
+TEST(WsTraining, UnevenSamplesPerColumn) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 10;
+  o.columns = 4;
+  o.rows = 12;
+  o.grid = true;
+  check_ws(MlpSpec{{17, 7, 5}, "Tanh", 5, 13}, 10, 40, 4, o, 2, "ws_uneven");
 }
 
 // The grid layout's bands: up to one row per channel, a West band of the channel row each (as
