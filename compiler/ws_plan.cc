@@ -89,17 +89,33 @@ std::vector<int> band_room(const HwConfig& hw) {
   return room;
 }
 
-void place_bands(const HwConfig& hw, int rows, WsPlan* p) {
+void place_bands(const HwConfig& hw, int rows, bool packed, WsPlan* p) {
   const int H = hw.fabric.height, nch = hw.io.channels(H);
   const std::vector<int> room = band_room(hw);
   std::vector<int> n(room.size(), 0);
-  if (rows <= nch - 1) {
-    for (int k = 0; k < rows; ++k) n[static_cast<size_t>(2 * k)] = 1;
-  } else {
-    for (int r = 0; r < rows; ++r) {  // the band with the fewest rows that has room (ties: the first)
+  p->packed = packed;
+  if (packed) {
+    // From the top: each row to the band with the fewest rows that has room, ties the first
+    // (a channel's West band, its East band, the next channel's ...).
+    for (int r = 0; r < rows; ++r) {
       size_t best = room.size();
       for (size_t i = 0; i < room.size(); ++i) {
         if (n[i] < room[i] && (best == room.size() || n[i] < n[best])) best = i;
+      }
+      ++n[best];
+    }
+  } else if (rows <= nch - 1) {
+    for (int k = 0; k < rows; ++k) n[static_cast<size_t>(2 * k)] = 1;
+  } else {
+    // Each row to the band with the fewest rows that has room; ties: West before East (so that
+    // every channel opens before any carries two bands), then the channel's order.
+    auto before = [&](size_t i, size_t j) {
+      return n[i] != n[j] ? n[i] < n[j] : i % 2 != j % 2 ? i % 2 < j % 2 : i < j;
+    };
+    for (int r = 0; r < rows; ++r) {
+      size_t best = room.size();
+      for (size_t i = 0; i < room.size(); ++i) {
+        if (n[i] < room[i] && (best == room.size() || before(i, best))) best = i;
       }
       ++n[best];
     }
@@ -280,7 +296,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   p.pe_budget = o.max_pes;
   p.budget_bound = o.rows == 0 && rows < room;
   if (o.grid) {
-    place_bands(hw, rows, &p);
+    place_bands(hw, rows, o.pack == 1, &p);
   } else {
     for (int a = 0; a < rows; ++a) {
       p.row_channel.push_back(a);
@@ -444,6 +460,18 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
       if (rows_error) std::rethrow_exception(rows_error);
     }
     return best;
+  }
+  if (o.grid && o.pack == 0) {  // both packings; the spread one where they tie (more channels)
+    WsOptions s = o, k = o;
+    s.pack = 2;
+    k.pack = 1;
+    const WsPlan spread = place_ws(g, hw, s);  // its error where neither fits
+    try {
+      WsPlan packed = place_ws(g, hw, k);
+      if (ws_estimate(g, packed, o.pace).cycles_per_batch < ws_estimate(g, spread, o.pace).cycles_per_batch * (1 - 1e-9)) return packed;
+    } catch (const CompileError&) {
+    }
+    return spread;
   }
   if (o.rows > 0 && o.columns > 0) return place_ws_shape(g, hw, o);
   if (o.systems < 1 || o.batch < 1 || o.batch % o.systems != 0 || o.rows < 0 || o.columns < 0 || o.max_pes < 0 ||

@@ -51,6 +51,11 @@ struct WsOptions {
   // the two West edge columns, so the rows can cover the wafer (docs/weight-streaming.md).
   bool grid = false;
   bool auto_layout = false;  // ws.layout auto: the better estimate of the two layouts (ties: fewer PEs)
+  // Grid only: the rows packed from the top, a channel's West and East bands before the next
+  // channel's (shorter columns: a shorter turn per pass), rather than spread over every
+  // channel's West band first (more channels: more I/O). 0: both tried (place_ws), 1: packed,
+  // 2: spread.
+  int pack = 0;
   WsHostPace pace;   // the host side, for the estimate that chooses rows and columns
 };
 
@@ -84,6 +89,7 @@ struct WsPlan {
   // x0 = 2. Band g: edge band_east[g] (0 West, 1 East), channel band_channel[g] at fabric row
   // band_y[g], feature rows band_first[g] .. band_first[g + 1] - 1 (ascending y; size bands + 1).
   bool grid = false;
+  bool packed = false;  // the bands packed from the top (WsOptions::pack)
   int x0 = 0;
   std::vector<int> band_channel, band_y, band_first, band_east;
   int bands() const { return static_cast<int>(band_channel.size()); }

@@ -381,7 +381,7 @@ TEST(WsTraining, FourLayersManyRows) {
 }
 
 // A shard that does not split evenly: 10 samples over 4 columns hold 3, 3, 2 and 2 (each
-// column's code, input window and labels its own), on the grid's East and West bands.
+// column's code, input window and labels its own), on the grid's bands packed from the top.
 TEST(WsTraining, UnevenSamplesPerColumn) {
   SKIP_IF_KERNEL_STARTED();
   WsOptions o;
@@ -389,6 +389,7 @@ TEST(WsTraining, UnevenSamplesPerColumn) {
   o.columns = 4;
   o.rows = 12;
   o.grid = true;
+  o.pack = 1;  // 6 channels' West and East bands, the root on the 7th
   check_ws(MlpSpec{{17, 7, 5}, "Tanh", 5, 13}, 10, 40, 4, o, 2, "ws_uneven");
 }
 
@@ -400,6 +401,7 @@ TEST(WsPlan, GridBandsUseBothEdges) {
   WsOptions o;
   o.batch = 8;
   o.grid = true;
+  o.pack = 2;  // spread: every channel's West band first
   o.columns = 2;
   o.rows = 5;
   const WsRig few = make_ws_rig(MlpSpec{{23, 11, 3, 4}, "Relu", 5, 13}, 10, 40, 4, o, "ws_bands_few");
@@ -434,6 +436,17 @@ TEST(WsPlan, GridBandsUseBothEdges) {
   const nlohmann::json r = ws_compile_report(many.graph, p, many.hw, WsHostPace{});
   EXPECT_EQ(r["channels_used"].get<int>(), p.bands() + 1);
   EXPECT_EQ(r["pes_per_system"].get<int>(), (p.rows + 1) * p.cols + 2 * p.rows);
+  // Packed: from the top, a channel's West band, then its East band, then the next channel's.
+  o.pack = 1;
+  o.rows = 5;
+  const WsRig packed = make_ws_rig(MlpSpec{{23, 11, 3, 4}, "Relu", 5, 13}, 10, 40, 4, o, "ws_bands_packed");
+  const WsPlan& k = packed.compiled.plan;
+  ASSERT_EQ(k.bands(), 5);
+  for (int b = 0; b < k.bands(); ++b) {
+    EXPECT_EQ(k.band_east[static_cast<size_t>(b)], b % 2);
+    EXPECT_EQ(k.band_channel[static_cast<size_t>(b)], b / 2);
+  }
+  EXPECT_EQ(k.root_channel, 3);
 }
 
 // The grid layout (ws.layout grid): bands of 1 and 2 adjacent rows on both edges (io.spacing 4),
