@@ -122,6 +122,18 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as.data(".space nupd, fp32, 1");
   as.data(".space joinf, i32, 1");  // 1: the next forward pass's input slice is in, its start waits
   as.data(".space rbase, i32, 1");  // exact windows: the return stream's count at this minibatch's start
+  // dW blocks (WsPlan::dw_block): two blocks of K rows, each row as long as the layer's slice,
+  // 4 bytes past a 16-byte line as the weight rows; the next row's address, the rows in this
+  // block and which block.
+  const int K = p.dw_block;
+  if (K > 1) {
+    as.data(".align 16");
+    as.data(".space dwpad, fp32, 1");
+    as.data(".space dwblk, fp32, " + S(2LL * K * maxni));
+    as.data(".space dwpos, i32, 1");
+    as.data(".space dwcnt, i32, 1");
+    as.data(".space dwpar, i32, 1");
+  }
 
   const int chout = col.chain[a % 2], chin = a > 0 ? col.chain[(a - 1) % 2] : -1;
   // The dW rows reduce along the row toward the edge that feeds it: West, from the last column;
@@ -142,12 +154,16 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dAll = maxdx ? as.mem("dx", 1) : "", dAllY = as.mem("X0", 1);
   const std::string dTmp = as.mem("dy", 1), dOnes = ones ? as.mem("ones", 1) : "";
   const std::string dFence = as.mem("dummy", 1);
+  // The second block's send (the first's is dEO, dEI).
+  const std::string dBlkA = K > 1 ? as.mem("dwblk", 1) : "", dBlkB = K > 1 ? as.mem("dwblk", 1, 1) : "";
+  const std::string dEO2 = K > 1 ? as.fout(eout, 1) : "", dEI2 = K > 1 && has_ein ? as.fin(ein, 1) : "";
   // Feature by feature: a column of a sample-major slice (stride: the slice length), the
   // product scratch, a row of dy, one dW element as the accumulator of m fused multiply-adds.
   const std::string dXk = by_feature ? as.mem("X0", um) : "", dFt = by_feature ? as.mem("ftm", um) : "";
   const std::string dDxk = by_feature && maxdx ? as.mem("dx", um) : "", dDyo = by_feature ? as.mem("dy", um) : "";
   const std::string dDw0 = by_feature ? as.mem("wbdw", um, 0) : "";
   as << "li r0, 0" << "li r1, 0" << "li r3, 0" << "li r13, wbdw+" + S(3 * B4) << "dbase " + dT + ", r13";
+  if (K > 1) as << "li r13, dwblk+" + S(4LL * K * maxni) << "dbase " + dBlkB + ", r13";
   if (ones) as << "li r13, " + S(maxdx) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
   // The input stream's ramp filter: wavelets of the row's stream are numbered from 0 at reset,
   // minibatch after minibatch (cfg[1] of them each: every column's part); this column's part
@@ -182,6 +198,13 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     for (const std::string& d : {dW, dWs, dWb, dWa, dXs, dT, dDwr, dEO}) as << "dlen " + d + ", r10";
     if (maxdx) as << "dlen " + dDxs + ", r10";
     if (has_ein) as << "dlen " + dEI + ", r10";
+    if (K > 1) {  // a block's sends, K rows; the rows from the first block's start
+      as << "li r13, " + S(static_cast<long long>(K) * p.len(l, a));
+      for (const std::string& d : {dEO, dEI, dEO2, dEI2, dBlkA, dBlkB}) {
+        if (!d.empty()) as << "dlen " + d + ", r13";
+      }
+      as << "li r13, dwblk" << "st32 [r0+dwpos], r13" << "st32 [r0+dwcnt], r0" << "st32 [r0+dwpar], r0";
+    }
   };
   // The q-th read of the return stream in a minibatch into the dy buffer: q < L-1 layer q's
   // outputs, of which the ramp filter lets in only this row's slice (layer q+1's input), at its
@@ -375,12 +398,18 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       continue;
     }
     if (l > 0) weights("b" + P);  // layer 0's dW needs no weights (WsPlan::streamed_passes)
-    as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
+    if (K > 1) {
+      as << "ld32 r13, [r0+dwpos]" << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
+    } else {
+      as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
+    }
     if (p.by_feature(l, a)) {
       as << "li r14, " + S(nI) << "li r13, X" + S(l) << "dbase " + dXk + ", r13" << "dstride " + dXk + ", r14";
       if (l > 0) as << "li r13, dx" << "dbase " + dDxk + ", r13" << "dstride " + dDxk + ", r14";
-      as << "dbase " + dDyo + ", r4" << "addi r4, r4, " + S(4LL * m) << "mov r5, r12" << "addi r6, r12, " + S(2 * B4)
-         << "li r2, 0";
+      as << "dbase " + dDyo + ", r4" << "addi r4, r4, " + S(4LL * m) << "mov r5, r12";
+      if (K > 1) as << "ld32 r6, [r0+dwpos]";
+      else as << "addi r6, r12, " + S(2 * B4);
+      as << "li r2, 0";
       as << "bf_" + P + ":";
       if (l > 0) as << "ld32 r13, [r5]" << "vaxpy.fp32 " + dDxk + ", " + dDyo + ", r13" << "daddb " + dDxk + ", 4";
       as << "dbase " + dDw0 + ", r6" << "vfmac.fp32 " + dDw0 + ", " + dDyo + ", " + dXk + ", " + dDw0 << "addi r5, r5, 4"
@@ -396,9 +425,30 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     // The dW row leaves west: asynchronously while outputs follow; the last one synchronously,
     // after a one-element op on microthread 3 has waited out the previous send.
     const std::string send = !has_ein ? "vmov.fp32 " + dEO + ", " + dDwr : "vadd.fp32 " + dEO + ", " + dEI + ", " + dDwr;
+    // With dW blocks: a block's rows leave in one send once K are in (the last block, maybe
+    // shorter, at the pass's end), from block A or B by turns.
+    auto block_send = [&](bool b) {
+      return !has_ein ? "vmov.fp32 " + (b ? dEO2 : dEO) + ", " + (b ? dBlkB : dBlkA)
+                      : "vadd.fp32 " + (b ? dEO2 : dEO) + ", " + (b ? dEI2 : dEI) + ", " + (b ? dBlkB : dBlkA);
+    };
+    const int nO = p.width[static_cast<size_t>(l) + 1];
     as << "mov r13, r12" << "mov r12, r15" << "mov r15, r13";
+    if (K > 1) {
+      as << "ld32 r13, [r0+dwpos]" << "addi r13, r13, " + S(row4) << "st32 [r0+dwpos], r13" << "ld32 r13, [r0+dwcnt]"
+         << "addi r13, r13, 1" << "st32 [r0+dwcnt], r13";
+    }
     as << "addi r3, r3, 1" << "bne r3, r11, bm_" + P;
-    as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3" << send;
+    if (K > 1) {
+      const int lastb = (nO - 1) / K, count = nO - lastb * K;
+      const bool b = lastb % 2 == 1;
+      as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3" << "li r13, " + S(static_cast<long long>(count) * nI);
+      for (const std::string& d : {b ? dEO2 : dEO, b ? dEI2 : dEI, b ? dBlkB : dBlkA}) {
+        if (!d.empty()) as << "dlen " + d + ", r13";
+      }
+      as << block_send(b);
+    } else {
+      as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3" << send;
+    }
     if (l == 0) {
       end_minibatch();
       as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
@@ -423,7 +473,16 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       if (!need(ph)) as << "activate 3";
       as << "exit";
     }
-    as << "bm_" + P + ":" << send + ", async=3";
+    as << "bm_" + P + ":";
+    if (K > 1) {
+      as << "ld32 r13, [r0+dwcnt]" << "li r14, " + S(K) << "bne r13, r14, bx_" + P << "st32 [r0+dwcnt], r0"
+         << "ld32 r13, [r0+dwpar]" << "bne r13, r0, bb_" + P << block_send(false) + ", async=3" << "li r13, 1"
+         << "st32 [r0+dwpar], r13" << "li r13, dwblk+" + S(4LL * K * maxni) << "st32 [r0+dwpos], r13" << "jmp bx_" + P
+         << "bb_" + P + ":" << block_send(true) + ", async=3" << "st32 [r0+dwpar], r0" << "li r13, dwblk"
+         << "st32 [r0+dwpos], r13" << "bx_" + P + ":";
+    } else {
+      as << send + ", async=3";
+    }
     if (l == 0) as << "activate 3";  // no weights to prefetch: the next output starts at once
     as << "exit";  // else the prefetch's completion starts the next output
   }

@@ -238,7 +238,9 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // (ws_codegen.cc), a few words.
       // Alignment: up to 12 bytes before each X, dx and the weight rows, which round up to 4 words.
       // The pad that keeps the feature-by-feature scratch off acc's banks: under banks / 2 words.
-      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 2 * m + 4 * (ni + 3) + 8 + hw.core.sram_banks / 2) +
+      // dW blocks (dw_block > 1): two of dw_block rows each, a word of pad.
+      const long blocks = p.dw_block > 1 ? 2L * p.dw_block * ni + 4 : 0;
+      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 2 * m + 4 * (ni + 3) + 8 + hw.core.sram_banks / 2 + blocks) +
                                   16 * (L + 2));
     }
     return worst;
@@ -307,6 +309,14 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   }
   p.m = (p.shard + p.cols - 1) / p.cols;
   const long m = p.m;
+  // dW blocks on the grid's wide rows: a block per 32 columns of the chain's wave, at most 16
+  // outputs, fewer where SRAM is short.
+  if (p.grid && p.cols >= 64) {
+    int widest = 1;
+    for (int w : p.width) widest = std::max(widest, w);
+    p.dw_block = std::min({16, p.cols / 32, widest});
+    while (p.dw_block > 1 && row_bytes(m) > sram) --p.dw_block;
+  }
   p.row_bytes = row_bytes(m);
   p.root_bytes = root_bytes(m);
   if (p.row_bytes > sram) {

@@ -90,6 +90,10 @@ struct WsPlan {
   // band_y[g], feature rows band_first[g] .. band_first[g + 1] - 1 (ascending y; size bands + 1).
   bool grid = false;
   bool packed = false;  // the bands packed from the top (WsOptions::pack)
+  // Backward, a row PE sends its dW rows in blocks of this many outputs (grid, many columns):
+  // one send per block down the row's reduction chain, whose wave across the columns then no
+  // longer holds up every output (ws_codegen.cc). 1: output by output.
+  int dw_block = 1;
   int x0 = 0;
   std::vector<int> band_channel, band_y, band_first, band_east;
   int bands() const { return static_cast<int>(band_channel.size()); }

@@ -380,6 +380,18 @@ TEST(WsTraining, FourLayersManyRows) {
   check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o, 2, "ws_four_layers");
 }
 
+// Wide grid rows send their dW in blocks (64 columns: blocks of 2 outputs, the last of an odd
+// layer's shorter; one block's send in flight while the next fills), bit for bit.
+TEST(WsTraining, GridDwBlocks) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 130;
+  o.columns = 64;  // 3 or 2 samples a column
+  o.rows = 6;
+  o.grid = true;
+  check_ws(MlpSpec{{19, 7, 5}, "Relu", 5, 13}, 68, 24, 4, o, 2, "ws_dw_blocks");
+}
+
 // A shard that does not split evenly: 10 samples over 4 columns hold 3, 3, 2 and 2 (each
 // column's code, input window and labels its own), on the grid's bands packed from the top.
 TEST(WsTraining, UnevenSamplesPerColumn) {
