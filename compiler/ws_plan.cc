@@ -439,6 +439,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     // Down the columns to the root and back up to the first row, a router hop and a buffer per
     // row on the way, plus a vector op per feature row.
     e.turn_cycles = 2.0 * (p.root_y - p.row_y.front()) * (hw.router.hop_latency + 1) + rows * (m / add + kPerOutput);
+    // An East band's weights cross the columns between the East relays and the sample columns
+    // before its first output starts: per pass, a hop per column.
+    bool east = false;
+    for (int b : p.band_east) east = east || b != 0;
+    if (east) e.turn_cycles += static_cast<double>(W - 2 * p.x0 - p.cols) * (hw.router.hop_latency + 1);
     p.est.push_back(e);
   }
   return p;
@@ -594,7 +599,9 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
     x.stream_f = stream + wait_f;
     x.stream_b = bwd_streams ? stream_bwd + wait_b : 0.0;
     x.fwd = std::max(x.stream_f, e.fwd_cycles) + e.turn_cycles;
-    x.bwd = std::max({x.stream_b, e.bwd_cycles, e.egress_cycles}) + e.turn_cycles;
+    // The pass's dW also leave the system through the host link (bridge, SwarmX).
+    const double grads_out = static_cast<double>(e.weights) / pace.grads_per_cycle;
+    x.bwd = std::max({x.stream_b, e.bwd_cycles, e.egress_cycles, grads_out}) + e.turn_cycles;
     total += x.fwd + x.bwd;
     est.layers.push_back(x);
   }

@@ -36,6 +36,7 @@ struct WsHostPace {
   double read_per_cycle = 1e9;  // MemoryX's READ rate in words per cycle (each pass reads its layer)
   double reduce_cycles = 0;  // the gradients' reduction through SwarmX into MemoryX after the last result
   double sample_cycles = 0;  // cycles per sample of a system's input stream (its workers side by side, the bridge)
+  double grads_per_cycle = 1e9;  // gradient words per cycle out of a system (bridge, SwarmX link)
   bool prefetch = true;
 };
 

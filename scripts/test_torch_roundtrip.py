@@ -72,6 +72,8 @@ SIM_SEED = 7
 WS_CASES = [
     ("ws_sgd_tanh", [20, 12, 5], "tanh", 13, 4, "sgd", 0.1, 0.9),
     ("ws_adam_relu", [16, 10, 8, 4], "relu", 17, 5, "adam", 0.01, 0.0),
+    # The grid layout: bands of rows on both edges fed through relays, rows with empty slices.
+    ("ws_grid_sgd_sigmoid", [30, 9, 4], "sigmoid", 13, 6, "sgd", 0.1, 0.9, ["--ws.layout", "grid", "--ws.rows", "12"]),
 ]
 WS_SYSTEMS = 2
 WS_STEPS = 3
@@ -338,7 +340,8 @@ def test_shape(wafersim, workdir, shape):
 
 
 def test_ws_case(wafersim, workdir, case):
-    name, layers, act, opset, seed, optimizer, lr, mu = case
+    name, layers, act, opset, seed, optimizer, lr, mu, *extra = case
+    extra = extra[0] if extra else []
     print(f"{name}: weight streaming on {WS_SYSTEMS} systems, layers {','.join(map(str, layers))} {act} "
           f"opset {opset}, batch {BATCH}, {WS_STEPS} steps, {optimizer} lr {lr}"
           + (f" momentum {mu}" if optimizer == "sgd" else ""))
@@ -354,6 +357,7 @@ def test_ws_case(wafersim, workdir, case):
               "--fabric.width", "32", "--fabric.height", "32", "--io.spacing", "8"]
     if optimizer == "sgd":
         common += ["--train.momentum", repr(mu)]
+    common += extra
     t0 = time.monotonic()
     runs = {}
     for k in range(1, WS_STEPS + 1):

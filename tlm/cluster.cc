@@ -85,6 +85,7 @@ compiler::WsHostPace ws_host_pace(const ClusterConfig& c, double clock_mhz, cons
   const double slowest = c.slow_worker_gbps > 0 ? std::min(c.worker_gbps, c.slow_worker_gbps) : c.worker_gbps;
   const WsHostLinks links = ws_host_links(c, clock_mhz);
   p.sample_cycles = std::max(words * 32.0 / slowest * cycles_per_ns / std::max(1, c.input_workers), words / links.inputs_per_cycle);
+  p.grads_per_cycle = links.grads_per_cycle;
   p.prefetch = c.prefetch;
   return p;
 }
