@@ -380,15 +380,23 @@ TEST(WsTraining, FourLayersManyRows) {
   check_ws(MlpSpec{{20, 11, 9, 7, 4}, "Relu", 4, 13}, 6, 30, 3, o, 2, "ws_four_layers");
 }
 
+// The grid layout's options of a test: batch, sample columns, feature rows, packing (0: the
+// estimate's choice, 1 packed, 2 spread).
+WsOptions grid_options(int batch, int columns, int rows, int pack = 0) {
+  WsOptions o;
+  o.batch = batch;
+  o.columns = columns;
+  o.rows = rows;
+  o.grid = true;
+  o.pack = pack;
+  return o;
+}
+
 // Wide grid rows send their dW in blocks (64 columns: blocks of 2 outputs, the last of an odd
 // layer's shorter; one block's send in flight while the next fills), bit for bit.
 TEST(WsTraining, GridDwBlocks) {
   SKIP_IF_KERNEL_STARTED();
-  WsOptions o;
-  o.batch = 130;
-  o.columns = 64;  // 3 or 2 samples a column
-  o.rows = 6;
-  o.grid = true;
+  const WsOptions o = grid_options(130, 64, 6);  // 3 or 2 samples a column
   check_ws(MlpSpec{{19, 7, 5}, "Relu", 5, 13}, 68, 24, 4, o, 2, "ws_dw_blocks");
 }
 
@@ -396,12 +404,7 @@ TEST(WsTraining, GridDwBlocks) {
 // column's code, input window and labels its own), on the grid's bands packed from the top.
 TEST(WsTraining, UnevenSamplesPerColumn) {
   SKIP_IF_KERNEL_STARTED();
-  WsOptions o;
-  o.batch = 10;
-  o.columns = 4;
-  o.rows = 12;
-  o.grid = true;
-  o.pack = 1;  // 6 channels' West and East bands, the root on the 7th
+  const WsOptions o = grid_options(10, 4, 12, 1);  // packed: 6 channels' West and East bands, the root on the 7th
   check_ws(MlpSpec{{17, 7, 5}, "Tanh", 5, 13}, 10, 40, 4, o, 2, "ws_uneven");
 }
 
@@ -467,22 +470,15 @@ TEST(WsPlan, GridBandsUseBothEdges) {
 // derivative.
 TEST(WsTraining, GridBandsWithEmptySlices) {
   SKIP_IF_KERNEL_STARTED();
-  WsOptions o;
-  o.batch = 8;
-  o.columns = 2;
-  o.rows = 20;
-  o.grid = true;
+  const WsOptions o = grid_options(8, 2, 20);
   check_ws(MlpSpec{{23, 11, 3, 4}, "Sigmoid", 5, 13}, 10, 40, 4, o, 3, "ws_grid");
 }
 
 // Two systems on the grid, one sample per column, the bands' East rows reducing their dW east.
 TEST(WsTraining, GridTwoSystems) {
   SKIP_IF_KERNEL_STARTED();
-  WsOptions o;
-  o.batch = 8;
+  WsOptions o = grid_options(8, 0, 30);
   o.systems = 2;
-  o.rows = 30;
-  o.grid = true;
   check_ws(MlpSpec{{40, 9, 6}, "Tanh", 3, 13}, 8, 40, 4, o, 2, "ws_grid2");
 }
 
