@@ -76,9 +76,10 @@ namespace {
 
 // Bands of the grid layout. Each West channel row but the root's has two: a West band of its
 // row and up to (io.spacing - 1) / 2 rows above (fewer at the fabric's top), and an East band of
-// up to io.spacing / 2 rows below; so bands never meet. Up to one row per channel, West bands
-// of one row each (the rows layout's rows); more rows take both edges, spread as evenly as the
-// bands' room allows.
+// up to io.spacing / 2 rows below; so bands never meet. Spread (packed false): up to one row
+// per channel, West bands of one row each (the rows layout's rows); more rows take both edges,
+// as evenly as the bands' room allows. Packed: from the top, a channel's two bands before the
+// next channel's (place_ws tries both).
 std::vector<int> band_room(const HwConfig& hw) {
   const int H = hw.fabric.height, S = std::max(1, hw.io.spacing), n = hw.io.channels(H) - 1;
   std::vector<int> room;
