@@ -54,6 +54,18 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
       m_west[static_cast<size_t>(i)]->notify_delivers(&m_delivered, uint64_t{1} << i);
     }
   }
+  m_until.assign(static_cast<size_t>(nch), p.streamed_passes());
+  m_until.back() = p.layers;
+  for (int b = 0; p.grid && b < streams; ++b) {
+    int until = 0;
+    for (int ps = 0; ps < p.streamed_passes(); ++ps) {
+      const int l = ps < p.layers ? ps : 2 * p.layers - 1 - ps;
+      int n = 0;
+      for (int a = p.band_first[static_cast<size_t>(b)]; a < p.band_first[static_cast<size_t>(b) + 1]; ++a) n += p.len(l, a);
+      if (n > 0) until = ps + 1;
+    }
+    m_until[static_cast<size_t>(b)] = until;
+  }
   m_full_at.assign(static_cast<size_t>(nch), UINT64_MAX);
   m_full_kind.assign(static_cast<size_t>(nch), kWeight);
   m_got.resize(static_cast<size_t>(nch));
@@ -107,6 +119,7 @@ void WsSystem::start_step() {
   m_rr = 0;
   m_wbudget = m_ibudget = m_gbudget = 0;
   m_queued = 0;
+  m_late = late_mask();
   m_full_at.assign(m_west.size(), UINT64_MAX);
   m_full_kind.assign(m_west.size(), kWeight);
   m_full_w = m_full_i = 0;
@@ -158,6 +171,7 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
   mark_pending();
   m_pass_from[static_cast<size_t>(ps)] = from;
   m_queued = std::max(m_queued, ps + 1);
+  m_late = late_mask();
 }
 
 // The passes wholly in the wafer, in order: m_entered, moved on when a pass's last word goes in.
@@ -195,8 +209,6 @@ void WsSystem::mark_pending() {
 // Channel i has items pending and no valid full stamp: offer them while the budget and the
 // channel take them.
 void WsSystem::offer(size_t i, bool* wstall, bool* istall) {
-  const size_t n = m_west.size();
-  const int streamed = m_c.plan.streamed_passes(), forward = m_c.plan.layers;
   auto& q = m_pending[i];
   bool host_late = false;
   Kind late_kind = kWeight;
@@ -231,8 +243,7 @@ void WsSystem::offer(size_t i, bool* wstall, bool* istall) {
   }
   if (q.empty() && m_masks) m_nonempty &= ~(uint64_t{1} << i);
   // Nothing queued but passes still to come for this channel (the root's only in forward).
-  const bool root = i + 1 == n;
-  if (q.empty() && m_queued < (root ? forward : streamed)) host_late = true;
+  if (q.empty() && m_queued < m_until[i]) host_late = true;
   if (host_late && m_west[i]->inject_queue_size() == 0) *(late_kind == kWeight ? wstall : istall) = true;
 }
 
@@ -240,7 +251,7 @@ bool WsSystem::cycle() {
   const bool was_done = done();
   const size_t n = m_west.size();
   const int passes = static_cast<int>(m_pass_left.size());
-  const int streamed = m_c.plan.streamed_passes(), forward = m_c.plan.layers;
+  const int streamed = m_c.plan.streamed_passes();
   m_wbudget = std::min(m_wbudget + m_links.weights_per_cycle, m_links.weights_per_cycle + 1.0);
   m_ibudget = std::min(m_ibudget + m_links.inputs_per_cycle, m_links.inputs_per_cycle + 1.0);
   m_gbudget = std::min(m_gbudget + m_links.grads_per_cycle, m_links.grads_per_cycle + 1.0);
@@ -251,8 +262,7 @@ bool WsSystem::cycle() {
     m_full_w &= ~took;
     m_full_i &= ~took;
     if (m_queued < streamed) {
-      uint64_t empty = bit_range(0, n) & ~m_nonempty;
-      if (m_queued >= forward) empty &= ~(uint64_t{1} << (n - 1));  // the root's passes are in
+      uint64_t empty = m_late & ~m_nonempty;
       for (; empty; empty &= empty - 1) {
         if (!m_west[static_cast<size_t>(__builtin_ctzll(empty))]->has_inject_work()) {
           wstall = true;  // the host is late with weights
@@ -288,7 +298,7 @@ bool WsSystem::cycle() {
       if (m_pending[i].empty()) {  // the common case, kept cheap: nothing queued for this channel now
         // Passes still to come for this channel (the root's only in forward) and nothing left in
         // its inject queue: the host is late with weights.
-        if (m_queued < (i + 1 == n ? forward : streamed) && !m_west[i]->has_inject_work()) wstall = true;
+        if (m_queued < m_until[i] && !m_west[i]->has_inject_work()) wstall = true;
         continue;
       }
       if (m_full_at[i] == m_west[i]->injected()) {  // still full, the same item first (see m_full_at)
@@ -350,6 +360,14 @@ bool WsSystem::cycle() {
 }
 
 bool WsSystem::done() const { return m_missing == 0; }
+
+uint64_t WsSystem::late_mask() const {
+  uint64_t m = 0;
+  for (size_t i = 0; i < m_until.size() && i < 64; ++i) {
+    if (m_queued < m_until[i]) m |= uint64_t{1} << i;
+  }
+  return m;
+}
 
 void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vector<float>>* db, float* loss_sum) const {
   const WsPlan& p = m_c.plan;
