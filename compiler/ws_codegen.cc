@@ -598,9 +598,9 @@ void move_n(PeAsm& as, const std::string& dst, const std::string& src, long long
   if (rest > 0) as << "li r13, " + S(rest) << "dlen " + dst + ", r13" << "dlen " + src + ", r13" << "vmov.fp32 " + dst + ", " + src;
 }
 
-// A grid band's stream relay (column 0 of feature row a): the band's channel stream comes up or
-// down the column to every relay of the band; each reads all of it and passes its row the row's
-// part: the inputs (row by row: the band's rows' whole input streams one after another), then
+// A grid band's stream relay (the outer edge column on the band's side, row a): the band's
+// channel stream comes along the column to every relay of the band; each reads all of it and
+// passes its row the row's part: the inputs (row by row: the band's rows' whole input streams one after another), then
 // per streamed pass, per output, the band's rows' weight slices in row order.
 std::string relay_in_source(const WsPlan& p, const WsColors& col, int a) {
   const int L = p.layers, b = p.band_of(a);
@@ -657,10 +657,10 @@ int ws_relay_dw_color(const WsPlan& p, const WsColors& col, int a) { return col.
 // north: the relay is above the channel row), and the one it takes the farther relays' on.
 int gout_color(const WsColors& col, int d, bool north) { return d % 2 == 1 ? col.gout[north ? 0 : 1] : col.gout[2]; }
 
-// A grid band's dW relay (column 1 of feature row a): per backward pass, per output, it passes
-// on toward the channel row its row's dW slice (reduced along the row into it), then the
-// farther relays' slices; the channel row's relay sends west into the channel its own, then the
-// north side's, then the south side's (WsPlan::egress_order).
+// A grid band's dW relay (the inner edge column on the band's side, row a): per backward pass,
+// per output, it passes on toward the band's head its row's dW slice (reduced along the row
+// into it), then the farther relays' slices; the head's relay sends them into the channel
+// (WsPlan::egress_order: its own first, the others nearest first).
 std::string relay_out_source(const WsPlan& p, const WsColors& col, int a) {
   const int L = p.layers, b = p.band_of(a);
   const int first = p.band_first[static_cast<size_t>(b)], last = p.band_first[static_cast<size_t>(b) + 1];
@@ -804,7 +804,7 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
       rt.add(outer, yc, col.gin, edge, static_cast<uint8_t>(Rp | (top < yc ? N : 0)));
       for (int y = yc - 1; y >= top; --y) rt.add(outer, y, col.gin, Sb, static_cast<uint8_t>(Rp | (y > top ? N : 0)));
       rt.add(inner, yh, col.gout[2], Rp, edge);
-      rt.add(outer, yh, col.gout[2], ef ? Wb : E, edge);
+      rt.add(outer, yh, col.gout[2], E, edge);
     } else {  // East: the band starts below the channel row; the stream runs south
       rt.add(outer, yc, col.gin, edge, Sb);
       for (int y = top; y <= bottom; ++y) rt.add(outer, y, col.gin, N, static_cast<uint8_t>(Rp | (y < bottom ? Sb : 0)));

@@ -94,7 +94,6 @@ void place_bands(const HwConfig& hw, int rows, bool packed, WsPlan* p) {
   const int H = hw.fabric.height, nch = hw.io.channels(H);
   const std::vector<int> room = band_room(hw);
   std::vector<int> n(room.size(), 0);
-  p->packed = packed;
   if (packed) {
     // From the top: each row to the band with the fewest rows that has room, ties the first
     // (a channel's West band, its East band, the next channel's ...).
@@ -355,16 +354,10 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     WsLayerEst e;
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     e.weights = static_cast<long long>(d.in) * d.out;
-    // The wavelets per output through the channel that feeds row a: its slice, or in the grid
-    // its band's slices (the band's relays split them: each reads them all, a loop turn per
-    // output where two or more rows share the band's stream, else one read for the layer).
-    auto channel_len = [&](int a) {
-      if (!p.grid) return static_cast<double>(p.len(l, a));
-      const int b = p.band_of(a);
-      double n = 0;
-      for (int r = p.band_first[static_cast<size_t>(b)]; r < p.band_first[static_cast<size_t>(b) + 1]; ++r) n += p.len(l, r);
-      return n;
-    };
+    // The wavelets per output through the channel that feeds row a: WsPlan::channel_len (in the
+    // grid the band's relays split them: each reads them all, a loop turn per output where two
+    // or more rows share the band's stream, else one read for the layer).
+    auto channel_len = [&](int a) { return static_cast<double>(p.channel_len(l, a)); };
     double relay = 0;
     for (int b = 0; p.grid && b < p.bands(); ++b) {
       int used = 0;
@@ -574,14 +567,8 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
   // the first pass's weights in the same channel (each column's ramp filter lets in only its
   // part: ws_codegen.cc), so no column starts before the busiest row's stream has gone by; the
   // root row's channel carries the labels.
-  for (int a = 0; a < p.rows; ++a) {
-    double n = p.len(0, a);
-    if (p.grid) {  // the band's channel carries every row's slice
-      const int b = p.band_of(a);
-      n = 0;
-      for (int r = p.band_first[static_cast<size_t>(b)]; r < p.band_first[static_cast<size_t>(b) + 1]; ++r) n += p.len(0, r);
-    }
-    est.input_cycles = std::max(est.input_cycles, n * p.shard / p.channel_rate);
+  for (int a = 0; a < p.rows; ++a) {  // in the grid a band's channel carries every row's slice
+    est.input_cycles = std::max(est.input_cycles, static_cast<double>(p.channel_len(0, a)) * p.shard / p.channel_rate);
   }
   est.input_cycles = std::max(est.input_cycles, p.shard / p.channel_rate);
   // ... and no faster than the host's input workers bring the samples in.

@@ -18,6 +18,7 @@
 // East channel to SwarmX and MemoryX.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -90,7 +91,6 @@ struct WsPlan {
   // x0 = 2. Band g: edge band_east[g] (0 West, 1 East), channel band_channel[g] at fabric row
   // band_y[g], feature rows band_first[g] .. band_first[g + 1] - 1 (ascending y; size bands + 1).
   bool grid = false;
-  bool packed = false;  // the bands packed from the top (WsOptions::pack)
   // Backward, a row PE sends its dW rows in blocks of this many outputs (grid, many columns):
   // one send per block down the row's reduction chain, whose wave across the columns then no
   // longer holds up every output (ws_codegen.cc). 1: output by output.
@@ -99,9 +99,14 @@ struct WsPlan {
   std::vector<int> band_channel, band_y, band_first, band_east;
   int bands() const { return static_cast<int>(band_channel.size()); }
   int band_of(int a) const {
-    int g = 0;
-    while (band_first[static_cast<size_t>(g) + 1] <= a) ++g;
-    return g;
+    return static_cast<int>(std::upper_bound(band_first.begin(), band_first.end(), a) - band_first.begin()) - 1;
+  }
+  // Boundary j's features per output through the channel that feeds row a: its slice, in the
+  // grid its band's slices (adjacent rows: one range of features).
+  int channel_len(int j, int a) const {
+    if (!grid) return len(j, a);
+    const auto b = static_cast<size_t>(band_of(a));
+    return off[static_cast<size_t>(j)][static_cast<size_t>(band_first[b + 1])] - off[static_cast<size_t>(j)][static_cast<size_t>(band_first[b])];
   }
   // The row of band g nearest its channel (its head: the channel row in a West band, the row
   // below it in an East band).

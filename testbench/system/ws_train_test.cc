@@ -413,21 +413,18 @@ TEST(WsTraining, UnevenSamplesPerColumn) {
 // (rows below it) evenly, within io.spacing of the channel; rows ascend and never share a fabric
 // row; the dW leave from each band's head outward.
 TEST(WsPlan, GridBandsUseBothEdges) {
-  WsOptions o;
-  o.batch = 8;
-  o.grid = true;
-  o.pack = 2;  // spread: every channel's West band first
-  o.columns = 2;
-  o.rows = 5;
-  const WsRig few = make_ws_rig(MlpSpec{{23, 11, 3, 4}, "Relu", 5, 13}, 10, 40, 4, o, "ws_bands_few");
+  // The bands of `rows` rows on a 10 x 40 fabric, io.spacing 4, packed (1) or spread (2).
+  auto bands = [](int rows, int pack, const std::string& name) {
+    return make_ws_rig(MlpSpec{{23, 11, 3, 4}, "Relu", 5, 13}, 10, 40, 4, grid_options(8, 2, rows, pack), name);
+  };
+  const WsRig few = bands(5, 2, "ws_bands_few");  // spread: every channel's West band first
   const WsPlan& f = few.compiled.plan;
   ASSERT_EQ(f.bands(), 5);
   for (int b = 0; b < f.bands(); ++b) {
     EXPECT_EQ(f.band_east[static_cast<size_t>(b)], 0);
     EXPECT_EQ(f.row_y[static_cast<size_t>(b)], f.band_y[static_cast<size_t>(b)]);
   }
-  o.rows = 23;
-  const WsRig many = make_ws_rig(MlpSpec{{23, 11, 3, 4}, "Relu", 5, 13}, 10, 40, 4, o, "ws_bands_many");
+  const WsRig many = bands(23, 2, "ws_bands_many");
   const WsPlan& p = many.compiled.plan;
   ASSERT_EQ(p.rows, 23);
   int east = 0;
@@ -452,9 +449,7 @@ TEST(WsPlan, GridBandsUseBothEdges) {
   EXPECT_EQ(r["channels_used"].get<int>(), p.bands() + 1);
   EXPECT_EQ(r["pes_per_system"].get<int>(), (p.rows + 1) * p.cols + 2 * p.rows);
   // Packed: from the top, a channel's West band, then its East band, then the next channel's.
-  o.pack = 1;
-  o.rows = 5;
-  const WsRig packed = make_ws_rig(MlpSpec{{23, 11, 3, 4}, "Relu", 5, 13}, 10, 40, 4, o, "ws_bands_packed");
+  const WsRig packed = bands(5, 1, "ws_bands_packed");
   const WsPlan& k = packed.compiled.plan;
   ASSERT_EQ(k.bands(), 5);
   for (int b = 0; b < k.bands(); ++b) {
