@@ -518,6 +518,8 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ("compile.ring_depth", po::value(&c.compile.place.ring_depth)->default_value(c.compile.place.ring_depth),
        "samples in flight per tile within a minibatch (1..64)")
       ("train.batch", po::value(&c.compile.place.batch)->default_value(c.compile.place.batch), "samples per weight update")
+      ("train.in_flight", po::value(&c.compile.place.in_flight)->default_value(c.compile.place.in_flight),
+       "layer-pipelined minibatches in flight: 1, plain SGD (each minibatch enters after the last update); 2, the next minibatch's first compile.ring_depth samples enter before the update, with the weights before it")
       ("train.loss", po::value(&c.compile.loss)->default_value(c.compile.loss),
        "loss when the graph has none: softmax_xent; graph: require the graph's own");
   if (train) {
@@ -594,6 +596,12 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
     for (const char* key : {"data.train_x", "data.train_y", "data.test_x", "data.test_y"}) {
       if (vm.count(key)) throw ConfigError(std::string(key) + " is read with data.source idx or npy only, not fashion-mnist");
     }
+  }
+  if (c.compile.place.in_flight < 1 || c.compile.place.in_flight > 2) {
+    throw ConfigError("train.in_flight must be 1 or 2, got " + std::to_string(c.compile.place.in_flight));
+  }
+  if (c.compile.place.in_flight != 1 && c.mode == "weight-streaming") {
+    throw ConfigError("train.in_flight applies to layer-pipelined mode only: weight streaming runs one minibatch at a time");
   }
   if (c.ws.systems < 1 || c.ws.systems > 1024) throw ConfigError("--systems must be in 1..1024, got " + std::to_string(c.ws.systems));
   if (c.ws.systems > 1 && c.mode == "layer-pipelined") {

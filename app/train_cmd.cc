@@ -252,8 +252,13 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     long long window = 0;
     out << "training " << c.steps << " steps of " << B << " samples (" << train.count << " in the training set)\n";
     InterruptGuard interrupt;  // SIGINT/SIGTERM: stop after this step, write what there is
-    while (t.steps_done() < last && !InterruptGuard::requested()) {
-      const tlm::StepResult s = t.step();
+    // With two minibatches in flight a step drains (the next minibatch waits for its update)
+    // where the weights are read: before a checkpoint, at the end, at an interrupt, after which
+    // the minibatch already begun still finishes.
+    while (t.steps_done() < last && (!InterruptGuard::requested() || t.pending())) {
+      const long long next = t.steps_done() + 1;
+      const bool drain = next == last || (c.checkpoint_every && next % c.checkpoint_every == 0) || InterruptGuard::requested();
+      const tlm::StepResult s = t.step(drain);
       health.loss(s.step, s.mean_loss);
       losses_csv += std::to_string(s.step) + "," + exact(s.mean_loss) + "," + std::to_string(s.cycles) + "\n";
       window_loss += s.mean_loss;

@@ -187,6 +187,10 @@ std::string pct(uint64_t part, uint64_t whole) { return fixed(whole ? 100.0 * st
 
 std::string resolve_mode(const TrainConfig& c, const KernelGraph& g, std::ostream& out) {
   if (c.mode != "auto") return c.mode;
+  if (c.compile.place.in_flight != 1) {
+    out << "mode auto: layer-pipelined (train.in_flight " << c.compile.place.in_flight << " is layer-pipelined's)\n";
+    return "layer-pipelined";
+  }
   if (c.ws.systems > 1) {
     out << "mode auto: weight streaming (" << c.ws.systems << " systems; layer-pipelined runs on one)\n";
     return "weight-streaming";

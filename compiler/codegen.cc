@@ -26,7 +26,13 @@ struct TileColors {
 // Registers: r0 0, r1 k, r2 o, r3 fwd ring pointer, r4 samples in flight, r5/r6 forward/backward
 // samples of this minibatch, r7 batch, r8 ring depth, r9 nI, r10 nO, r11 bwd ring slot,
 // r12 ring end, r13 scratch, r14 1 while y is being sent.
-std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch, int depth, const TrainHyper& h) {
+// With a lookahead of F > 0 samples (two minibatches in flight), r5 counts the samples forwarded
+// since the last update and runs up to batch + F: the next minibatch's first F samples pass with
+// the old weights; the update waits for them and for the minibatch's last gradient (or for the
+// host's drain flag when no next minibatch follows), and the next minibatch's gradients wait for
+// the update.
+std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch, int depth, int lookahead,
+                        const TrainHyper& h) {
   PeAsm a;
   a.inq(c.x);
   a.inq(c.dy);
@@ -46,9 +52,19 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   a.data(".space W, fp32, " + S(static_cast<long long>(ni) * no));
   a.data(".space V, fp32, " + S(static_cast<long long>(ni) * no));
   a.data(".space ring, fp32, " + S(static_cast<long long>(depth) * ni));
+  const int F = lookahead;
+  if (F > 0) a.data(".space drain, i32, 1");
   const long long ring_end_off = 4LL * depth * ni;
   auto try_unblock = [&](const std::string& tag) {
-    a << "bne r14, r0, " + tag << "beq r5, r7, " + tag << "beq r4, r8, " + tag << "unblock 7" << tag + ":";
+    a << "bne r14, r0, " + tag;
+    if (F > 0) a << "li r13, " + S(batch + F) << "beq r5, r13, " + tag;
+    else a << "beq r5, r7, " + tag;
+    a << "beq r4, r8, " + tag << "unblock 7" << tag + ":";
+  };
+  // The update once the minibatch's gradients are in and the lookahead samples have passed.
+  auto check_update = [&](const std::string& tag) {
+    a << "bne r6, r7, " + tag << "li r13, " + S(batch + F) << "beq r5, r13, " + tag + "_go" << "ld32 r13, [r0+drain]"
+      << "beq r13, r0, " + tag << tag + "_go:" << "activate 1" << tag + ":";
   };
   a << "init:";
   const std::string dY = a.mem("y", static_cast<uint32_t>(no));
@@ -73,8 +89,15 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   a << "update:";
   a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13";
   a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVall + ", " + dVall + ", r13";
-  a << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring" << "dbase " + dXs + ", r11";
+  if (F > 0) {
+    // The lookahead samples stay in the ring; an empty ring restarts at its first slot.
+    a << "addi r5, r5, -" + S(batch) << "li r6, 0" << "bne r5, r0, upd_keep" << "li r3, ring" << "li r11, ring"
+      << "dbase " + dXs + ", r11" << "upd_keep:";
+  } else {
+    a << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring" << "dbase " + dXs + ", r11";
+  }
   a << "ld32 r1, [r0+nupd]" << "lif r2, 1.0" << "fadd r1, r1, r2" << "st32 [r0+nupd], r1" << "li r1, 0" << "li r2, 0";
+  if (F > 0) a << "unblock 6";
   try_unblock("upd_u");
   a << "exit";
 
@@ -87,6 +110,7 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   }
   a << "ysent:" << "vfill.fp32 " + dY + ", r0" << "li r14, 0";
   try_unblock("ys_u");
+  if (F > 0) check_update("ys_c");
   a << "exit";
   a << "ysend:";
   if (c.fin >= 0) a << "vadd.fp32 " + dFO + ", " + dFI + ", " + dY + ", async=0, done=activate:3";
@@ -102,8 +126,14 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   if (dx) a << "li r13, W" << "dbase " + dWcol + ", r13";
   a << "addi r11, r11, " + S(4LL * ni) << "bne r11, r12, bwd_nw" << "li r11, ring" << "bwd_nw:" << "dbase " + dXs + ", r11";
   if (dx) a << "block 6" << "activate 4" << "exit";
-  a << "sample_done:" << "addi r4, r4, -1" << "addi r6, r6, 1" << "bne r6, r7, sd_more" << "activate 1" << "exit";
-  a << "sd_more:";
+  if (F > 0) {
+    a << "sample_done:" << "addi r4, r4, -1" << "addi r6, r6, 1" << "bne r6, r7, sd_more" << "block 6";
+    check_update("sd_c");
+    a << "sd_more:";
+  } else {
+    a << "sample_done:" << "addi r4, r4, -1" << "addi r6, r6, 1" << "bne r6, r7, sd_more" << "activate 1" << "exit";
+    a << "sd_more:";
+  }
   try_unblock("sd_u");
   a << "bwd_x:" << "exit";
 
@@ -111,7 +141,11 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   a << "vaxpy.fp32 " + dY + ", " + dWrow + ", r15" << "st32 [r3], r15" << "addi r3, r3, 4" << "daddb " + dWrow + ", " + S(4LL * no)
     << "addi r1, r1, 1" << "bne r1, r9, fwd_x" << "li r1, 0" << "li r13, W" << "dbase " + dWrow + ", r13"
     << "bne r3, r12, fwd_nw" << "li r3, ring" << "fwd_nw:" << "addi r5, r5, 1" << "addi r4, r4, 1" << "li r14, 1"
-    << "block 7" << "activate 5" << "fwd_x:" << "exit";
+    << "block 7" << "activate 5";
+  // (lookahead) The update need not wait for the sample's partial sums to leave: the next
+  // layer may be waiting for this tile's update before it takes them.
+  if (F > 0) check_update("fw_c");
+  a << "fwd_x:" << "exit";
   return a.text();
 }
 
@@ -185,7 +219,12 @@ struct RootColors {
 // or for the last layer softmax cross-entropy against the label from the host.
 // Registers: r0 0, r3/r11 forward/backward ring slot, r5/r6 forward/backward samples of this
 // minibatch, r7 batch, r12 ring end, r9 r10 r13 r14 scratch.
-std::string root_source(int no, Activation act, bool last, const RootColors& c, int batch, int depth, const TrainHyper& h) {
+// With a lookahead of F > 0 samples, r5 and r6 count since the last update (as in a tile) and
+// the update is task 5. The last layer's root computes the lookahead samples' bias gradients
+// with the old bias and keeps them (stash, r3 its pointer, r12 its end) until after the update,
+// then adds them in sample order: the same sums as if they had waited.
+std::string root_source(int no, Activation act, bool last, const RootColors& c, int batch, int depth, int lookahead,
+                        const TrainHyper& h) {
   PeAsm a;
   a.inq(c.fin);
   if (c.dxin >= 0) a.inq(c.dxin);
@@ -195,6 +234,8 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
   if (!last) a.task("2, ysent");
   if (!last) a.task("3, dxgot");
   a.task("4, fwdgot");
+  const int F = lookahead;
+  if (F > 0) a.task("5, update");
   const std::string N = S(no);
   a.data(".space b, fp32, " + N);
   a.data(".space vb, fp32, " + N);
@@ -205,6 +246,8 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
   const bool ones = act == Activation::kSigmoid || act == Activation::kTanh;
   if (ones) a.data(".space ones, fp32, " + N);
   if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(depth) * no));
+  if (F > 0) a.data(".space drain, i32, 1");
+  if (F > 0 && last) a.data(".space stash, fp32, " + S(static_cast<long long>(F) * no));
   if (last) {
     a.data(".space z, fp32, " + N);
     a.data(".space e, fp32, " + N);
@@ -231,25 +274,71 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
   const std::string arm_dx = last ? "" : "vmov.fp32 " + dG + ", " + dDXI + ", async=2, done=activate:3";
   a << "li r0, 0" << "li r5, 0" << "li r6, 0" << "li r7, " + S(batch);
   if (!last) a << "li r3, yring" << "li r11, yring" << "li r12, yring+" + S(4LL * depth * no);
+  std::string dStash;
+  if (F > 0 && last) {
+    dStash = a.mem("stash", n);
+    a << "li r3, stash" << "li r12, stash+" + S(4LL * F * no);
+  }
   if (ones) a << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
   a << arm_fwd;
   if (!last) a << arm_dx;
   a << "exit";
 
-  a << "dysent:" << "addi r6, r6, 1" << "bne r6, r7, dy_more";
-  a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13";
-  a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13";
-  a << "li r5, 0" << "li r6, 0";
-  if (!last) a << "li r3, yring" << "li r11, yring" << "dbase " + dYf + ", r3" << "dbase " + dYb + ", r11";
-  a << "ld32 r9, [r0+nupd]" << "lif r10, 1.0" << "fadd r9, r9, r10" << "st32 [r0+nupd], r9";
-  a << arm_fwd;
-  if (!last) a << arm_dx;
-  a << "exit";
-  a << "dy_more:";
-  a << (last ? arm_fwd : arm_dx) << "exit";
+  auto bias_update = [&] {
+    a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13";
+    a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13";
+  };
+  auto count_update = [&] { a << "ld32 r9, [r0+nupd]" << "lif r10, 1.0" << "fadd r9, r9, r10" << "st32 [r0+nupd], r9"; };
+  // (lookahead) The update once the minibatch's gradients have gone and the lookahead samples
+  // have passed, or at the host's drain flag.
+  auto check_update = [&](const std::string& tag) {
+    a << "bne r6, r7, " + tag << "li r13, " + S(batch + F) << "beq r5, r13, " + tag + "_go" << "ld32 r13, [r0+drain]"
+      << "beq r13, r0, " + tag << tag + "_go:" << "activate 5" << tag + ":";
+  };
+  if (F == 0) {
+    a << "dysent:" << "addi r6, r6, 1" << "bne r6, r7, dy_more";
+    bias_update();
+    a << "li r5, 0" << "li r6, 0";
+    if (!last) a << "li r3, yring" << "li r11, yring" << "dbase " + dYf + ", r3" << "dbase " + dYb + ", r11";
+    count_update();
+    a << arm_fwd;
+    if (!last) a << arm_dx;
+    a << "exit";
+    a << "dy_more:";
+    a << (last ? arm_fwd : arm_dx) << "exit";
+  } else if (!last) {
+    a << "dysent:" << "addi r6, r6, 1" << "bne r6, r7, dy_more";
+    check_update("dy_c");
+    a << "exit";
+    a << "dy_more:" << arm_dx << "exit";
+    a << "update:";
+    bias_update();
+    a << "addi r5, r5, -" + S(batch) << "li r6, 0" << "bne r5, r0, ru_keep" << "li r3, yring" << "li r11, yring"
+      << "dbase " + dYf + ", r3" << "dbase " + dYb + ", r11" << "ru_keep:";
+    count_update();
+    a << arm_dx << "li r13, " + S(F) << "bne r5, r13, ru_x" << arm_fwd << "ru_x:" << "exit";
+  } else {
+    // The last root: r6 counts the gradients sent since the update, the lookahead's included.
+    a << "dysent:" << "addi r6, r6, 1" << "li r13, " + S(batch + F) << "beq r6, r13, ld_upd" << "bne r6, r7, ld_more"
+      << "ld32 r13, [r0+drain]" << "beq r13, r0, ld_more" << "ld_upd:" << "activate 5" << "exit";
+    a << "ld_more:" << arm_fwd << "exit";
+    a << "update:";
+    bias_update();
+    a << "beq r5, r7, lu_nost" << "li r3, stash" << "dbase " + dStash + ", r3" << "lu_add:" << "vadd.fp32 " + dVB + ", " + dVB + ", " + dStash
+      << "addi r3, r3, " + S(4LL * no) << "dbase " + dStash + ", r3" << "bne r3, r12, lu_add" << "lu_nost:"
+      << "li r3, stash" << "dbase " + dStash + ", r3" << "addi r5, r5, -" + S(batch) << "addi r6, r6, -" + S(batch);
+    count_update();
+    a << arm_fwd << "exit";
+  }
 
   if (!last) {
-    a << "ysent:" << "beq r5, r7, ys_x" << arm_fwd << "ys_x:" << "exit";
+    if (F > 0) {
+      a << "ysent:" << "li r13, " + S(batch + F) << "beq r5, r13, ys_x" << arm_fwd << "ys_x:";
+      check_update("ys_c");
+      a << "exit";
+    } else {
+      a << "ysent:" << "beq r5, r7, ys_x" << arm_fwd << "ys_x:" << "exit";
+    }
     a << "dxgot:";
     emit_act_bwd(a, act, dG, dYb, dT, dOnes);
     a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";
@@ -270,6 +359,11 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
     const std::string dLV = emit_softmax_loss(a, no, dAcc, dT, dG);
     a << "vmov.fp32 " + a.fout(c.loss, 1) + ", " + dLV;
     emit_softmax_grad(a, batch, dG);
+    if (F > 0) {
+      // A lookahead sample's bias gradient waits in the stash for the update.
+      a << "blt r5, r7, lf_now" << "vmov.fp32 " + dStash + ", " + dG << "addi r3, r3, " + S(4LL * no) << "dbase " + dStash + ", r3"
+        << "addi r5, r5, 1" << "vmov.fp32 " + dDYO + ", " + dG + ", async=3, done=activate:1" << "exit" << "lf_now:";
+    }
     a << "addi r5, r5, 1" << "jmp gcommon";
   }
   a << "gcommon:" << "vadd.fp32 " + dVB + ", " + dVB + ", " + dG << "vmov.fp32 " + dDYO + ", " + dG + ", async=3, done=activate:1"
@@ -328,7 +422,7 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
         }
         const int ni = lp.in_len(a), no = lp.out_len(b);
         const int img = kernels::intern_image(prog, tag + "_tile",
-                                              tile_source(ni, no, lp.dx, c, plan.batch, plan.ring_depth, h), t);
+                                              tile_source(ni, no, lp.dx, c, plan.batch, plan.ring_depth, plan.lookahead(l), h), t);
         const auto [x, y] = lp.tile_xy(a, b);
         prog.place(x, y, img);
         std::vector<float> wt(static_cast<size_t>(ni) * no), vt(wt.size());
@@ -363,7 +457,7 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
       const int no = lp.out_len(b);
       const Activation act = g.layers[static_cast<size_t>(l)].act;
       const int img = kernels::intern_image(prog, tag + "_root",
-                                            root_source(no, act, last, c, plan.batch, plan.ring_depth, h), t);
+                                            root_source(no, act, last, c, plan.batch, plan.ring_depth, plan.lookahead(l), h), t);
       const auto [x, y] = lp.root_xy(b);
       prog.place(x, y, img);
       const auto off = static_cast<std::ptrdiff_t>(lp.out_off[static_cast<size_t>(b)]);

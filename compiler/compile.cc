@@ -70,6 +70,8 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
                  {"colors", hw.router.colors}};
   j["batch"] = plan.batch;
   j["ring_depth"] = plan.ring_depth;
+  j["in_flight"] = plan.in_flight;
+  j["lookahead_samples"] = plan.lookahead();
   j["overall_samples_per_s"] = overall;
   j["compute_samples_per_s"] = f / compute_t;
   j["transmission_samples_per_s"] = f / plan.transmission;
@@ -106,6 +108,10 @@ std::string report_text(const nlohmann::json& j) {
          std::to_string(j["channels_per_edge"].get<int>()) + " (inputs, labels, loss), 0 East\n";
   }
   s += "  compute utilisation     " + fmt(j["compute_utilisation_pct"].get<double>()) + " %\n";
+  if (j.value("in_flight", 1) > 1) {
+    s += "  minibatches in flight   " + std::to_string(j["in_flight"].get<int>()) + " (the next minibatch's first " +
+         std::to_string(j["lookahead_samples"].get<int>()) + " samples enter before the update, with layer 0's weights before it)\n";
+  }
   s += "  colors used             " + std::to_string(j["fabric"]["colors_used"].get<int>()) + " of " +
        std::to_string(j["fabric"]["colors"].get<int>()) + "\n";
   s += "  kernel                         tiles   PEs   overall/s   compute/s   transm./s   util %\n";

@@ -78,7 +78,18 @@ double Plan::cycles_per_sample() const {
   return t;
 }
 
-double Plan::cycles_per_batch() const { return batch * cycles_per_sample() + latency; }
+double Plan::cycles_per_batch() const {
+  // The lookahead samples enter while layer 0 would wait idle for the minibatch's last gradient:
+  // they hide that idle part of the fill and drain (not layer 0's own forward, backward and
+  // update of the last sample, nor the first sample's transmission), at most F samples' time.
+  double wait = latency;
+  if (lookahead0 > 0 && !layers.empty()) {
+    const KernelEstimate& e = layers.front().est;
+    const double idle = std::max(0.0, latency - transmission - (e.fwd + e.bwd + e.update_per_batch));
+    wait -= std::min(idle, lookahead0 * cycles_per_sample());
+  }
+  return batch * cycles_per_sample() + wait;
+}
 
 long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx) {
   const long ni = in_len, no = out_len;
@@ -91,6 +102,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   if (L == 0) throw CompileError("the model has no layers to place");
   if (opt.batch < 1) throw CompileError("train.batch must be at least 1");
   if (opt.ring_depth < 1 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be in 1..64");
+  if (opt.in_flight < 1 || opt.in_flight > 2) throw CompileError("train.in_flight must be 1 or 2");
   if (opt.max_pes < 0) throw CompileError("compile.max_pes must be 0 (the whole fabric) or positive");
   const long sram = static_cast<long>(hw.core.sram_kb) * 1024;
   const long long budget = opt.max_pes > 0 ? opt.max_pes : static_cast<long long>(W) * H;
@@ -207,6 +219,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   Plan plan;
   plan.batch = opt.batch;
   plan.ring_depth = opt.ring_depth;
+  plan.in_flight = opt.in_flight;
   // West channels: the rows the fabric gives them (hw/fabric.cc).
   const int nch = hw.io.channels(H);
   if (nch < 1) throw CompileError("layer-pipelined mode needs a West I/O channel for its input (io.channels_per_edge is 0)");
@@ -263,6 +276,10 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   plan.latency = plan.transmission;
   for (const auto& l : plan.layers) {
     plan.latency += l.est.fwd + l.est.bwd + l.est.root + l.est.update_per_batch + 2.0 * (l.p_in + l.p_out);
+  }
+  if (plan.in_flight > 1) {
+    const int cover = static_cast<int>(std::ceil(plan.latency / plan.cycles_per_sample()));
+    plan.lookahead0 = std::max(0, std::min({cover, plan.ring_depth, plan.batch - 1}));
   }
   return plan;
 }

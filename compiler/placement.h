@@ -25,6 +25,10 @@ struct PlaceOptions {
   int max_pes = 0;
   int batch = 16;      // samples per weight update
   int ring_depth = 4;  // samples in flight per tile within a minibatch
+  // Minibatches in flight (train.in_flight): 1, each minibatch enters after the last one's
+  // update (plain SGD); 2, the next minibatch's first lookahead() samples enter before it
+  // (docs/training.md, "Two minibatches in flight").
+  int in_flight = 1;
 };
 
 // Cycle estimates of the cost model (per sample unless named otherwise).
@@ -53,7 +57,7 @@ struct LayerPlan {
 
 struct Plan {
   std::vector<LayerPlan> layers;
-  int batch = 32, ring_depth = 4;
+  int batch = 32, ring_depth = 4, in_flight = 1;
   int used_width = 0, used_height = 0;  // bounding box, bus column included
   std::vector<int> row_channel;         // layer 0 row a -> West channel index
   int loss_channel = 0;                 // West channel of labels in and losses out
@@ -63,6 +67,12 @@ struct Plan {
   int pes = 0;                          // tiles and roots
 
   double cycles_per_sample() const;     // slowest kernel or transmission
+  // With two minibatches in flight: the samples of the next minibatch that pass layer `layer`
+  // with the weights before this minibatch's update (0 elsewhere). Only layer 0 takes any:
+  // enough to fill its wait for the minibatch's last gradient (latency / cycles_per_sample),
+  // at most the ring and less than a minibatch (placement.cc).
+  int lookahead(int layer = 0) const { return layer == 0 ? lookahead0 : 0; }
+  int lookahead0 = 0;
   double cycles_per_batch() const;      // batch * cycles_per_sample + latency
 };
 

@@ -1,6 +1,7 @@
 #include "compiler/reference.h"
 
 #include <cmath>
+#include <stdexcept>
 
 namespace wafersim::compiler {
 
@@ -72,11 +73,12 @@ Reference::Reference(const KernelGraph& g, const Plan& plan, const TrainHyper& h
     : m_g(g), m_plan(plan), m_h(h), m_s(std::move(s)) {}
 
 std::vector<float> Reference::run_forward(const float* x, std::vector<std::vector<float>>* inputs,
-                                          std::vector<std::vector<float>>* outputs) const {
+                                          std::vector<std::vector<float>>* outputs, int stale_sample) const {
   std::vector<float> cur(x, x + m_plan.layers.front().in);
   for (const LayerPlan& l : m_plan.layers) {
-    const auto& W = m_s.w[static_cast<size_t>(l.index)];
-    const auto& B = m_s.b[static_cast<size_t>(l.index)];
+    const ModelState& st = stale_sample >= 0 && stale_sample < m_plan.lookahead(l.index) ? m_before : m_s;
+    const auto& W = st.w[static_cast<size_t>(l.index)];
+    const auto& B = st.b[static_cast<size_t>(l.index)];
     const bool last = l.index + 1 == static_cast<int>(m_plan.layers.size());
     std::vector<float> y(static_cast<size_t>(l.out));
     for (int b = 0; b < l.p_out; ++b) {
@@ -102,13 +104,14 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
 
 std::vector<float> Reference::forward(const float* x) const { return run_forward(x, nullptr, nullptr); }
 
-std::vector<float> Reference::step(const std::vector<const float*>& xs, const std::vector<int>& labels) {
+std::vector<float> Reference::step(const std::vector<const float*>& xs, const std::vector<int>& labels, bool after_lookahead) {
   const int batch = static_cast<int>(xs.size());
+  if (after_lookahead && m_before.w.empty()) throw std::logic_error("Reference::step: a lookahead before any update");
   const int L = static_cast<int>(m_plan.layers.size());
   std::vector<float> losses;
   for (int s = 0; s < batch; ++s) {
     std::vector<std::vector<float>> in, out;
-    const std::vector<float> logits = run_forward(xs[static_cast<size_t>(s)], &in, &out);
+    const std::vector<float> logits = run_forward(xs[static_cast<size_t>(s)], &in, &out, after_lookahead ? s : -1);
     std::vector<float> g;
     losses.push_back(softmax_xent(logits, labels[static_cast<size_t>(s)], m_plan.batch, &g));
     for (int li = L - 1; li >= 0; --li) {
@@ -149,6 +152,8 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
       }
     }
   }
+  m_before.w = m_s.w;
+  m_before.b = m_s.b;
   for (int li = 0; li < L; ++li) {
     auto upd = [&](std::vector<float>& w, std::vector<float>& v) {
       for (size_t i = 0; i < w.size(); ++i) {

@@ -20,18 +20,24 @@ class Reference {
   // Logits of one (normalised) sample.
   std::vector<float> forward(const float* x) const;
   // One minibatch; returns the per-sample losses. xs: batch pointers to normalised samples.
-  std::vector<float> step(const std::vector<const float*>& xs, const std::vector<int>& labels);
+  // `after_lookahead`: with two minibatches in flight, the previous step did not drain, so the
+  // first Plan::lookahead(l) samples passed layer l forward with the weights and biases before
+  // the previous update; their backward passes use the current ones with those activations.
+  std::vector<float> step(const std::vector<const float*>& xs, const std::vector<int>& labels, bool after_lookahead = false);
   const ModelState& state() const { return m_s; }
 
  private:
   // Forward through every layer; keeps inputs and outputs per layer. Returns logits.
+  // `stale_sample` >= 0: the sample's position in a minibatch after a lookahead (layers whose
+  // lookahead covers it use the weights before the last update).
   std::vector<float> run_forward(const float* x, std::vector<std::vector<float>>* inputs,
-                                 std::vector<std::vector<float>>* outputs) const;
+                                 std::vector<std::vector<float>>* outputs, int stale_sample = -1) const;
 
   const KernelGraph& m_g;
   Plan m_plan;
   TrainHyper m_h;
   ModelState m_s;
+  ModelState m_before;  // the weights and biases before the last update (for stale samples)
 };
 
 // An activation and its derivative (given the output y and the gradient g) as the PEs compute them.

@@ -15,6 +15,7 @@ using compiler::LayerPlan;
 Trainer::Trainer(const HwConfig& hw, const Compiled& c, const Dataset& data, const Normalize& norm, uint64_t seed,
                  long long first_step)
     : m_c(c), m_step(first_step), m_first_step(first_step) {
+  m_enqueued = first_step * c.plan.batch;
   if (static_cast<int>(data.features) != c.plan.layers.front().in) {
     throw ConfigError("the dataset has " + std::to_string(data.features) + " features per sample, the model's input " +
                       std::to_string(c.plan.layers.front().in));
@@ -29,6 +30,7 @@ Trainer::Trainer(const HwConfig& hw, const Compiled& c, const Dataset& data, con
   for (size_t i = 0; i < m_loaded.cores.size(); ++i) {
     for (const Symbol& s : m_loaded.images[i]->symbols) {
       if (s.name == "nupd") m_counters.emplace_back(m_loaded.cores[i], s.addr);
+      if (s.name == "drain") m_drain_flags.emplace_back(m_loaded.cores[i], s.addr);
     }
   }
   InputRoute route;
@@ -66,13 +68,26 @@ bool Trainer::all_updated(long long n) {
   return true;
 }
 
-StepResult Trainer::step() {
+StepResult Trainer::step(bool drain) {
   const int batch = m_c.plan.batch;
+  const int F = m_c.plan.lookahead();
   const long long done = m_step - m_first_step;  // counters restart at 0 on a fresh load
-  m_worker->enqueue(m_step * batch, batch);
+  if (F > 0 && m_drain_written != (drain ? 1 : 0)) {
+    // The host's drain command: every PE reads it when its minibatch's last gradient has
+    // passed, which is after this write (the previous step ended with every update done).
+    m_drain_written = drain ? 1 : 0;
+    for (auto& [core, addr] : m_drain_flags) core->write_bytes(addr, &m_drain_written, 4);
+  }
+  const long long end = (m_step + 1) * batch + (F > 0 && !drain ? F : 0);
+  if (end > m_enqueued) {
+    m_worker->enqueue(m_enqueued, end - m_enqueued);
+    m_enqueued = end;
+  }
   EdgeChannel* out = m_fabric->channel(kWest, m_c.plan.loss_channel);
   m_poll = 0;
   StepResult r;
+  r.losses = std::move(m_carry);
+  m_carry.clear();
   const uint64_t start = m_fabric->cycle();
   for (;;) {
     m_worker->pump(*m_fabric);
@@ -84,8 +99,9 @@ StepResult Trainer::step() {
       std::memcpy(&v, &w.payload, 4);
       r.losses.push_back(v);
     }
+    // A step that leaves the next minibatch's first samples on the wafer ends at its last update.
     if (static_cast<int>(r.losses.size()) >= batch && all_updated(done + 1) &&
-        m_fabric->in_flight() == 0) {
+        ((F > 0 && !drain) || m_fabric->in_flight() == 0)) {
       break;
     }
     if (m_fabric->cycle() - start > m_limit) {
@@ -94,6 +110,9 @@ StepResult Trainer::step() {
                                std::to_string(batch) + " losses back): the wafer is stuck");
     }
   }
+  m_carry.assign(r.losses.begin() + batch, r.losses.end());
+  r.losses.resize(static_cast<size_t>(batch));
+  m_pending = F > 0 && !drain;
   double sum = 0;
   for (float v : r.losses) sum += v;
   r.mean_loss = sum / static_cast<double>(r.losses.size());

@@ -4,6 +4,7 @@
 // PyTorch, sharing no code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "compiler/compile.h"
@@ -25,8 +26,9 @@ struct Rig {
   tlm::Normalize norm;
 };
 
-Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std::string& name) {
+Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std::string& name, int in_flight = 1) {
   Rig r;
+  r.opt.place.in_flight = in_flight;
   r.hw = small_config(fabric, fabric);
   r.hw.io.spacing = 8;
   r.opt.place.batch = batch;
@@ -39,14 +41,29 @@ Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std:
   return r;
 }
 
-void check_against_reference(const MlpSpec& spec, int fabric, int batch, int max_pes, int steps, const std::string& name) {
-  Rig r = make_rig(spec, fabric, batch, max_pes, name);
+// `in_flight` 2: steps drain where `drains` says (1-based step numbers; the last always does).
+// Returns the wafer's cycles over all steps.
+uint64_t check_against_reference(const MlpSpec& spec, int fabric, int batch, int max_pes, int steps, const std::string& name,
+                                 int in_flight = 1, const std::vector<int>& drains = {}) {
+  Rig r = make_rig(spec, fabric, batch, max_pes, name, in_flight);
   std::cout << r.res.report_text;
   tlm::Trainer t(r.hw, r.res.compiled, r.data, r.norm, 11, 0);
   Reference ref(r.res.graph, r.res.compiled.plan, r.opt.hyper, ModelState::from_graph(r.res.graph));
   tlm::InputWorker order(r.data, {}, r.norm, 11);
+  const int F = r.res.compiled.plan.lookahead();
+  if (in_flight > 1) {
+    EXPECT_GT(F, 0);
+    EXPECT_LE(F, std::min(batch - 1, r.opt.place.ring_depth));
+  } else {
+    EXPECT_EQ(F, 0);
+  }
+  bool pending = false;
+  uint64_t cycles = 0;
   for (int s = 0; s < steps; ++s) {
-    const tlm::StepResult w = t.step();
+    const bool drain = s + 1 == steps || std::find(drains.begin(), drains.end(), s + 1) != drains.end();
+    const tlm::StepResult w = t.step(drain);
+    cycles += w.cycles;
+    EXPECT_EQ(t.pending(), F > 0 && !drain);
     std::vector<std::vector<float>> xs;
     std::vector<const float*> ptrs;
     std::vector<int> labels;
@@ -58,7 +75,8 @@ void check_against_reference(const MlpSpec& spec, int fabric, int batch, int max
       labels.push_back(r.data.labels[i]);
     }
     for (auto& x : xs) ptrs.push_back(x.data());
-    const std::vector<float> rl = ref.step(ptrs, labels);
+    const std::vector<float> rl = ref.step(ptrs, labels, pending);
+    pending = F > 0 && !drain;
     expect_same_bits(w.losses, rl, "losses of step " + std::to_string(s + 1));
     std::cout << "step " << s + 1 << " loss " << w.mean_loss << " cycles " << w.cycles << "\n";
   }
@@ -69,6 +87,7 @@ void check_against_reference(const MlpSpec& spec, int fabric, int batch, int max
     expect_same_bits(ws.b[l], ref.state().b[l], "b" + std::to_string(l));
     expect_same_bits(ws.vb[l], ref.state().vb[l], "vb" + std::to_string(l));
   }
+  return cycles;
 }
 
 TEST(Training, SmallMlpMatchesReferenceBitForBit) {
@@ -104,6 +123,36 @@ namespace {
 // One layer: the first layer is also the last (its root computes the loss; no input gradients).
 TEST(Training, SingleLayerMatchesReference) {
   check_against_reference(MlpSpec{{20, 5}, "Relu", 4, 13}, 24, 4, 8, 3, "single");
+}
+
+}  // namespace
+}  // namespace wafersim::test
+
+namespace wafersim::test {
+namespace {
+
+// Two minibatches in flight (train.in_flight 2): the next minibatch's first ring_depth samples
+// pass with the weights before the update; bit for bit against the reference of those
+// semantics, with drains in the middle and at the end, and fewer cycles than one in flight.
+TEST(Training, TwoMinibatchesInFlightMatchReference) {
+  const MlpSpec spec{{12, 10, 3}, "Tanh", 3, 13};
+  check_against_reference(spec, 24, 6, 12, 5, "inflight2", 2, {2});
+  // Without a drain but at the end the overlap saves cycles (a drain costs some back).
+  const uint64_t two = check_against_reference(spec, 24, 6, 12, 8, "inflight2", 2);
+  const uint64_t one = check_against_reference(spec, 24, 6, 12, 8, "inflight1", 1);
+  std::cout << "cycles of 8 steps: one in flight " << one << ", two " << two << "\n";
+  EXPECT_LT(two, one);
+}
+
+// A minibatch smaller than the ring (the lookahead is the whole next minibatch), layers on grids
+// of tiles, a sigmoid chain.
+TEST(Training, TwoInFlightWithMinibatchSmallerThanTheRing) {
+  check_against_reference(MlpSpec{{40, 24, 16, 12, 5}, "Sigmoid", 5, 13}, 40, 3, 60, 4, "inflight_small", 2);
+}
+
+// One layer: its root is the loss root, and its tiles compute no input gradients.
+TEST(Training, TwoInFlightSingleLayer) {
+  check_against_reference(MlpSpec{{20, 5}, "Relu", 4, 13}, 24, 5, 8, 4, "inflight_single", 2, {3});
 }
 
 }  // namespace
