@@ -55,6 +55,9 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
                  {"overall_samples_per_s", std::min(compute_sps, trans_sps)},
                  {"compute_samples_per_s", compute_sps},
                  {"transmission_samples_per_s", trans_sps},
+                 // What sets this kernel's rate: its PEs' arithmetic, or the wavelets into it
+                 // (the host's I/O channels for layer 0, the fabric's links for the others).
+                 {"bound", compute_sps <= trans_sps ? "compute" : l.index == 0 ? "input channels" : "fabric"},
                  {"active_pes_pct", 100.0 * l.pes() / fabric_pes},
                  {"compute_utilisation_pct", 100.0 * macs(l) / (tiles * t * hw.core.fmac_fp32)}});
   }
@@ -114,14 +117,14 @@ std::string report_text(const nlohmann::json& j) {
   }
   s += "  colors used             " + std::to_string(j["fabric"]["colors_used"].get<int>()) + " of " +
        std::to_string(j["fabric"]["colors"].get<int>()) + "\n";
-  s += "  kernel                         tiles   PEs   overall/s   compute/s   transm./s   util %\n";
+  s += "  kernel                         tiles   PEs   overall/s   compute/s   transm./s   util %  bound\n";
   for (const auto& k : j["kernels"]) {
     char line[256];
-    std::snprintf(line, sizeof line, "  %-30s %-7s %4d %11.1f %11.1f %11.1f %8.1f\n",
+    std::snprintf(line, sizeof line, "  %-30s %-7s %4d %11.1f %11.1f %11.1f %8.1f  %s\n",
                   (k["name"].get<std::string>() + " " + k["kernel"].get<std::string>()).substr(0, 30).c_str(),
                   k["tiles"].get<std::string>().c_str(), k["pes"].get<int>(), k["overall_samples_per_s"].get<double>(),
                   k["compute_samples_per_s"].get<double>(), k["transmission_samples_per_s"].get<double>(),
-                  k["compute_utilisation_pct"].get<double>());
+                  k["compute_utilisation_pct"].get<double>(), k["bound"].get<std::string>().c_str());
     s += line;
   }
   s += "  placement (tile (0,0) of each kernel; roots below A-type, east of B-type regions):\n";

@@ -416,6 +416,10 @@ TEST(Compiler, CompileOnlyWritesReportAndProgram) {
                      std::min(k["compute_samples_per_s"].get<double>(),
                               k["transmission_samples_per_s"].get<double>()));
     EXPECT_LE(overall, k["overall_samples_per_s"].get<double>()) << k["name"];
+    // What bounds it: the smaller of the two rates, named.
+    const bool compute = k["compute_samples_per_s"].get<double>() <= k["transmission_samples_per_s"].get<double>();
+    EXPECT_EQ(k["bound"], compute ? "compute" : k["name"] == "/fc1/Gemm" ? "input channels" : "fabric") << k["name"];
+    EXPECT_TRUE(contains(text, k["bound"].get<std::string>())) << text;
     pes += k["pes"].get<int>();
   }
   EXPECT_EQ(j["kernels"][0]["name"], "/fc1/Gemm");
