@@ -516,10 +516,10 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ("compile.max_pes", po::value(&c.compile.place.max_pes)->default_value(c.compile.place.max_pes),
        "PEs the model may use, in either mode (layer-pipelined regions; weight streaming's rows, columns and roots per system); 0 (the default): the whole fabric, the most throughput")
       ("compile.ring_depth", po::value(&c.compile.place.ring_depth)->default_value(c.compile.place.ring_depth),
-       "samples in flight per tile within a minibatch (1..64)")
+       "samples in flight per tile within a minibatch (1..64); 0: enough for a sample's round trip, at least 4, as SRAM allows")
       ("train.batch", po::value(&c.compile.place.batch)->default_value(c.compile.place.batch), "samples per weight update")
       ("train.in_flight", po::value(&c.compile.place.in_flight)->default_value(c.compile.place.in_flight),
-       "layer-pipelined minibatches in flight: 1, plain SGD (each minibatch enters after the last update); 2, the next minibatch's first compile.ring_depth samples enter before the update, with the weights before it")
+       "layer-pipelined minibatches in flight: 1, plain SGD (each minibatch enters after the last update); 2, the next minibatch's first few samples (at most the ring) enter layer 0 before the update, with its weights before it")
       ("train.loss", po::value(&c.compile.loss)->default_value(c.compile.loss),
        "loss when the graph has none: softmax_xent; graph: require the graph's own");
   if (train) {
@@ -621,7 +621,9 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   if (!(c.worker_gbps > 0) || !(c.slow_worker_gbps >= 0)) throw ConfigError("input.worker_gbps must be > 0 and input.slow_worker_gbps >= 0");
   if (c.compile.place.batch < 1 || c.compile.place.batch > (1 << 24)) throw ConfigError("train.batch must be in 1..16777216");
   if (c.compile.place.max_pes < 0) throw ConfigError("compile.max_pes must be >= 0");
-  if (c.compile.place.ring_depth < 1 || c.compile.place.ring_depth > 64) throw ConfigError("compile.ring_depth must be in 1..64");
+  if (c.compile.place.ring_depth < 0 || c.compile.place.ring_depth > 64) {
+    throw ConfigError("compile.ring_depth must be 0 (auto) or in 1..64");
+  }
   if (train) {
     if (c.steps < 0) throw ConfigError("train.steps must be >= 0");
     if (c.steps == 0) c.steps = 1800;

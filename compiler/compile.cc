@@ -91,6 +91,7 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
   j["cycles_per_sample"] = t;
   j["cycles_per_batch"] = plan.cycles_per_batch();
   j["batch_fill_drain_cycles"] = plan.latency;
+  j["ring_trip_cycles"] = plan.ring_trip;
   j["kernels"] = k;
   j["notes"] = g.notes;
   return j;

@@ -16,6 +16,8 @@ constexpr double kUpdateFixed = 30;  // per minibatch: the update task's scalar 
 constexpr double kRootFixed = 80;    // per sample: the root's four tasks
 constexpr double kLossFixed = 120;   // per sample: the loss root's softmax bookkeeping
 constexpr long kCodeBytes = 2048;    // a tile's code and scalar data, rounded up
+constexpr int kMinRing = 4;
+constexpr double kSlack = 0.8;       // tiles above this share of the bound are split further (placement)          // compile.ring_depth 0 (auto) takes at least this many
 // Times at or above this mark a layer whose tiles do not fit (plus their bytes, to rank them).
 constexpr double kInfeasible = 1e12;
 
@@ -38,13 +40,14 @@ struct Search {
   const HwConfig& hw;
   const PlaceOptions& opt;
   long sram;
+  int ring_depth;  // the ring the SRAM must hold (auto: the least, kMinRing)
 
   // Layer l's estimate with p_in x p_out tiles; infinite when a tile does not fit SRAM.
   KernelEstimate estimate(int l, int p_in, int p_out, long* bytes) const {
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     const int ni = (d.in + p_in - 1) / p_in, no = (d.out + p_out - 1) / p_out;
     const bool dx = l > 0;
-    *bytes = tile_sram_bytes(ni, no, opt.ring_depth, dx);
+    *bytes = tile_sram_bytes(ni, no, ring_depth, dx);
     const double fmac = hw.core.fmac_fp32;
     KernelEstimate e;
     e.fwd = ni * (no / fmac + kFwdTask) + kSampleEnd / 2;
@@ -73,7 +76,7 @@ struct Search {
 double KernelEstimate::compute() const { return std::max(fwd + bwd, root); }
 
 double Plan::cycles_per_sample() const {
-  double t = transmission;
+  double t = std::max(transmission, ring_trip / ring_depth);
   for (const auto& l : layers) t = std::max(t, l.est.compute() + l.est.update_per_batch / batch);
   return t;
 }
@@ -101,7 +104,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   const int W = hw.fabric.width, H = hw.fabric.height;
   if (L == 0) throw CompileError("the model has no layers to place");
   if (opt.batch < 1) throw CompileError("train.batch must be at least 1");
-  if (opt.ring_depth < 1 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be in 1..64");
+  if (opt.ring_depth < 0 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be 0 (auto) or in 1..64");
   if (opt.in_flight < 1 || opt.in_flight > 2) throw CompileError("train.in_flight must be 1 or 2");
   if (opt.max_pes < 0) throw CompileError("compile.max_pes must be 0 (the whole fabric) or positive");
   const long sram = static_cast<long>(hw.core.sram_kb) * 1024;
@@ -131,7 +134,8 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   }
   if (W < 3 || H < 3) throw CompileError("the fabric is too small: layer-pipelined mode needs at least 3 x 3 PEs");
 
-  Search s{g, hw, opt, sram};
+  const bool auto_ring = opt.ring_depth == 0;
+  Search s{g, hw, opt, sram, auto_ring ? kMinRing : opt.ring_depth};
   std::vector<int> p(static_cast<size_t>(L) + 1, 1);  // p[l] = layer l's p_in; p[l+1] its p_out; p[L] = 1
   auto pes_of = [&](const std::vector<int>& q) {
     long long n = 0;
@@ -172,17 +176,120 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
     }
     return t;
   };
+  // West channels: the rows the fabric gives them (hw/fabric.cc). Layer 0's rows are centred on
+  // the channel nearest the fabric's middle; each row takes its inputs from the channel nearest
+  // it, and the last layer's root takes the labels from the one nearest it.
+  const int nch = hw.io.channels(H);
+  if (nch < 1) throw CompileError("layer-pipelined mode needs a West I/O channel for its input (io.channels_per_edge is 0)");
+  auto ch_row = [&](int i) { return hw.io.channel_row(H, i); };
+  auto nearest = [&](int row) {
+    int best = 0;
+    for (int i = 1; i < nch; ++i) {
+      if (std::abs(ch_row(i) - row) < std::abs(ch_row(best) - row)) best = i;
+    }
+    return best;
+  };
+  const int mid = ch_row(nch / 2);
+  auto top_row = [&](const std::vector<int>& q) {
+    int w = 0, h = 0;
+    extent(q, &w, &h);
+    return std::clamp(mid - q[0] / 2, 0, std::max(0, H - h));
+  };
+  const double channel_rate = std::min(1.0, hw.io.channel_gbps * 1e3 / (32.0 * hw.fabric.clock_mhz));
+  // Cycles per sample of the busiest input channel or bus link (Plan::transmission): a channel
+  // moves channel_rate wavelets a cycle; row a's inputs run from its channel's row along column 0
+  // to the row of its tiles (routing.cc), and a link of that bus moves one wavelet a cycle each
+  // way, for every row beyond it fed from that side.
+  auto transmission_of = [&](const std::vector<int>& q) {
+    std::vector<double> load(static_cast<size_t>(nch), 0.0);
+    std::vector<double> south(static_cast<size_t>(H) + 1, 0.0), north(static_cast<size_t>(H) + 1, 0.0);  // difference arrays
+    const int y0 = top_row(q);
+    const std::vector<int> off = split(g.layers.front().in, q[0]);
+    for (int a = 0; a < q[0]; ++a) {
+      const int c = nearest(y0 + a), from = ch_row(c), to = y0 + a;
+      const double n = off[static_cast<size_t>(a) + 1] - off[static_cast<size_t>(a)];
+      load[static_cast<size_t>(c)] += n;
+      if (to > from) {  // links from..to-1 southward (link y joins rows y and y + 1)
+        south[static_cast<size_t>(from)] += n;
+        south[static_cast<size_t>(to)] -= n;
+      } else if (to < from) {
+        north[static_cast<size_t>(to)] += n;
+        north[static_cast<size_t>(from)] -= n;
+      }
+    }
+    double bus = 0, sn = 0, nn = 0;
+    for (int yy = 0; yy < H; ++yy) {
+      sn += south[static_cast<size_t>(yy)];
+      nn += north[static_cast<size_t>(yy)];
+      bus = std::max({bus, sn, nn});
+    }
+    int y = y0, root = y0;  // the last layer's first root row (LayerPlan::root_xy(0))
+    for (int l = 0; l < L; ++l) {
+      if (l % 2 == 0) {
+        root = y + q[static_cast<size_t>(l)];
+        y += q[static_cast<size_t>(l)] + 1;
+      } else {
+        root = y;
+      }
+    }
+    load[static_cast<size_t>(nearest(root))] += 1;  // the label
+    return std::max(*std::max_element(load.begin(), load.end()) / channel_rate, bus);
+  };
+  // A sample's round trip from a layer-0 tile's forward pass to its backward pass (Plan::
+  // ring_trip): every layer's work on it and every link of the chains it crosses. One link:
+  // out of a core and into the next through the ramps, a hop, the receiving task's decode and
+  // its op's first step.
+  const double hop_cycles = 2.0 * hw.router.ramp_latency + hw.router.hop_latency + hw.core.decode_latency + 1;
+  auto ring_trip_of = [&](const std::vector<int>& q) {
+    double trip = 0;
+    for (int l = 0; l < L; ++l) {
+      long bytes = 0;
+      const int pi = q[static_cast<size_t>(l)], po = q[static_cast<size_t>(l) + 1];
+      trip += s.estimate(l, pi, po, &bytes).compute() + hop_cycles * (pi + (l > 0 ? po : 0));
+    }
+    return trip;
+  };
+  // The search's time per sample: the slowest layer, the busiest input channel, and with a
+  // fixed ring a sample's round trip over it (an automatic ring is sized to cover the trip).
+  auto objective = [&](const std::vector<int>& q, int* which) {
+    double t = std::max(worst(q, which), transmission_of(q));
+    if (!auto_ring) t = std::max(t, ring_trip_of(q) / opt.ring_depth);
+    return t;
+  };
   if (!fits(p)) {
     throw CompileError("the fabric is too small for " + std::to_string(L) + " layers (" + std::to_string(W) + " x " +
                        std::to_string(H) + ", compile.max_pes " + std::to_string(opt.max_pes) + ")");
   }
+  // Greedy: split the slowest layer's inputs or outputs further while that lowers the time per
+  // sample; when the input channels bind, layer 0's input rows spread over more channels
+  // instead (more PEs buy nothing else). Each step only adds PEs, so a larger budget follows the
+  // same path further: never slower.
   for (int iter = 0; iter < 100000; ++iter) {
     int l = 0;
-    const double t = worst(p, &l);
+    const double t = objective(p, &l);
+    const bool channel_bound = transmission_of(p) >= worst(p, &l);
     std::vector<int> best;
     double best_t = t;
     long long best_pes = 0;
+    if (channel_bound) {
+      // The fewest more input rows that reach another channel (rows between two channels take
+      // the nearer one's, so one more row seldom helps).
+      const int lim = g.layers.front().in;
+      for (int v = p[0] + 1; v <= lim; ++v) {
+        std::vector<int> q = p;
+        q[0] = v;
+        if (!fits(q)) break;  // taller or more PEs from here on
+        int dummy = 0;
+        const double tq = objective(q, &dummy);
+        if (tq < t) {
+          best = q;
+          best_t = tq;
+          break;
+        }
+      }
+    }
     for (int k : {l, l + 1}) {
+      if (channel_bound) break;
       if (k >= L) continue;  // the last layer keeps one output slice (one root computes the loss)
       const int cap = k < L ? g.layers[static_cast<size_t>(k)].in : 1;
       const int capo = k > 0 ? g.layers[static_cast<size_t>(k) - 1].out : cap;
@@ -193,12 +300,53 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
       q[static_cast<size_t>(k)] = std::min(lim, std::max(pk + 1, pk + pk / 8));
       if (!fits(q)) continue;
       int dummy = 0;
-      const double tq = worst(q, &dummy);
+      const double tq = objective(q, &dummy);
       const long long pq = pes_of(q);
       if (tq < best_t || (tq == best_t && !best.empty() && pq < best_pes)) {
         best = q;
         best_t = tq;
         best_pes = pq;
+      }
+    }
+    if (best.empty()) break;
+    p = best;
+  }
+  // Slack: a layer whose tiles take nearly the time per sample couples with its neighbours (a
+  // tile waits for its root's gradient while the root waits for the partial sums), and the
+  // pipeline then runs slower than its slowest stage (the demo's loss layer on the whole wafer:
+  // 356 cycles a sample against 320). Split such layers' tiles below kSlack of the bound while
+  // the PEs allow and the estimate does not rise.
+  for (int iter = 0; iter < 100000; ++iter) {
+    int dummy = 0;
+    const double bound = objective(p, &dummy);
+    auto tiles_time = [&](const std::vector<int>& q, int l) {
+      long bytes = 0;
+      const KernelEstimate e = s.estimate(l, q[static_cast<size_t>(l)], q[static_cast<size_t>(l) + 1], &bytes);
+      return e.fwd + e.bwd;
+    };
+    int l = -1;
+    for (int k = 0; k < L; ++k) {
+      if (tiles_time(p, k) > kSlack * bound && (l < 0 || tiles_time(p, k) > tiles_time(p, l))) l = k;
+    }
+    if (l < 0) break;
+    std::vector<int> best;
+    double best_t = tiles_time(p, l);
+    for (int k : {l, l + 1}) {
+      if (k == 0 || k >= L) continue;  // layer 0's rows are the channels' (the search's); one loss root
+      const int lim = std::min(g.layers[static_cast<size_t>(k)].in, g.layers[static_cast<size_t>(k) - 1].out);
+      // The fewest more slices that shorten the tiles (a slice count that leaves the longest
+      // slice as it was changes nothing).
+      for (int v = p[static_cast<size_t>(k)] + 1; v <= lim; ++v) {
+        std::vector<int> q = p;
+        q[static_cast<size_t>(k)] = v;
+        if (!fits(q)) break;
+        const double tq = tiles_time(q, l);
+        if (tq >= tiles_time(p, l)) continue;
+        if (objective(q, &dummy) <= bound && tq < best_t) {
+          best = q;
+          best_t = tq;
+        }
+        break;
       }
     }
     if (best.empty()) break;
@@ -218,17 +366,11 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
 
   Plan plan;
   plan.batch = opt.batch;
-  plan.ring_depth = opt.ring_depth;
+  plan.ring_depth = s.ring_depth;
   plan.in_flight = opt.in_flight;
-  // West channels: the rows the fabric gives them (hw/fabric.cc).
-  const int nch = hw.io.channels(H);
-  if (nch < 1) throw CompileError("layer-pipelined mode needs a West I/O channel for its input (io.channels_per_edge is 0)");
-  auto ch_row = [&](int i) { return hw.io.channel_row(H, i); };
   int w = 0, h = 0;
   extent(p, &w, &h);
-  // Centre layer 0's rows on the channel nearest the fabric's middle, inside the fabric.
-  const int mid = ch_row(nch / 2);
-  int y = std::clamp(mid - p[0] / 2, 0, H - h), x = 1;
+  int y = top_row(p), x = 1;
   for (int l = 0; l < L; ++l) {
     LayerPlan lp;
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
@@ -254,13 +396,6 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   for (const auto& l : plan.layers) plan.used_height = std::max(plan.used_height, l.root_xy(l.p_out - 1).second + 1);
   for (const auto& l : plan.layers) plan.used_height = std::max(plan.used_height, l.tile_xy(l.p_in - 1, l.p_out - 1).second + 1);
 
-  auto nearest = [&](int row) {
-    int best = 0;
-    for (int i = 1; i < nch; ++i) {
-      if (std::abs(ch_row(i) - row) < std::abs(ch_row(best) - row)) best = i;
-    }
-    return best;
-  };
   const LayerPlan& l0 = plan.layers.front();
   std::vector<double> load(static_cast<size_t>(nch), 0.0);
   for (int a = 0; a < l0.p_in; ++a) {
@@ -270,8 +405,31 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   }
   plan.loss_channel = nearest(plan.layers.back().root_xy(0).second);
   load[static_cast<size_t>(plan.loss_channel)] += 1;  // the label
-  plan.channel_rate = std::min(1.0, hw.io.channel_gbps * 1e3 / (32.0 * hw.fabric.clock_mhz));
-  plan.transmission = *std::max_element(load.begin(), load.end()) / plan.channel_rate;
+  plan.channel_rate = channel_rate;
+  plan.transmission = transmission_of(p);  // the busiest channel (load / rate) or bus link
+  plan.ring_trip = ring_trip_of(p);
+  if (auto_ring) {
+    // Enough ring to keep a round trip's samples in flight at the pipeline's rate, as far as
+    // every tile's SRAM allows (at least kMinRing, which the search made fit).
+    int slowest = 0;
+    const double rate = std::max(transmission_of(p), worst(p, &slowest));
+    // Twice the estimated trip: the estimate is rough (the whole-fabric demo's measured trip is
+    // about 26 % longer), and a deeper ring only costs a few bytes where tiles are small.
+    int depth = std::clamp(static_cast<int>(std::ceil(2 * plan.ring_trip / rate)), kMinRing, 64);
+    auto fits_ring = [&](int d) {
+      for (const LayerPlan& l : plan.layers) {
+        const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
+        if (tile_sram_bytes(ni, no, d, l.dx) > sram) return false;
+      }
+      return true;
+    };
+    while (depth > kMinRing && !fits_ring(depth)) --depth;
+    plan.ring_depth = depth;
+    for (LayerPlan& l : plan.layers) {
+      const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
+      l.tile_bytes = tile_sram_bytes(ni, no, depth, l.dx);
+    }
+  }
   // One minibatch's fill and drain: a sample's forward and backward through every layer.
   plan.latency = plan.transmission;
   for (const auto& l : plan.layers) {

@@ -24,7 +24,9 @@ struct PlaceOptions {
   // CS-2 maps a model; scripts/run-demo takes 16 to keep the main job fast).
   int max_pes = 0;
   int batch = 16;      // samples per weight update
-  int ring_depth = 4;  // samples in flight per tile within a minibatch
+  // Samples in flight per tile within a minibatch; 0 (the default): enough for a sample's
+  // round trip at the pipeline's rate, at least 4, as SRAM allows (Plan::ring_depth says).
+  int ring_depth = 0;
   // Minibatches in flight (train.in_flight): 1, each minibatch enters after the last one's
   // update (plain SGD); 2, the next minibatch's first lookahead() samples enter before it
   // (docs/training.md, "Two minibatches in flight").
@@ -62,11 +64,16 @@ struct Plan {
   std::vector<int> row_channel;         // layer 0 row a -> West channel index
   int loss_channel = 0;                 // West channel of labels in and losses out
   double channel_rate = 1;              // wavelets per cycle per channel
-  double transmission = 0;              // cycles per sample of the busiest input channel
+  double transmission = 0;              // cycles per sample of the busiest input channel or bus link
+  // A sample's round trip from a layer-0 tile's forward pass to its backward pass: every layer's
+  // time per sample and a few cycles per link of its chains (placement.cc).
+  double ring_trip = 0;
   double latency = 0;                   // estimated fill + drain of one minibatch, cycles
   int pes = 0;                          // tiles and roots
 
-  double cycles_per_sample() const;     // slowest kernel or transmission
+  // The slowest kernel, the transmission, or a sample's round trip over the ring depth (a tile
+  // keeps ring_depth samples' inputs until their backward pass: at most that many in flight).
+  double cycles_per_sample() const;
   // With two minibatches in flight: the samples of the next minibatch that pass layer `layer`
   // with the weights before this minibatch's update (0 elsewhere). Only layer 0 takes any:
   // enough to fill its wait for the minibatch's last gradient (latency / cycles_per_sample),

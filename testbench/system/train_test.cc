@@ -53,7 +53,7 @@ uint64_t check_against_reference(const MlpSpec& spec, int fabric, int batch, int
   const int F = r.res.compiled.plan.lookahead();
   if (in_flight > 1) {
     EXPECT_GT(F, 0);
-    EXPECT_LE(F, std::min(batch - 1, r.opt.place.ring_depth));
+    EXPECT_LE(F, std::min(batch - 1, r.res.compiled.plan.ring_depth));
   } else {
     EXPECT_EQ(F, 0);
   }

@@ -332,7 +332,7 @@ TEST(Compiler, BadOptionsAreUsageErrorsNamingTheOption) {
   const std::vector<std::pair<Args, std::string>> cases = {
       {{"--compile.fancy", "1"}, "compile.fancy"},
       {{"--train.batch", "0"}, "train.batch"},
-      {{"--compile.ring_depth", "0"}, "compile.ring_depth"},
+      {{"--compile.ring_depth", "-1"}, "compile.ring_depth"},
       {{"--compile.ring_depth", "65"}, "compile.ring_depth"},
       {{"--compile.max_pes", "-1"}, "compile.max_pes must be >= 0"},
       {{"--mode", "weight-stream"}, "mode 'weight-stream' is unknown"},
