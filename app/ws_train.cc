@@ -341,6 +341,10 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
   rep["host_wafer_seconds"] = t.wafer_seconds();
   rep["host_overhead_pct"] = 100.0 * (host - t.wafer_seconds()) / host;
   rep["host_samples_per_s"] = samples / host;
+  // The mapping's PEs (every system's) times the cycles, per host second: the simulator's speed
+  // per active PE-cycle, comparable with layer-pipelined mode's (scripts/bench_wafer_speed).
+  const double pes = b.report["pes_per_system"].get<double>() * c.ws.systems;
+  rep["pe_cycles_per_host_second"] = pes * static_cast<double>(cycles) / host;
   rep["west_offers_refused"] = t.system(0).refused();
   rep["final_loss"] = last_loss;
   const uint64_t tt = total.total();
@@ -359,7 +363,8 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
             pct(p["weight_stream"].get<uint64_t>(), pt) + " %, gradient reduce " + pct(p["grad_reduce"].get<uint64_t>(), pt) +
             " %, input stall " + pct(p["input_stall"].get<uint64_t>(), pt) + " %)\n";
   }
-  text += "  host time            " + fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s; outside the wafers' cycle loops " +
+  text += "  host time            " + fixed(host, 1) + " s, " + fixed(samples / host, 1) + " samples/s, " +
+          fixed(rep["pe_cycles_per_host_second"].get<double>() / 1e6, 2) + " M PE-cycles/s; outside the wafers' cycle loops " +
           fixed(100.0 * (host - t.wafer_seconds()) / host, 2) + " % of it (host models " + fixed(100.0 * t.host_model_seconds() / host, 2) +
           " %, the rest SystemC, TLM, the input workers)\n";
   FabricTraffic traffic;  // of every system
