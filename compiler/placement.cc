@@ -16,8 +16,8 @@ constexpr double kUpdateFixed = 30;  // per minibatch: the update task's scalar 
 constexpr double kRootFixed = 80;    // per sample: the root's four tasks
 constexpr double kLossFixed = 120;   // per sample: the loss root's softmax bookkeeping
 constexpr long kCodeBytes = 2048;    // a tile's code and scalar data, rounded up
-constexpr int kMinRing = 4;
-constexpr double kSlack = 0.8;       // tiles above this share of the bound are split further (placement)          // compile.ring_depth 0 (auto) takes at least this many
+constexpr int kMinRing = 4;          // compile.ring_depth 0 (auto) takes at least this many
+constexpr double kSlack = 0.8;       // tiles above this share of the time per sample are split further
 // Times at or above this mark a layer whose tiles do not fit (plus their bytes, to rank them).
 constexpr double kInfeasible = 1e12;
 
@@ -420,6 +420,9 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
       for (const LayerPlan& l : plan.layers) {
         const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
         if (tile_sram_bytes(ni, no, d, l.dx) > sram) return false;
+        // A root keeps d outputs too (and the loss root's lookahead stash at most d gradients),
+        // beside its nine vectors of the slice (codegen.cc).
+        if (4L * no * (9 + 2L * d) + kCodeBytes > sram) return false;
       }
       return true;
     };
