@@ -288,6 +288,12 @@ TEST_F(TrainCli, TwoInFlightResumesAndInterruptsBitForBit) {
   fs::remove_all(d);
   train(with({"--train.steps", "6", "-o", d.string()}));
   EXPECT_NE(slurp(a / "losses.csv"), slurp(d / "losses.csv"));
+  // The same on two host threads: the same losses, cycles and checkpoint.
+  const fs::path t2 = tmp_path("tr_if_threads");
+  fs::remove_all(t2);
+  train(with({"--train.steps", "6", "--sim.threads", "2", "-o", t2.string()}));
+  EXPECT_EQ(slurp(d / "losses.csv"), slurp(t2 / "losses.csv"));
+  EXPECT_EQ(slurp(d / "checkpoint.onnx"), slurp(t2 / "checkpoint.onnx"));
 
   const fs::path i = tmp_path("tr_if_int"), n = tmp_path("tr_if_n");
   for (const auto& p : {i, n}) fs::remove_all(p);
