@@ -13,6 +13,14 @@ using kernels::PeAsm;
 
 std::string S(long long v) { return std::to_string(v); }
 
+// With a lookahead of F samples: activates the update task once the minibatch's gradients are
+// in (r6 == r7) and the F lookahead samples have passed (r5 == batch + F), or at the host's
+// drain flag (no next minibatch). r13 is scratch.
+void emit_check_update(PeAsm& a, int batch, int F, int update_task, const std::string& tag) {
+  a << "bne r6, r7, " + tag << "li r13, " + S(batch + F) << "beq r5, r13, " + tag + "_go" << "ld32 r13, [r0+drain]"
+    << "beq r13, r0, " + tag << tag + "_go:" << "activate " + S(update_task) << tag + ":";
+}
+
 // Colors of one tile's streams; -1 where absent.
 struct TileColors {
   int x = -1, fin = -1, fout = -1, dy = -1, dxin = -1, dxout = -1;
@@ -61,11 +69,7 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
     else a << "beq r5, r7, " + tag;
     a << "beq r4, r8, " + tag << "unblock 7" << tag + ":";
   };
-  // The update once the minibatch's gradients are in and the lookahead samples have passed.
-  auto check_update = [&](const std::string& tag) {
-    a << "bne r6, r7, " + tag << "li r13, " + S(batch + F) << "beq r5, r13, " + tag + "_go" << "ld32 r13, [r0+drain]"
-      << "beq r13, r0, " + tag << tag + "_go:" << "activate 1" << tag + ":";
-  };
+  auto check_update = [&](const std::string& tag) { emit_check_update(a, batch, F, 1, tag); };
   a << "init:";
   const std::string dY = a.mem("y", static_cast<uint32_t>(no));
   const std::string dWrow = a.mem("W", static_cast<uint32_t>(no));
@@ -289,12 +293,7 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
     a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13";
   };
   auto count_update = [&] { a << "ld32 r9, [r0+nupd]" << "lif r10, 1.0" << "fadd r9, r9, r10" << "st32 [r0+nupd], r9"; };
-  // (lookahead) The update once the minibatch's gradients have gone and the lookahead samples
-  // have passed, or at the host's drain flag.
-  auto check_update = [&](const std::string& tag) {
-    a << "bne r6, r7, " + tag << "li r13, " + S(batch + F) << "beq r5, r13, " + tag + "_go" << "ld32 r13, [r0+drain]"
-      << "beq r13, r0, " + tag << tag + "_go:" << "activate 5" << tag + ":";
-  };
+  auto check_update = [&](const std::string& tag) { emit_check_update(a, batch, F, 5, tag); };
   if (F == 0) {
     a << "dysent:" << "addi r6, r6, 1" << "bne r6, r7, dy_more";
     bias_update();

@@ -152,8 +152,10 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
       }
     }
   }
-  m_before.w = m_s.w;
-  m_before.b = m_s.b;
+  if (m_plan.lookahead() > 0) {  // what a next minibatch's lookahead samples see
+    m_before.w = m_s.w;
+    m_before.b = m_s.b;
+  }
   for (int li = 0; li < L; ++li) {
     auto upd = [&](std::vector<float>& w, std::vector<float>& v) {
       for (size_t i = 0; i < w.size(); ++i) {

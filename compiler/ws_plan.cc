@@ -94,23 +94,15 @@ void place_bands(const HwConfig& hw, int rows, bool packed, WsPlan* p) {
   const int H = hw.fabric.height, nch = hw.io.channels(H);
   const std::vector<int> room = band_room(hw);
   std::vector<int> n(room.size(), 0);
-  if (packed) {
-    // From the top: each row to the band with the fewest rows that has room, ties the first
-    // (a channel's West band, its East band, the next channel's ...).
-    for (int r = 0; r < rows; ++r) {
-      size_t best = room.size();
-      for (size_t i = 0; i < room.size(); ++i) {
-        if (n[i] < room[i] && (best == room.size() || n[i] < n[best])) best = i;
-      }
-      ++n[best];
-    }
-  } else if (rows <= nch - 1) {
+  if (!packed && rows <= nch - 1) {
     for (int k = 0; k < rows; ++k) n[static_cast<size_t>(2 * k)] = 1;
   } else {
-    // Each row to the band with the fewest rows that has room; ties: West before East (so that
-    // every channel opens before any carries two bands), then the channel's order.
+    // Each row to the band with the fewest rows that has room. Ties: packed, the first (a
+    // channel's West band, its East band, the next channel's ...); spread, West before East (so
+    // that every channel opens before any carries two bands), then the channel's order.
     auto before = [&](size_t i, size_t j) {
-      return n[i] != n[j] ? n[i] < n[j] : i % 2 != j % 2 ? i % 2 < j % 2 : i < j;
+      if (n[i] != n[j]) return n[i] < n[j];
+      return packed || i % 2 == j % 2 ? i < j : i % 2 < j % 2;
     };
     for (int r = 0; r < rows; ++r) {
       size_t best = room.size();

@@ -60,9 +60,7 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
     int until = 0;
     for (int ps = 0; ps < p.streamed_passes(); ++ps) {
       const int l = ps < p.layers ? ps : 2 * p.layers - 1 - ps;
-      int n = 0;
-      for (int a = p.band_first[static_cast<size_t>(b)]; a < p.band_first[static_cast<size_t>(b) + 1]; ++a) n += p.len(l, a);
-      if (n > 0) until = ps + 1;
+      if (p.channel_len(l, p.band_first[static_cast<size_t>(b)]) > 0) until = ps + 1;
     }
     m_until[static_cast<size_t>(b)] = until;
   }

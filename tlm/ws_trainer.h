@@ -169,16 +169,16 @@ class WsSystem {
   int m_queued = 0;  // passes queued this minibatch
   size_t m_missing = 0;  // results of this minibatch still to come
   uint64_t m_refused = 0;
-  // Per channel, its injected() when cycle() last found its inject queue full with the first
-  // item due (UINT64_MAX: not so), and that item's kind: until the fabric takes a wavelet from
-  // it, the queue stays full and the same item waits, so each cycle only counts a refusal if
-  // that kind's budget allows.
   // Per channel, the passes after which nothing more comes through it (the root's: the forward
   // ones; a grid band's: up to its last layer with a slice in it): while fewer are queued and
   // it has nothing to send, the host is late with weights.
   std::vector<int> m_until;
   uint64_t late_mask() const;  // the channels with m_queued < m_until (at most 64 channels)
   uint64_t m_late = 0;         // late_mask() since m_queued last changed
+  // Per channel, its injected() when cycle() last found its inject queue full with the first
+  // item due (UINT64_MAX: not so), and that item's kind: until the fabric takes a wavelet from
+  // it, the queue stays full and the same item waits, so each cycle only counts a refusal if
+  // that kind's budget allows.
   std::vector<uint64_t> m_full_at;
   std::vector<Kind> m_full_kind;
   // With at most 64 channels, the same as bitmasks: channels with items pending, channels
