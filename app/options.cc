@@ -517,6 +517,8 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
        "PEs the model may use, in either mode (layer-pipelined regions; weight streaming's rows, columns and roots per system); 0 (the default): the whole fabric, the most throughput")
       ("compile.ring_depth", po::value(&c.compile.place.ring_depth)->default_value(c.compile.place.ring_depth),
        "samples in flight per tile within a minibatch (1..64); 0: enough for a sample's round trip, at least 4, as SRAM allows")
+      ("compile.replicas", po::value(&c.compile.place.replicas)->default_value(c.compile.place.replicas),
+       "layer-pipelined copies of the model trained data-parallel, their gradients summed on the wafer (1..4096); 0: as many as raise the estimated samples/s")
       ("train.batch", po::value(&c.compile.place.batch)->default_value(c.compile.place.batch), "samples per weight update")
       ("train.in_flight", po::value(&c.compile.place.in_flight)->default_value(c.compile.place.in_flight),
        "layer-pipelined minibatches in flight: 1, plain SGD (each minibatch enters after the last update); 2, the next minibatch's first few samples (at most the ring) enter layer 0 before the update, with its weights before it")
@@ -623,6 +625,12 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
   if (c.compile.place.max_pes < 0) throw ConfigError("compile.max_pes must be >= 0");
   if (c.compile.place.ring_depth < 0 || c.compile.place.ring_depth > 64) {
     throw ConfigError("compile.ring_depth must be 0 (auto) or in 1..64");
+  }
+  if (c.compile.place.replicas < 0 || c.compile.place.replicas > 4096) {
+    throw ConfigError("compile.replicas must be 0 (auto) or in 1..4096, got " + std::to_string(c.compile.place.replicas));
+  }
+  if (c.compile.place.replicas > 1 && c.mode == "weight-streaming") {
+    throw ConfigError("compile.replicas applies to layer-pipelined mode only: weight streaming spreads each layer over the wafer");
   }
   if (train) {
     if (c.steps < 0) throw ConfigError("train.steps must be >= 0");

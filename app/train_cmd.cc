@@ -310,12 +310,14 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     rep["final_loss"] = last_loss;
     const auto busy = t.layer_busy();
     nlohmann::json kern = nlohmann::json::array();
+    const int reps = r.compiled.plan.replicas;  // every copy's PEs count
     for (const LayerPlan& l : r.compiled.plan.layers) {
       const double macs = static_cast<double>(l.in) * l.out * (l.dx ? 3 : 2) * samples;
       kern.push_back({{"name", g.layers[static_cast<size_t>(l.index)].name},
-                      {"pes", l.pes()},
-                      {"busy_pct", 100.0 * static_cast<double>(busy[static_cast<size_t>(l.index)]) / (l.pes() * static_cast<double>(t.cycles()))},
-                      {"compute_utilisation_pct", 100.0 * macs / (l.p_in * l.p_out * static_cast<double>(cycles) * c.hw.core.fmac_fp32)}});
+                      {"pes", l.pes() * reps},
+                      {"busy_pct", 100.0 * static_cast<double>(busy[static_cast<size_t>(l.index)]) / (l.pes() * reps * static_cast<double>(t.cycles()))},
+                      {"compute_utilisation_pct",
+                       100.0 * macs / (l.p_in * l.p_out * reps * static_cast<double>(cycles) * c.hw.core.fmac_fp32)}});
     }
     rep["kernels"] = kern;
     if (InterruptGuard::requested()) rep["interrupted_after_step"] = t.steps_done();

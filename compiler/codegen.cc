@@ -1,6 +1,8 @@
 #include "compiler/codegen.h"
 
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "compiler/codegen_util.h"
 #include "firmware/kernels/kernel_util.h"
@@ -21,6 +23,148 @@ void emit_check_update(PeAsm& a, int batch, int F, int update_task, const std::s
     << "beq r13, r0, " + tag << tag + "_go:" << "activate " + S(update_task) << tag + ":";
 }
 
+// The replicas' gradient sum (compiler/routing.h SumNets; docs/compiler.md, "Replicas"). Per
+// column, a chain through every copy's PEs that hold weights; the middle copy m = R / 2 gets the
+// sums. The copies south of it send a northward stream, those north of it a southward one:
+// each carries one segment per PE of a copy, in stream order, and each copy adds its gradient
+// buffer G to its own segment as the stream passes (the farthest copy starts it). The middle
+// copy takes both: G = north half's + (south half's + its own). It then sends the sums out
+// both ways, one multicast each, and every other copy's PEs take their own segment into G at
+// their ramps (a filter window of the segment's place in the stream, moved on by the stream's
+// length each minibatch).
+enum class SumOp {
+  kStart,     // pass what precedes, then send G
+  kRelayAdd,  // pass what precedes, send in + G, pass what follows
+  kAbsorb,    // G = in + G, pass what follows
+  kEmit,      // pass what precedes, send G
+  kTake,      // G = the multicast's window
+};
+struct SumStep {
+  SumOp op;
+  bool north;  // the northward stream (nin, nout; segments south of the PE precede its own)
+};
+struct SumSpec {
+  std::vector<SumStep> steps;
+  long before = 0, own = 0, after = 0;  // elements of one copy's column south of, at, north of the PE
+  int nin = -1, nout = -1, sin = -1, sout = -1, dist = -1;
+  long pos = 0;  // kTake: where the PE's segment starts in the multicast (before, or after south of m)
+};
+
+// Copy `rep` of R's steps: reduce toward the middle copy, then distribute from it.
+std::vector<SumStep> sum_steps(int rep, int R) {
+  const int m = R / 2;
+  std::vector<SumStep> st;
+  if (rep > m) st.push_back({rep == R - 1 ? SumOp::kStart : SumOp::kRelayAdd, true});
+  if (rep < m) st.push_back({rep == 0 ? SumOp::kStart : SumOp::kRelayAdd, false});
+  if (rep == m) {
+    if (R - 1 > m) st.push_back({SumOp::kAbsorb, true});
+    if (m > 0) st.push_back({SumOp::kAbsorb, false});
+    if (m > 0) st.push_back({SumOp::kEmit, true});
+    if (R - 1 > m) st.push_back({SumOp::kEmit, false});
+  }
+  if (rep != m) st.push_back({SumOp::kTake, rep < m});
+  return st;
+}
+
+// Fabric descriptors of the exact lengths the sum's ops take, made once in the init task so
+// that no setup stalls a stream between two ops (a pass longer than 65,535 elements takes
+// several).
+struct SumDsd {
+  std::map<std::tuple<bool, int, long>, std::string> d;  // (input, color, length)
+};
+
+// The sum's streams take the deepest queues (core.inq_depths, core.outq_depths: input 0 and 1,
+// output 2 and 3 by default), where a wavelet a cycle passes the ramps' round trip; the data
+// tasks' colors, whose tasks take several cycles a wavelet, do with shallow ones. Called first.
+void bind_sum_queues(PeAsm& a, const SumSpec* s) {
+  if (!s) return;
+  if (s->nin >= 0) a.inq(s->nin, 0);
+  if (s->sin >= 0) a.inq(s->sin, 1);
+  if (s->dist >= 0) a.inq(s->dist, s->nin >= 0 ? 1 : 0);
+  if (s->nout >= 0) a.outq(s->nout, 2);
+  if (s->sout >= 0) a.outq(s->sout, 3);
+}
+
+SumDsd prepare_sum(PeAsm& a, const SumSpec& s) {
+  SumDsd out;
+  auto want = [&](bool in, int color, long n) {
+    for (long done = 0; done < n;) {
+      const long c = std::min(65535L, n - done);
+      auto& name = out.d[{in, color, c}];
+      if (name.empty()) name = in ? a.fin(color, static_cast<uint32_t>(c)) : a.fout(color, static_cast<uint32_t>(c));
+      done += c;
+    }
+  };
+  for (const SumStep& st : s.steps) {
+    if (st.op == SumOp::kTake) {
+      // The window [pos, pos + own) of the multicast's wavelets, counted from the first.
+      want(true, s.dist, s.own);
+      a.data(".space sumlo, i32, 1");
+      a << "li r13, " + std::to_string(s.pos) << "st32 [r0+sumlo], r13" << "li r14, " + std::to_string(s.pos + s.own)
+        << "filt " + std::to_string(s.dist) + ", r13, r14";
+      continue;
+    }
+    const int in = st.north ? s.nin : s.sin, out_c = st.north ? s.nout : s.sout;
+    const long pre = st.north ? s.before : s.after, post = st.north ? s.after : s.before;
+    const bool reads = st.op == SumOp::kRelayAdd || st.op == SumOp::kAbsorb;
+    const bool sends = st.op != SumOp::kAbsorb;
+    const bool passes_pre = st.op != SumOp::kAbsorb;
+    const bool passes_post = st.op == SumOp::kRelayAdd || st.op == SumOp::kAbsorb;
+    if (passes_pre && pre > 0) {
+      want(true, in, pre);
+      want(false, out_c, pre);
+    }
+    if (reads) want(true, in, s.own);
+    if (sends) want(false, out_c, s.own);
+    if (passes_post && post > 0) {
+      want(true, in, post);
+      want(false, out_c, post);
+    }
+  }
+  return out;
+}
+
+// The sum on the main thread (the PE has nothing else to do until its update). r1, r2 and r13
+// are scratch.
+void emit_sum(PeAsm& a, const SumSpec& s, const SumDsd& dd, const std::string& dG) {
+  auto D = [&](bool in, int color, long n) { return dd.d.at({in, color, n}); };
+  auto pass = [&](int in, int out, long n) {
+    for (long done = 0; done < n;) {
+      const long c = std::min(65535L, n - done);
+      a << "vmov.fp32 " + D(false, out, c) + ", " + D(true, in, c);
+      done += c;
+    }
+  };
+  for (const SumStep& st : s.steps) {
+    const int in = st.north ? s.nin : s.sin, out = st.north ? s.nout : s.sout;
+    const long pre = st.north ? s.before : s.after, post = st.north ? s.after : s.before;
+    switch (st.op) {
+      case SumOp::kStart:
+      case SumOp::kEmit:
+        pass(in, out, pre);
+        a << "vmov.fp32 " + D(false, out, s.own) + ", " + dG;
+        break;
+      case SumOp::kRelayAdd:
+        pass(in, out, pre);
+        a << "vadd.fp32 " + D(false, out, s.own) + ", " + D(true, in, s.own) + ", " + dG;
+        pass(in, out, post);
+        break;
+      case SumOp::kAbsorb:
+        a << "vadd.fp32 " + dG + ", " + D(true, in, s.own) + ", " + dG;
+        pass(in, out, post);
+        break;
+      case SumOp::kTake: {
+        // The next minibatch's window: the stream's length further on (every arrival counts).
+        const long total = s.before + s.own + s.after;
+        a << "vmov.fp32 " + dG + ", " + D(true, s.dist, s.own) << "ld32 r13, [r0+sumlo]" << "li r1, " + std::to_string(total)
+          << "add r13, r13, r1" << "st32 [r0+sumlo], r13" << "li r2, " + std::to_string(s.own) << "add r2, r13, r2"
+          << "filt " + std::to_string(s.dist) + ", r13, r2";
+        break;
+      }
+    }
+  }
+}
+
 // Colors of one tile's streams; -1 where absent.
 struct TileColors {
   int x = -1, fin = -1, fout = -1, dy = -1, dxin = -1, dxout = -1;
@@ -39,9 +183,15 @@ struct TileColors {
 // the old weights; the update waits for them and for the minibatch's last gradient (or for the
 // host's drain flag when no next minibatch follows), and the next minibatch's gradients wait for
 // the update.
+// With replicas (`sum` set), the gradients go to a buffer G beside V instead of into V, and the
+// update first sums G over the copies (emit_sum), then V += G and G = 0 before the SGD step.
 std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch, int depth, int lookahead,
-                        const TrainHyper& h) {
+                        const TrainHyper& h, const SumSpec* sum) {
   PeAsm a;
+  bind_sum_queues(a, sum);
+  // With replicas the partial sums' streams come before the data tasks' colors.
+  if (sum && c.fin >= 0) a.inq(c.fin);
+  if (sum && c.dxin >= 0) a.inq(c.dxin);
   a.inq(c.x);
   a.inq(c.dy);
   if (c.fin >= 0) a.inq(c.fin);
@@ -60,6 +210,7 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   a.data(".space W, fp32, " + S(static_cast<long long>(ni) * no));
   a.data(".space V, fp32, " + S(static_cast<long long>(ni) * no));
   a.data(".space ring, fp32, " + S(static_cast<long long>(depth) * ni));
+  if (sum) a.data(".space G, fp32, " + S(static_cast<long long>(ni) * no));
   const int F = lookahead;
   if (F > 0) a.data(".space drain, i32, 1");
   const long long ring_end_off = 4LL * depth * ni;
@@ -73,7 +224,10 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   a << "init:";
   const std::string dY = a.mem("y", static_cast<uint32_t>(no));
   const std::string dWrow = a.mem("W", static_cast<uint32_t>(no));
-  const std::string dVcol = a.mem("V", static_cast<uint32_t>(ni), no);
+  // The weight gradients' accumulator: V itself, or with replicas the buffer G.
+  const std::string dVcol = a.mem(sum ? "G" : "V", static_cast<uint32_t>(ni), no);
+  const std::string dGall = sum ? a.mem("G", static_cast<uint32_t>(ni * no)) : "";
+  const SumDsd sum_dsd = sum ? prepare_sum(a, *sum) : SumDsd{};
   const std::string dXs = a.mem("ring", static_cast<uint32_t>(ni));
   const std::string dWall = a.mem("W", static_cast<uint32_t>(ni * no));
   const std::string dVall = a.mem("V", static_cast<uint32_t>(ni * no));
@@ -91,6 +245,10 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
     << "li r12, ring+" + S(ring_end_off) << "li r14, 0" << "exit";
 
   a << "update:";
+  if (sum) {
+    emit_sum(a, *sum, sum_dsd, dGall);
+    a << "vadd.fp32 " + dVall + ", " + dVall + ", " + dGall << "vfill.fp32 " + dGall + ", r0";
+  }
   a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13";
   a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVall + ", " + dVall + ", r13";
   if (F > 0) {
@@ -126,7 +284,7 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   if (dx) a << "vaxpy.fp32 " + dDX + ", " + dWcol + ", r15";
   a << "daddb " + dVcol + ", 4";
   if (dx) a << "daddb " + dWcol + ", 4";
-  a << "addi r2, r2, 1" << "bne r2, r10, bwd_x" << "li r2, 0" << "li r13, V" << "dbase " + dVcol + ", r13";
+  a << "addi r2, r2, 1" << "bne r2, r10, bwd_x" << "li r2, 0" << std::string("li r13, ") + (sum ? "G" : "V") << "dbase " + dVcol + ", r13";
   if (dx) a << "li r13, W" << "dbase " + dWcol + ", r13";
   a << "addi r11, r11, " + S(4LL * ni) << "bne r11, r12, bwd_nw" << "li r11, ring" << "bwd_nw:" << "dbase " + dXs + ", r11";
   if (dx) a << "block 6" << "activate 4" << "exit";
@@ -227,9 +385,13 @@ struct RootColors {
 // the update is task 5. The last layer's root computes the lookahead samples' bias gradients
 // with the old bias and keeps them (stash, r3 its pointer, r12 its end) until after the update,
 // then adds them in sample order: the same sums as if they had waited.
+// With replicas (`sum` set), `batch` is the copy's samples of a minibatch, `scale` the
+// minibatch's (the loss gradient's 1 / scale), and the bias gradients go to a buffer GB that
+// the update sums over the copies (emit_sum) before VB += GB.
 std::string root_source(int no, Activation act, bool last, const RootColors& c, int batch, int depth, int lookahead,
-                        const TrainHyper& h) {
+                        const TrainHyper& h, int scale, const SumSpec* sum) {
   PeAsm a;
+  bind_sum_queues(a, sum);
   a.inq(c.fin);
   if (c.dxin >= 0) a.inq(c.dxin);
   if (c.label >= 0) a.inq(c.label);
@@ -247,6 +409,7 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
   a.data(".space g, fp32, " + N);
   a.data(".space t, fp32, " + N);
   a.data(".space nupd, fp32, 1");
+  if (sum) a.data(".space gb, fp32, " + N);
   const bool ones = act == Activation::kSigmoid || act == Activation::kTanh;
   if (ones) a.data(".space ones, fp32, " + N);
   if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(depth) * no));
@@ -266,6 +429,8 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
   a << "init:";
   const std::string dB = a.mem("b", n), dVB = a.mem("vb", n), dAcc = a.mem("acc", n), dG = a.mem("g", n), dT = a.mem("t", n);
   const std::string dFin = a.fin(c.fin, n), dDYO = a.fout(c.dyout, n);
+  const std::string dGB = sum ? a.mem("gb", n) : dVB;  // where the bias gradients add up
+  const SumDsd sum_dsd = sum ? prepare_sum(a, *sum) : SumDsd{};
   std::string dOnes, dYO, dDXI, dYf, dYb;
   if (ones) dOnes = a.mem("ones", n);
   if (!last) {
@@ -289,6 +454,10 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
   a << "exit";
 
   auto bias_update = [&] {
+    if (sum) {
+      emit_sum(a, *sum, sum_dsd, dGB);
+      a << "vadd.fp32 " + dVB + ", " + dVB + ", " + dGB << "vfill.fp32 " + dGB + ", r0";
+    }
     a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13";
     a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13";
   };
@@ -357,7 +526,7 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
     a << "vmov.fp32 " + dLab + ", " + dLabIn << "ld32 r9, [r0+lab]";
     const std::string dLV = emit_softmax_loss(a, no, dAcc, dT, dG);
     a << "vmov.fp32 " + a.fout(c.loss, 1) + ", " + dLV;
-    emit_softmax_grad(a, batch, dG);
+    emit_softmax_grad(a, scale, dG);
     if (F > 0) {
       // A lookahead sample's bias gradient waits in the stash for the update.
       a << "blt r5, r7, lf_now" << "vmov.fp32 " + dStash + ", " + dG << "addi r3, r3, " + S(4LL * no) << "dbase " + dStash + ", r3"
@@ -365,7 +534,7 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
     }
     a << "addi r5, r5, 1" << "jmp gcommon";
   }
-  a << "gcommon:" << "vadd.fp32 " + dVB + ", " + dVB + ", " + dG << "vmov.fp32 " + dDYO + ", " + dG + ", async=3, done=activate:1"
+  a << "gcommon:" << "vadd.fp32 " + dGB + ", " + dGB + ", " + dG << "vmov.fp32 " + dDYO + ", " + dG + ", async=3, done=activate:1"
     << "exit";
   return a.text();
 }
@@ -403,9 +572,51 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
   FabricProgram& prog = out.program;
   prog.name = "train";
   const int L = static_cast<int>(plan.layers.size());
+  const int R = plan.replicas;
+  // With replicas: each weight PE's segment of its column's gradient sum (copy 0's positions).
+  std::map<std::pair<int, int>, long> seg;
+  for (const LayerPlan& lp : plan.layers) {
+    for (int a = 0; a < lp.p_in; ++a) {
+      for (int b = 0; b < lp.p_out; ++b) seg[lp.tile_xy(a, b)] = static_cast<long>(lp.in_len(a)) * lp.out_len(b);
+    }
+    for (int b = 0; b < lp.p_out; ++b) seg[lp.root_xy(b)] = lp.out_len(b);
+  }
+  std::map<std::pair<int, int>, std::pair<long, long>> around;  // copy 0's PE -> (before, after)
+  if (R > 1) {
+    for (const auto& [x, rows] : weight_columns(plan)) {
+      long total = 0;
+      for (int y : rows) total += seg[{x, y}];
+      long before = 0;
+      for (int y : rows) {
+        const long own = seg[{x, y}];
+        around[{x, y}] = {before, total - before - own};
+        before += own;
+      }
+    }
+  }
+  auto sum_spec = [&](std::pair<int, int> xy0, int rep) {
+    SumSpec sp;
+    sp.steps = sum_steps(rep, R);
+    sp.own = seg.at(xy0);
+    sp.before = around.at(xy0).first;
+    sp.after = around.at(xy0).second;
+    const SumNets& n = r.sum.at(plan.at(xy0, rep));
+    sp.nin = r.color(n.nin);
+    sp.nout = r.color(n.nout);
+    sp.sin = r.color(n.sin);
+    sp.sout = r.color(n.sout);
+    sp.dist = r.color(n.dist);
+    sp.pos = rep < R / 2 ? sp.before : sp.after;
+    return sp;
+  };
+  for (int rep = 0; rep < R; ++rep) {
+  const std::vector<LayerNets>& nets = r.copies[static_cast<size_t>(rep)].layers;
+  const int batch = plan.samples_of(rep);
+  // Copy 0's state is the model's outputs; the others' carry their copy's prefix.
+  const std::string opre = rep > 0 ? "r" + S(rep) + "." : "";
   for (int l = 0; l < L; ++l) {
     const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
-    const LayerNets& n = r.layers[static_cast<size_t>(l)];
+    const LayerNets& n = nets[static_cast<size_t>(l)];
     const bool last = l + 1 == L;
     const std::string tag = "L" + S(l);
     for (int a = 0; a < lp.p_in; ++a) {
@@ -420,9 +631,12 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
           if (b + 1 < lp.p_out) c.dxin = r.color(n.dxchain[static_cast<size_t>(a)][static_cast<size_t>(b) + 1]);
         }
         const int ni = lp.in_len(a), no = lp.out_len(b);
-        const int img = kernels::intern_image(prog, tag + "_tile",
-                                              tile_source(ni, no, lp.dx, c, plan.batch, plan.ring_depth, plan.lookahead(l), h), t);
-        const auto [x, y] = lp.tile_xy(a, b);
+        SumSpec sp;
+        if (R > 1) sp = sum_spec(lp.tile_xy(a, b), rep);
+        const int img = kernels::intern_image(
+            prog, tag + "_tile",
+            tile_source(ni, no, lp.dx, c, batch, plan.ring_depth, plan.lookahead(l), h, R > 1 ? &sp : nullptr), t);
+        const auto [x, y] = plan.at(lp.tile_xy(a, b), rep);
         prog.place(x, y, img);
         std::vector<float> wt(static_cast<size_t>(ni) * no), vt(wt.size());
         const auto& W = s.w[static_cast<size_t>(l)];
@@ -436,8 +650,8 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
         }
         prog.set_data(x, y, "W", f32_bytes(wt));
         prog.set_data(x, y, "V", f32_bytes(vt));
-        prog.output(out_w(l, a, b), x, y, "W");
-        prog.output(out_v(l, a, b), x, y, "V");
+        prog.output(opre + out_w(l, a, b), x, y, "W");
+        prog.output(opre + out_v(l, a, b), x, y, "V");
         prog.output(out_updates(x, y), x, y, "nupd");
       }
     }
@@ -446,28 +660,33 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
       c.fin = r.color(n.fchain[static_cast<size_t>(lp.p_in) - 1][static_cast<size_t>(b)]);
       c.dyout = r.color(n.dy[static_cast<size_t>(b)]);
       if (!last) {
-        const LayerNets& nn = r.layers[static_cast<size_t>(l) + 1];
+        const LayerNets& nn = nets[static_cast<size_t>(l) + 1];
         c.yout = r.color(nn.xin[static_cast<size_t>(b)]);
         c.dxin = r.color(nn.dxchain[static_cast<size_t>(b)][0]);
       } else {
-        c.label = r.color(r.label);
-        c.loss = r.color(r.loss);
+        c.label = r.color(r.copies[static_cast<size_t>(rep)].label);
+        c.loss = r.color(r.copies[static_cast<size_t>(rep)].loss);
       }
       const int no = lp.out_len(b);
       const Activation act = g.layers[static_cast<size_t>(l)].act;
+      SumSpec sp;
+      if (R > 1) sp = sum_spec(lp.root_xy(b), rep);
       const int img = kernels::intern_image(prog, tag + "_root",
-                                            root_source(no, act, last, c, plan.batch, plan.ring_depth, plan.lookahead(l), h), t);
-      const auto [x, y] = lp.root_xy(b);
+                                            root_source(no, act, last, c, batch, plan.ring_depth, plan.lookahead(l), h,
+                                                        plan.batch, R > 1 ? &sp : nullptr),
+                                            t);
+      const auto [x, y] = plan.at(lp.root_xy(b), rep);
       prog.place(x, y, img);
       const auto off = static_cast<std::ptrdiff_t>(lp.out_off[static_cast<size_t>(b)]);
       prog.set_data(x, y, "b", f32_bytes(std::vector<float>(s.b[static_cast<size_t>(l)].begin() + off,
                                                             s.b[static_cast<size_t>(l)].begin() + off + no)));
       prog.set_data(x, y, "vb", f32_bytes(std::vector<float>(s.vb[static_cast<size_t>(l)].begin() + off,
                                                              s.vb[static_cast<size_t>(l)].begin() + off + no)));
-      prog.output(out_b(l, b), x, y, "b");
-      prog.output(out_vb(l, b), x, y, "vb");
+      prog.output(opre + out_b(l, b), x, y, "b");
+      prog.output(opre + out_vb(l, b), x, y, "vb");
       prog.output(out_updates(x, y), x, y, "nupd");
     }
+  }
   }
   for (const Net& net : r.nets) {
     for (const Hop& hop : net.hops) {

@@ -31,6 +31,7 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
   const double fabric_pes = static_cast<double>(hw.fabric.width) * hw.fabric.height;
   nlohmann::json k = nlohmann::json::array();
   double total_macs = 0;
+  const int R = plan.replicas;  // rates and PEs below count every copy
   for (const LayerPlan& l : plan.layers) {
     const double t = l.est.compute() + l.est.update_per_batch / plan.batch;
     // Transmission into this kernel: layer 0 from the host channels; later layers over one
@@ -38,7 +39,7 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
     double trans = 0;
     for (int a = 0; a < l.p_in; ++a) trans = std::max(trans, static_cast<double>(l.in_len(a)));
     if (l.index == 0) trans = plan.transmission;
-    const double compute_sps = f / t, trans_sps = f / trans;
+    const double compute_sps = R * f / t, trans_sps = R * f / trans;
     const int tiles = l.p_in * l.p_out;
     total_macs += macs(l);
     const DenseKernel& d = g.layers[static_cast<size_t>(l.index)];
@@ -49,7 +50,7 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
                  {"orientation", l.a_type ? "A (inputs along rows)" : "B (inputs along columns)"},
                  {"tiles", std::to_string(l.p_in) + "x" + std::to_string(l.p_out)},
                  {"origin", {l.x0, l.y0}},
-                 {"pes", l.pes()},
+                 {"pes", l.pes() * R},
                  {"tile_sram_bytes", l.tile_bytes},
                  {"cycles_per_sample", t},
                  {"overall_samples_per_s", std::min(compute_sps, trans_sps)},
@@ -58,7 +59,7 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
                  // What sets this kernel's rate: its PEs' arithmetic, or the wavelets into it
                  // (the host's I/O channels for layer 0, the fabric's links for the others).
                  {"bound", compute_sps <= trans_sps ? "compute" : l.index == 0 ? "input channels" : "fabric"},
-                 {"active_pes_pct", 100.0 * l.pes() / fabric_pes},
+                 {"active_pes_pct", 100.0 * l.pes() * R / fabric_pes},
                  {"compute_utilisation_pct", 100.0 * macs(l) / (tiles * t * hw.core.fmac_fp32)}});
   }
   const double t = plan.cycles_per_sample();
@@ -76,13 +77,21 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
   j["in_flight"] = plan.in_flight;
   j["lookahead_samples"] = plan.lookahead();
   j["overall_samples_per_s"] = overall;
-  j["compute_samples_per_s"] = f / compute_t;
-  j["transmission_samples_per_s"] = f / plan.transmission;
+  j["compute_samples_per_s"] = R * f / compute_t;
+  j["transmission_samples_per_s"] = R * f / plan.transmission;
+  j["replicas"] = R;
+  if (R > 1) {
+    j["replica_band_rows"] = plan.band;
+    j["gradient_sum_cycles"] = plan.reduce;
+  }
   j["active_pes_pct"] = 100.0 * plan.pes / fabric_pes;
   j["active_pes"] = plan.pes;
   {  // West I/O channels that carry the inputs and the labels (and take the loss back)
-    std::vector<int> used = plan.row_channel;
-    used.push_back(plan.loss_channel);
+    std::vector<int> used;
+    for (int c = 0; c < R; ++c) {
+      for (int ch : plan.row_channel) used.push_back(plan.channel(ch, c));
+      used.push_back(plan.channel(plan.loss_channel, c));
+    }
     std::sort(used.begin(), used.end());
     j["channels_used"] = static_cast<int>(std::unique(used.begin(), used.end()) - used.begin());
     j["channels_per_edge"] = hw.io.channels(hw.fabric.height);
@@ -112,6 +121,11 @@ std::string report_text(const nlohmann::json& j) {
          std::to_string(j["channels_per_edge"].get<int>()) + " (inputs, labels, loss), 0 East\n";
   }
   s += "  compute utilisation     " + fmt(j["compute_utilisation_pct"].get<double>()) + " %\n";
+  if (j.value("replicas", 1) > 1) {
+    s += "  replicas                " + std::to_string(j["replicas"].get<int>()) + " copies in bands of " +
+         std::to_string(j["replica_band_rows"].get<int>()) + " rows, gradients summed on the wafer (" +
+         fmt(j["gradient_sum_cycles"].get<double>(), 0) + " cycles a minibatch)\n";
+  }
   if (j.value("in_flight", 1) > 1) {
     s += "  minibatches in flight   " + std::to_string(j["in_flight"].get<int>()) + " (the next minibatch's first " +
          std::to_string(j["lookahead_samples"].get<int>()) + " samples enter before the update, with layer 0's weights before it)\n";

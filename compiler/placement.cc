@@ -15,6 +15,7 @@ constexpr double kSampleEnd = 40;    // per sample: the send tasks, ring pointer
 constexpr double kUpdateFixed = 30;  // per minibatch: the update task's scalar part
 constexpr double kRootFixed = 80;    // per sample: the root's four tasks
 constexpr double kLossFixed = 120;   // per sample: the loss root's softmax bookkeeping
+constexpr double kRelayFixed = 5;    // per PE a stream of the replicas' gradient sum passes: its ops' starts
 constexpr long kCodeBytes = 2048;    // a tile's code and scalar data, rounded up
 constexpr int kMinRing = 4;          // compile.ring_depth 0 (auto) takes at least this many
 constexpr double kSlack = 0.8;       // tiles above this share of the time per sample are split further
@@ -41,19 +42,22 @@ struct Search {
   const PlaceOptions& opt;
   long sram;
   int ring_depth;  // the ring the SRAM must hold (auto: the least, kMinRing)
+  bool grad;       // replicas: a gradient buffer beside the momentum
 
   // Layer l's estimate with p_in x p_out tiles; infinite when a tile does not fit SRAM.
   KernelEstimate estimate(int l, int p_in, int p_out, long* bytes) const {
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     const int ni = (d.in + p_in - 1) / p_in, no = (d.out + p_out - 1) / p_out;
     const bool dx = l > 0;
-    *bytes = tile_sram_bytes(ni, no, ring_depth, dx);
+    *bytes = tile_sram_bytes(ni, no, ring_depth, dx, grad);
     const double fmac = hw.core.fmac_fp32;
     KernelEstimate e;
     e.fwd = ni * (no / fmac + kFwdTask) + kSampleEnd / 2;
     e.bwd = no * ((dx ? 2 : 1) * ni / fmac + kBwdTask) + kSampleEnd / 2;
     // The update: W += -lr V (vaxpy, FMAC rate), V *= momentum (vmuls, multiply rate).
     e.update_per_batch = static_cast<double>(ni) * no * (1 / fmac + 1.0 / hw.core.mul_fp32) + kUpdateFixed;
+    // With replicas, V += the summed gradients and the buffer cleared (adder rate).
+    if (grad) e.update_per_batch += 2.0 * ni * no / hw.core.add_fp32;
     const bool last = l + 1 == static_cast<int>(g.layers.size());
     e.root = kRootFixed + no * (2 + 2 * act_cost(d.act)) + (last ? kLossFixed + 8.0 * no : 0);
     return e;
@@ -82,6 +86,7 @@ double Plan::cycles_per_sample() const {
 }
 
 double Plan::cycles_per_batch() const {
+  const double samples = std::ceil(static_cast<double>(batch) / replicas);
   // The lookahead samples enter while layer 0 would wait idle for the minibatch's last gradient:
   // they hide that idle part of the fill and drain (not layer 0's own forward, backward and
   // update of the last sample, nor the first sample's transmission), at most F samples' time.
@@ -91,24 +96,34 @@ double Plan::cycles_per_batch() const {
     const double idle = std::max(0.0, latency - transmission - (e.fwd + e.bwd + e.update_per_batch));
     wait -= std::min(idle, lookahead0 * cycles_per_sample());
   }
-  return batch * cycles_per_sample() + wait;
+  return samples * cycles_per_sample() + wait + reduce;
 }
 
-long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx) {
+long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad) {
   const long ni = in_len, no = out_len;
-  return 8 * ni * no + 4 * no + (dx ? 4 * ni : 0) + 4L * ring_depth * ni + kCodeBytes;
+  return (grad ? 12 : 8) * ni * no + 4 * no + (dx ? 4 * ni : 0) + 4L * ring_depth * ni + kCodeBytes;
 }
 
-Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt) {
+std::map<int, std::vector<int>> weight_columns(const Plan& plan) {
+  std::map<int, std::vector<int>> cols;
+  for (const LayerPlan& l : plan.layers) {
+    for (int a = 0; a < l.p_in; ++a) {
+      for (int b = 0; b < l.p_out; ++b) cols[l.tile_xy(a, b).first].push_back(l.tile_xy(a, b).second);
+    }
+    for (int b = 0; b < l.p_out; ++b) cols[l.root_xy(b).first].push_back(l.root_xy(b).second);
+  }
+  for (auto& [x, rows] : cols) std::sort(rows.rbegin(), rows.rend());
+  return cols;
+}
+
+namespace {
+
+// One copy of the model on `hw`'s fabric (the whole fabric, or a replica's band of it) with at
+// most `budget` PEs; `grad`: its PEs keep a gradient buffer (replicas).
+Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt, long long budget, bool grad) {
   const int L = static_cast<int>(g.layers.size());
   const int W = hw.fabric.width, H = hw.fabric.height;
-  if (L == 0) throw CompileError("the model has no layers to place");
-  if (opt.batch < 1) throw CompileError("train.batch must be at least 1");
-  if (opt.ring_depth < 0 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be 0 (auto) or in 1..64");
-  if (opt.in_flight < 1 || opt.in_flight > 2) throw CompileError("train.in_flight must be 1 or 2");
-  if (opt.max_pes < 0) throw CompileError("compile.max_pes must be 0 (the whole fabric) or positive");
   const long sram = static_cast<long>(hw.core.sram_kb) * 1024;
-  const long long budget = opt.max_pes > 0 ? opt.max_pes : static_cast<long long>(W) * H;
   if (sram <= kCodeBytes) {
     throw CompileError("core.sram_kb = " + std::to_string(hw.core.sram_kb) + " leaves no room for data: the kernels' code takes " +
                        std::to_string(kCodeBytes / 1024) + " KB of every PE's SRAM");
@@ -117,7 +132,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   // Enough SRAM at all? Weights and momentum take 8 bytes per parameter, plus one tile's
   // buffers and code on every PE.
   {
-    const long long need = 8LL * g.parameters();
+    const long long need = (grad ? 12LL : 8LL) * g.parameters();
     const long long per_pe = sram - kCodeBytes;
     const long long fabric_pes = static_cast<long long>(W) * H;
     const bool budget_binds = budget < fabric_pes;
@@ -135,7 +150,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   if (W < 3 || H < 3) throw CompileError("the fabric is too small: layer-pipelined mode needs at least 3 x 3 PEs");
 
   const bool auto_ring = opt.ring_depth == 0;
-  Search s{g, hw, opt, sram, auto_ring ? kMinRing : opt.ring_depth};
+  Search s{g, hw, opt, sram, auto_ring ? kMinRing : opt.ring_depth, grad};
   std::vector<int> p(static_cast<size_t>(L) + 1, 1);  // p[l] = layer l's p_in; p[l+1] its p_out; p[L] = 1
   auto pes_of = [&](const std::vector<int>& q) {
     long long n = 0;
@@ -419,10 +434,10 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
     auto fits_ring = [&](int d) {
       for (const LayerPlan& l : plan.layers) {
         const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
-        if (tile_sram_bytes(ni, no, d, l.dx) > sram) return false;
+        if (tile_sram_bytes(ni, no, d, l.dx, grad) > sram) return false;
         // A root keeps d outputs too (and the loss root's lookahead stash at most d gradients),
-        // beside its nine vectors of the slice (codegen.cc).
-        if (4L * no * (9 + 2L * d) + kCodeBytes > sram) return false;
+        // beside its nine vectors of the slice (ten with a gradient buffer; codegen.cc).
+        if (4L * no * ((grad ? 10 : 9) + 2L * d) + kCodeBytes > sram) return false;
       }
       return true;
     };
@@ -430,7 +445,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
     plan.ring_depth = depth;
     for (LayerPlan& l : plan.layers) {
       const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
-      l.tile_bytes = tile_sram_bytes(ni, no, depth, l.dx);
+      l.tile_bytes = tile_sram_bytes(ni, no, depth, l.dx, grad);
     }
   }
   // One minibatch's fill and drain: a sample's forward and backward through every layer.
@@ -443,6 +458,120 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
     plan.lookahead0 = std::max(0, std::min({cover, plan.ring_depth, plan.batch - 1}));
   }
   return plan;
+}
+
+// The rows a replica's band starts at and how many West channels lie north of it: bands start
+// half a spacing above a channel, so that every band holds its channels at the rows a fabric of
+// the band's height would (hw/config.h channel_row), and copies shifted by whole bands line up.
+struct Bands {
+  int y0 = 0, first_channel = 0, rows = 0;  // rows: what the bands may cover in all
+};
+
+Bands bands_of(const HwConfig& hw) {
+  const int H = hw.fabric.height, s = hw.io.spacing, nch = hw.io.channels(H);
+  Bands b;
+  const int off = hw.io.channel_row(H, 0), half = (s - 1) / 2;
+  while (b.first_channel < nch && off + b.first_channel * s - half < 0) ++b.first_channel;
+  b.y0 = off + b.first_channel * s - half;
+  b.rows = std::min(H - b.y0, (nch - b.first_channel) * s);
+  return b;
+}
+
+// Plan `c` (one copy placed on a band-high fabric) as R copies stacked from bands.y0, and the
+// cycles a minibatch's gradient sum takes (codegen.cc, "The replicas' gradient sum"): per
+// column, each half's stream of the column's K elements passes its copies' PEs one by one (a
+// few cycles each: the ramps, a hop, an op's start), the middle copy takes both halves' streams
+// and sends the sums out both ways one after the other (K elements each), and the multicasts
+// cross the halves' rows.
+void replicate(Plan* c, const HwConfig& hw, const Bands& bands, int R, int band) {
+  for (LayerPlan& l : c->layers) l.y0 += bands.y0;
+  for (int& ch : c->row_channel) ch += bands.first_channel;
+  c->loss_channel += bands.first_channel;
+  c->replicas = R;
+  c->band = band;
+  c->band_channels = band / hw.io.spacing;
+  c->used_height = bands.y0 + (R - 1) * band + c->used_height;
+  c->pes *= R;
+  c->lookahead0 = 0;
+  std::map<std::pair<int, int>, long> seg;  // copy 0's segment lengths by PE
+  for (const LayerPlan& l : c->layers) {
+    for (int a = 0; a < l.p_in; ++a) {
+      for (int b = 0; b < l.p_out; ++b) seg[l.tile_xy(a, b)] = static_cast<long>(l.in_len(a)) * l.out_len(b);
+    }
+    for (int b = 0; b < l.p_out; ++b) seg[l.root_xy(b)] = l.out_len(b);
+  }
+  const double per_pe = kRelayFixed + 2.0 * hw.router.ramp_latency + hw.router.hop_latency + hw.core.decode_latency;
+  const int m = R / 2, half = std::max(m, R - 1 - m), sides = (m > 0) + (R - 1 > m);
+  double t = 0;
+  for (const auto& [x, rows] : weight_columns(*c)) {
+    double k = 0;
+    for (int y : rows) k += static_cast<double>(seg[{x, y}]);
+    const double pes = static_cast<double>(rows.size());
+    t = std::max(t, 2 * sides * k + (half + 1) * pes * per_pe + 2.0 * half * band * hw.router.hop_latency);
+  }
+  c->reduce = t;
+}
+
+}  // namespace
+
+Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt) {
+  const int W = hw.fabric.width, H = hw.fabric.height;
+  if (g.layers.empty()) throw CompileError("the model has no layers to place");
+  if (opt.batch < 1) throw CompileError("train.batch must be at least 1");
+  if (opt.ring_depth < 0 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be 0 (auto) or in 1..64");
+  if (opt.in_flight < 1 || opt.in_flight > 2) throw CompileError("train.in_flight must be 1 or 2");
+  if (opt.max_pes < 0) throw CompileError("compile.max_pes must be 0 (the whole fabric) or positive");
+  if (opt.replicas < 0) throw CompileError("compile.replicas must be 0 (auto) or positive");
+  if (opt.replicas > 1 && opt.in_flight > 1) {
+    throw CompileError("compile.replicas " + std::to_string(opt.replicas) +
+                       " with train.in_flight 2 is not supported: use one of them (replicas sum their gradients "
+                       "between minibatches, which a lookahead would overlap)");
+  }
+  if (opt.replicas > opt.batch) {
+    throw CompileError("compile.replicas " + std::to_string(opt.replicas) + " exceeds train.batch " + std::to_string(opt.batch) +
+                       ": every copy needs at least one sample of each minibatch");
+  }
+  const long long budget = opt.max_pes > 0 ? opt.max_pes : static_cast<long long>(W) * H;
+  // One copy on the whole fabric: today's plan, and every error of a model that does not fit.
+  Plan best;
+  if (opt.replicas <= 1) best = place_copy(g, hw, opt, budget, false);
+  if (opt.replicas == 1 || (opt.replicas == 0 && opt.in_flight > 1)) return best;
+  const Bands bands = bands_of(hw);
+  const int s = hw.io.spacing;
+  auto copy_at = [&](int R, int band) {
+    HwConfig h = hw;
+    h.fabric.height = band;
+    h.io.channels_per_edge = band / s;
+    Plan c = place_copy(g, h, opt, budget / R, true);
+    replicate(&c, hw, bands, R, band);
+    return c;
+  };
+  if (opt.replicas > 1) {
+    const int R = opt.replicas, band = bands.rows / R / s * s;
+    const std::string room = "compile.replicas " + std::to_string(R) + " does not fit: each copy gets a band of " +
+                             std::to_string(band) + " rows (" + std::to_string(band / s) + " West channels) and " +
+                             std::to_string(budget / R) + " PEs";
+    if (band < 3) throw CompileError(room + "; use fewer replicas (0: as many as raise samples/s), a taller fabric or a larger budget");
+    try {
+      return copy_at(R, band);
+    } catch (const CompileError& e) {
+      throw CompileError(room + ", and there " + e.what() + "; use fewer replicas (0: as many as raise samples/s), a larger fabric or budget");
+    }
+  }
+  // compile.replicas 0: every count whose copies fit, the most estimated samples/s (each count's
+  // copy only gains from more PEs or SRAM, so neither ever lowers the choice's estimate).
+  auto rate = [](const Plan& p) { return p.batch / p.cycles_per_batch(); };
+  for (int R = 2; R <= opt.batch; ++R) {
+    const int band = bands.rows / R / s * s;
+    if (band < std::max(3, s)) break;
+    try {
+      Plan c = copy_at(R, band);
+      if (rate(c) > rate(best)) best = std::move(c);
+    } catch (const CompileError&) {
+      break;  // smaller bands and budgets from here on
+    }
+  }
+  return best;
 }
 
 }  // namespace wafersim::compiler

@@ -10,6 +10,7 @@
 // Layers alternate A, B, A, ...; layer l's output partition is layer l+1's input partition.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,10 @@ struct PlaceOptions {
   // update (plain SGD); 2, the next minibatch's first lookahead() samples enter before it
   // (docs/training.md, "Two minibatches in flight").
   int in_flight = 1;
+  // Copies of the model trained data-parallel on the wafer (compile.replicas): 0 (the default),
+  // as many as raise the estimated samples/s; N, exactly N. Copy r takes samples r, r + N, ...
+  // of each minibatch; the copies' gradients are summed on the wafer before the same update.
+  int replicas = 0;
 };
 
 // Cycle estimates of the cost model (per sample unless named otherwise).
@@ -69,7 +74,19 @@ struct Plan {
   // time per sample and a few cycles per link of its chains (placement.cc).
   double ring_trip = 0;
   double latency = 0;                   // estimated fill + drain of one minibatch, cycles
-  int pes = 0;                          // tiles and roots
+  int pes = 0;                          // tiles and roots, every copy's
+  // Replicas (PlaceOptions::replicas): `layers`, row_channel and loss_channel describe copy 0;
+  // copy r sits r * band rows further south on the channels r * band_channels further on, with
+  // the same colors. With more than one, every tile and root keeps its gradients in a buffer
+  // beside the momentum, and after a minibatch each column of PEs sums them on the wafer in a
+  // fixed copy order (a northward stream) and hands the sums back (a southward one): `reduce`
+  // cycles a minibatch (docs/compiler.md, "Replicas").
+  int replicas = 1;
+  int band = 0, band_channels = 0;
+  double reduce = 0;
+  int samples_of(int r) const { return (batch - r + replicas - 1) / replicas; }  // copy r's samples of a minibatch
+  std::pair<int, int> at(std::pair<int, int> xy, int r) const { return {xy.first, xy.second + r * band}; }
+  int channel(int c, int r) const { return c + r * band_channels; }
 
   // The slowest kernel, the transmission, or a sample's round trip over the ring depth (a tile
   // keeps ring_depth samples' inputs until their backward pass: at most that many in flight).
@@ -80,15 +97,21 @@ struct Plan {
   // at most the ring and less than a minibatch (placement.cc).
   int lookahead(int layer = 0) const { return layer == 0 ? lookahead0 : 0; }
   int lookahead0 = 0;
-  double cycles_per_batch() const;      // batch * cycles_per_sample + latency
+  double cycles_per_batch() const;      // a copy's samples * cycles_per_sample + latency + reduce
 };
+
+// Copy 0's PEs that hold weights or biases, by column, each column's rows from south to north
+// (the order of the gradient sum's northward stream).
+std::map<int, std::vector<int>> weight_columns(const Plan& plan);
 
 // Chooses partitions and positions. Throws CompileError: the model's weights do not fit the
 // fabric's SRAM (by how much; suggests weight streaming), the fabric or the PE budget is too
-// small for the staircase, the fabric has no West I/O channel.
+// small for the staircase, the fabric has no West I/O channel, compile.replicas copies do not
+// fit (naming the band and the PEs each copy gets) or exceed the batch.
 Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt);
 
 // The SRAM bytes a tile of in_len x out_len needs (weights, momentum, buffers, code).
-long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx);
+// `grad`: a gradient buffer beside the momentum (replicas).
+long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad = false);
 
 }  // namespace wafersim::compiler

@@ -108,6 +108,19 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
   const int batch = static_cast<int>(xs.size());
   if (after_lookahead && m_before.w.empty()) throw std::logic_error("Reference::step: a lookahead before any update");
   const int L = static_cast<int>(m_plan.layers.size());
+  const int R = m_plan.replicas;
+  // With replicas, copy c's gradients of its samples (c, c + R, ...) add up in its own buffers.
+  std::vector<std::vector<std::vector<float>>> G, GB;  // [copy][layer]
+  if (R > 1) {
+    G.resize(static_cast<size_t>(R));
+    GB.resize(static_cast<size_t>(R));
+    for (int c = 0; c < R; ++c) {
+      for (int li = 0; li < L; ++li) {
+        G[static_cast<size_t>(c)].emplace_back(m_s.w[static_cast<size_t>(li)].size(), 0.0f);
+        GB[static_cast<size_t>(c)].emplace_back(m_s.b[static_cast<size_t>(li)].size(), 0.0f);
+      }
+    }
+  }
   std::vector<float> losses;
   for (int s = 0; s < batch; ++s) {
     std::vector<std::vector<float>> in, out;
@@ -117,8 +130,8 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
     for (int li = L - 1; li >= 0; --li) {
       const LayerPlan& l = m_plan.layers[static_cast<size_t>(li)];
       auto& W = m_s.w[static_cast<size_t>(li)];
-      auto& V = m_s.v[static_cast<size_t>(li)];
-      auto& VB = m_s.vb[static_cast<size_t>(li)];
+      auto& V = R > 1 ? G[static_cast<size_t>(s % R)][static_cast<size_t>(li)] : m_s.v[static_cast<size_t>(li)];
+      auto& VB = R > 1 ? GB[static_cast<size_t>(s % R)][static_cast<size_t>(li)] : m_s.vb[static_cast<size_t>(li)];
       const auto& x = in[static_cast<size_t>(li)];
       for (int o = 0; o < l.out; ++o) VB[static_cast<size_t>(o)] = VB[static_cast<size_t>(o)] + g[static_cast<size_t>(o)];
       std::vector<float> dx;
@@ -155,6 +168,36 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
   if (m_plan.lookahead() > 0) {  // what a next minibatch's lookahead samples see
     m_before.w = m_s.w;
     m_before.b = m_s.b;
+  }
+  if (R > 1) {
+    // The column streams' order (codegen.cc sum_steps): the copies south of the middle one
+    // m = R / 2 add up from the last (R-1, then + R-2, ..., + m+1), those north of it from copy
+    // 0 (then + 1, ..., + m-1); m takes north + (south + its own); then V += the sums.
+    auto add_sums = [&](std::vector<std::vector<std::vector<float>>>& buf, std::vector<std::vector<float>>& v) {
+      const int m = R / 2;
+      for (int li = 0; li < L; ++li) {
+        auto at = [&](int c) -> const std::vector<float>& { return buf[static_cast<size_t>(c)][static_cast<size_t>(li)]; };
+        std::vector<float> tot = at(m);
+        if (R - 1 > m) {
+          std::vector<float> south = at(R - 1);
+          for (int c = R - 2; c > m; --c) {
+            for (size_t i = 0; i < south.size(); ++i) south[i] = south[i] + at(c)[i];
+          }
+          for (size_t i = 0; i < tot.size(); ++i) tot[i] = south[i] + tot[i];
+        }
+        if (m > 0) {
+          std::vector<float> north = at(0);
+          for (int c = 1; c < m; ++c) {
+            for (size_t i = 0; i < north.size(); ++i) north[i] = north[i] + at(c)[i];
+          }
+          for (size_t i = 0; i < tot.size(); ++i) tot[i] = north[i] + tot[i];
+        }
+        auto& vl = v[static_cast<size_t>(li)];
+        for (size_t i = 0; i < tot.size(); ++i) vl[i] = vl[i] + tot[i];
+      }
+    };
+    add_sums(G, m_s.v);
+    add_sums(GB, m_s.vb);
   }
   for (int li = 0; li < L; ++li) {
     auto upd = [&](std::vector<float>& w, std::vector<float>& v) {

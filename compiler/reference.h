@@ -20,6 +20,9 @@ class Reference {
   // Logits of one (normalised) sample.
   std::vector<float> forward(const float* x) const;
   // One minibatch; returns the per-sample losses. xs: batch pointers to normalised samples.
+  // With replicas (Plan::replicas > 1), copy c's samples c, c + R, ... add their gradients up
+  // in the copy's own buffers; their sums over the copies, in the order the wafer's column
+  // streams add them (reference.cc), then go into the momentum before the update.
   // `after_lookahead`: with two minibatches in flight, the previous step did not drain, so the
   // first Plan::lookahead(l) samples passed layer l forward with the weights and biases before
   // the previous update; their backward passes use the current ones with those activations.

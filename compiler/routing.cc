@@ -75,15 +75,23 @@ std::vector<Hop> edge_path(int row, int x, int y, bool to_edge) {
 
 }  // namespace
 
-Routing route_plan(const Plan& plan, const HwConfig& hw) {
-  Builder b;
+namespace {
+
+// Copy r's nets: the plan's layers shifted to the copy's band, on its channels.
+CopyNets route_copy(Builder& b, const Plan& base, int r, const HwConfig& hw) {
+  Plan plan = base;
+  for (LayerPlan& l : plan.layers) l.y0 += r * base.band;
+  for (int& c : plan.row_channel) c = base.channel(c, r);
+  plan.loss_channel = base.channel(base.loss_channel, r);
+  CopyNets out;
   const int L = static_cast<int>(plan.layers.size());
   auto ch_row = [&](int c) { return hw.io.channel_row(hw.fabric.height, c); };
-  b.r.layers.resize(static_cast<size_t>(L));
+  out.layers.resize(static_cast<size_t>(L));
+  const std::string pre = r > 0 ? "r" + std::to_string(r) + "." : "";
   for (int l = 0; l < L; ++l) {
     const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
-    LayerNets& n = b.r.layers[static_cast<size_t>(l)];
-    const std::string tag = "L" + std::to_string(l);
+    LayerNets& n = out.layers[static_cast<size_t>(l)];
+    const std::string tag = pre + "L" + std::to_string(l);
     // Inputs: from the previous layer's roots, or (layer 0) from the West channels along column 0.
     for (int a = 0; a < lp.p_in; ++a) {
       std::vector<std::pair<int, int>> tiles;
@@ -128,8 +136,68 @@ Routing route_plan(const Plan& plan, const HwConfig& hw) {
   }
   const auto lr = plan.layers.back().root_xy(0);
   const int lrow = ch_row(plan.loss_channel);
-  b.r.label = b.add("label", edge_path(lrow, lr.first, lr.second, false));
-  b.r.loss = b.add("loss", edge_path(lrow, lr.first, lr.second, true));
+  out.label = b.add(pre + "label", edge_path(lrow, lr.first, lr.second, false));
+  out.loss = b.add(pre + "loss", edge_path(lrow, lr.first, lr.second, true));
+  return out;
+}
+
+}  // namespace
+
+Routing route_plan(const Plan& plan, const HwConfig& hw) {
+  Builder b;
+  for (int r = 0; r < plan.replicas; ++r) b.r.copies.push_back(route_copy(b, plan, r, hw));
+  b.r.layers = b.r.copies[0].layers;
+  b.r.label = b.r.copies[0].label;
+  b.r.loss = b.r.copies[0].loss;
+  if (plan.replicas > 1) {
+    // The gradient sum, per column: a chain through every copy's weight PEs. The copies south
+    // of the middle one m send their stream north link by link (each PE on the way adds its
+    // part), those north of it south; within m both ways. The sums then leave m's northernmost
+    // PE in one multicast north past every PE of copies 0..m-1, and its southernmost PE in one
+    // south past copies m+1.., each PE taking its part at its ramp.
+    const int R = plan.replicas, m = R / 2;
+    for (const auto& [x, rows] : weight_columns(plan)) {
+      const std::string tag = "sum" + std::to_string(x) + ".";
+      std::vector<std::pair<int, int>> chain;  // south to north
+      std::vector<int> copy_of;
+      for (int r = R - 1; r >= 0; --r) {
+        for (int y : rows) {
+          chain.push_back(plan.at({x, y}, r));
+          copy_of.push_back(r);
+        }
+      }
+      for (size_t i = 0; i + 1 < chain.size(); ++i) {
+        const int lo = copy_of[i], hi = copy_of[i + 1];  // the copies of the link's south and north ends
+        if (lo > m || (lo == m && hi == m)) {
+          const int n = b.line(tag + "n" + std::to_string(i), chain[i], run({x, chain[i].second - 1}, chain[i + 1]), false);
+          b.r.sum[chain[i]].nout = n;
+          b.r.sum[chain[i + 1]].nin = n;
+        }
+        if (hi < m || (lo == m && hi == m)) {
+          const int sn = b.line(tag + "s" + std::to_string(i), chain[i + 1], run({x, chain[i + 1].second + 1}, chain[i]), false);
+          b.r.sum[chain[i + 1]].sout = sn;
+          b.r.sum[chain[i]].sin = sn;
+        }
+      }
+      // The multicasts: from m's end PE past the half's routers, into every weight PE's ramp.
+      auto multicast = [&](bool north) {
+        const auto src = plan.at({x, north ? rows.back() : rows.front()}, m);
+        const auto last = plan.at({x, north ? rows.back() : rows.front()}, north ? 0 : R - 1);
+        std::vector<Hop> h{Hop{x, src.second, bit(kRamp), bit(north ? kNorth : kSouth)}};
+        for (const auto& p : run({x, src.second + (north ? -1 : 1)}, last)) {
+          const bool takes = std::find(chain.begin(), chain.end(), p) != chain.end();
+          Hop hop{x, p.second, bit(north ? kSouth : kNorth), static_cast<uint8_t>(takes ? bit(kRamp) : 0)};
+          if (p != last) hop.tx |= bit(north ? kNorth : kSouth);
+          h.push_back(hop);
+          if (takes) b.r.sum[p].dist = static_cast<int>(b.r.nets.size());
+        }
+        const int id = b.add(tag + (north ? "dn" : "ds"), std::move(h));
+        (north ? b.r.sum[src].nout : b.r.sum[src].sout) = id;
+      };
+      if (m > 0) multicast(true);
+      if (R - 1 > m) multicast(false);
+    }
+  }
 
   // Greedy colors: each net takes the lowest color free at every router it crosses.
   std::map<std::pair<int, int>, uint32_t> used;

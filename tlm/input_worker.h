@@ -19,12 +19,16 @@ namespace wafersim::tlm {
 
 // Where each part of a sample goes: input features [off, off + len) on `color` through West
 // channel `channel`; the label (an integer payload) on label_color through label_channel.
+// With replicas, `copies` holds the other copies' routes: sample i of a minibatch of `batch`
+// goes to copy i % (copies.size() + 1), copy 0 being this route.
 struct InputRoute {
   struct Slice {
     int channel = 0, color = 0, off = 0, len = 0;
   };
   std::vector<Slice> slices;
   int label_channel = 0, label_color = 0;
+  std::vector<InputRoute> copies;
+  int batch = 1;
 };
 
 struct Normalize {

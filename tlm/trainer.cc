@@ -33,17 +33,29 @@ Trainer::Trainer(const HwConfig& hw, const Compiled& c, const Dataset& data, con
       if (s.name == "drain") m_drain_flags.emplace_back(m_loaded.cores[i], s.addr);
     }
   }
-  InputRoute route;
-  const LayerPlan& l0 = c.plan.layers.front();
-  for (int a = 0; a < l0.p_in; ++a) {
-    route.slices.push_back({c.plan.row_channel[static_cast<size_t>(a)],
-                            c.routing.color(c.routing.layers[0].xin[static_cast<size_t>(a)]), l0.in_off[static_cast<size_t>(a)],
-                            l0.in_len(a)});
-  }
-  route.label_channel = c.plan.loss_channel;
-  route.label_color = c.routing.color(c.routing.label);
+  // Each copy's input rows and labels on its own channels (replicas: sample i of a minibatch
+  // to copy i % replicas).
+  auto route_of = [&](int r) {
+    InputRoute route;
+    const LayerPlan& l0 = c.plan.layers.front();
+    const compiler::CopyNets& nets = c.routing.copies[static_cast<size_t>(r)];
+    for (int a = 0; a < l0.p_in; ++a) {
+      route.slices.push_back({c.plan.channel(c.plan.row_channel[static_cast<size_t>(a)], r),
+                              c.routing.color(nets.layers[0].xin[static_cast<size_t>(a)]), l0.in_off[static_cast<size_t>(a)],
+                              l0.in_len(a)});
+    }
+    route.label_channel = c.plan.channel(c.plan.loss_channel, r);
+    route.label_color = c.routing.color(nets.label);
+    return route;
+  };
+  InputRoute route = route_of(0);
+  route.batch = c.plan.batch;
+  for (int r = 1; r < c.plan.replicas; ++r) route.copies.push_back(route_of(r));
   m_worker = std::make_unique<InputWorker>(data, route, norm, seed);
-  m_fabric->channel(kWest, c.plan.loss_channel)->set_auto_drain(false);
+  for (int r = 0; r < c.plan.replicas; ++r) {
+    m_loss_out.push_back(m_fabric->channel(kWest, c.plan.channel(c.plan.loss_channel, r)));
+    m_loss_out.back()->set_auto_drain(false);
+  }
   m_limit = static_cast<uint64_t>(50 * c.plan.cycles_per_batch()) + 100000;
   // Let every core run its init task first, so that each minibatch, the first included, starts
   // from the same idle state (a resumed run then repeats the uninterrupted one's cycle counts).
@@ -83,35 +95,45 @@ StepResult Trainer::step(bool drain) {
     m_worker->enqueue(m_enqueued, end - m_enqueued);
     m_enqueued = end;
   }
-  EdgeChannel* out = m_fabric->channel(kWest, m_c.plan.loss_channel);
+  const int R = m_c.plan.replicas;
   m_poll = 0;
   StepResult r;
-  r.losses = std::move(m_carry);
+  std::vector<std::vector<float>> got(static_cast<size_t>(R));  // each copy's losses, in its sample order
+  got[0] = std::move(m_carry);
   m_carry.clear();
+  size_t back = got[0].size();
   const uint64_t start = m_fabric->cycle();
   for (;;) {
     m_worker->pump(*m_fabric);
     if (m_stepper) m_stepper();
     else m_fabric->step();
     Wavelet w;
-    while (out->try_receive(&w)) {
-      float v;
-      std::memcpy(&v, &w.payload, 4);
-      r.losses.push_back(v);
+    for (int k = 0; k < R; ++k) {
+      while (m_loss_out[static_cast<size_t>(k)]->try_receive(&w)) {
+        float v;
+        std::memcpy(&v, &w.payload, 4);
+        got[static_cast<size_t>(k)].push_back(v);
+        ++back;
+      }
     }
     // A step that leaves the next minibatch's first samples on the wafer ends at its last update.
-    if (static_cast<int>(r.losses.size()) >= batch && all_updated(done + 1) &&
+    if (static_cast<int>(back) >= batch && all_updated(done + 1) &&
         ((F > 0 && !drain) || m_fabric->in_flight() == 0)) {
       break;
     }
     if (m_fabric->cycle() - start > m_limit) {
       throw std::runtime_error("minibatch " + std::to_string(m_step + 1) + " did not finish within " +
-                               std::to_string(m_limit) + " cycles (" + std::to_string(r.losses.size()) + " of " +
+                               std::to_string(m_limit) + " cycles (" + std::to_string(back) + " of " +
                                std::to_string(batch) + " losses back): the wafer is stuck");
     }
   }
-  m_carry.assign(r.losses.begin() + batch, r.losses.end());
-  r.losses.resize(static_cast<size_t>(batch));
+  if (R == 1) {
+    r.losses = std::move(got[0]);
+    m_carry.assign(r.losses.begin() + batch, r.losses.end());
+    r.losses.resize(static_cast<size_t>(batch));
+  } else {
+    for (int i = 0; i < batch; ++i) r.losses.push_back(got[static_cast<size_t>(i % R)][static_cast<size_t>(i / R)]);
+  }
   m_pending = F > 0 && !drain;
   double sum = 0;
   for (float v : r.losses) sum += v;
@@ -163,8 +185,11 @@ std::vector<uint64_t> Trainer::layer_busy() const {
   m_fabric->settle_agents();
   std::vector<uint64_t> busy(m_c.plan.layers.size(), 0);
   for (const LayerPlan& l : m_c.plan.layers) {
-    auto add = [&](std::pair<int, int> xy) {
-      if (const auto* core = m_fabric->agent_as<PeCore>(xy.first, xy.second)) busy[static_cast<size_t>(l.index)] += core->stats().busy;
+    auto add = [&](std::pair<int, int> xy0) {
+      for (int r = 0; r < m_c.plan.replicas; ++r) {
+        const auto xy = m_c.plan.at(xy0, r);
+        if (const auto* core = m_fabric->agent_as<PeCore>(xy.first, xy.second)) busy[static_cast<size_t>(l.index)] += core->stats().busy;
+      }
     };
     for (int a = 0; a < l.p_in; ++a) {
       for (int b = 0; b < l.p_out; ++b) add(l.tile_xy(a, b));

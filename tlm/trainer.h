@@ -50,7 +50,7 @@ class Trainer {
   long long steps_done() const { return m_step; }
   Fabric& fabric() { return *m_fabric; }
   const LoadedProgram& loaded() const { return m_loaded; }
-  // Busy cycles of each layer's tiles and roots so far (for per-kernel utilisation).
+  // Busy cycles of each layer's tiles and roots so far, every copy's (per-kernel utilisation).
   std::vector<uint64_t> layer_busy() const;
 
  private:
@@ -60,6 +60,7 @@ class Trainer {
   std::unique_ptr<Fabric> m_fabric;
   LoadedProgram m_loaded;
   std::unique_ptr<InputWorker> m_worker;
+  std::vector<EdgeChannel*> m_loss_out;                        // each copy's loss channel
   std::vector<std::pair<const PeCore*, uint32_t>> m_counters;  // each PE's minibatch counter
   std::vector<std::pair<PeCore*, uint32_t>> m_drain_flags;     // each PE's drain word (lookahead)
   int m_drain_written = 0;

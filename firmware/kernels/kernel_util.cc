@@ -7,29 +7,37 @@
 
 namespace wafersim::kernels {
 
-int PeAsm::inq(int color) {
-  auto it = m_inq.find(color);
-  if (it != m_inq.end()) return it->second;
-  const int q = static_cast<int>(m_inq.size());
-  if (q >= kNumInputQueues) {
-    throw ConfigError("kernel needs more than " + std::to_string(kNumInputQueues) + " input queues on one PE");
+namespace {
+
+// Binds `color` to queue `want` (-1: the lowest free one) unless it has one.
+int bind_queue(std::map<int, int>& by_color, int color, int want, int count, const char* kind, std::ostringstream& head,
+               const char* directive) {
+  auto it = by_color.find(color);
+  if (it != by_color.end()) return it->second;
+  auto taken = [&](int q) {
+    for (const auto& [c, used] : by_color) {
+      if (used == q) return true;
+    }
+    return false;
+  };
+  int q = want;
+  if (q < 0) {
+    q = 0;
+    while (q < count && taken(q)) ++q;
+  } else if (q >= count || taken(q)) {
+    throw ConfigError(std::string("kernel asks for ") + kind + " queue " + std::to_string(q) + ", which is taken or absent");
   }
-  m_inq[color] = q;
-  m_head << ".inq " << q << ", " << color << "\n";
+  if (q >= count) throw ConfigError(std::string("kernel needs more than ") + std::to_string(count) + " " + kind + " queues on one PE");
+  by_color[color] = q;
+  head << directive << q << ", " << color << "\n";
   return q;
 }
 
-int PeAsm::outq(int color) {
-  auto it = m_outq.find(color);
-  if (it != m_outq.end()) return it->second;
-  const int q = static_cast<int>(m_outq.size());
-  if (q >= kNumOutputQueues) {
-    throw ConfigError("kernel needs more than " + std::to_string(kNumOutputQueues) + " output queues on one PE");
-  }
-  m_outq[color] = q;
-  m_head << ".outq " << q << ", " << color << "\n";
-  return q;
-}
+}  // namespace
+
+int PeAsm::inq(int color, int q) { return bind_queue(m_inq, color, q, kNumInputQueues, "input", m_head, ".inq "); }
+
+int PeAsm::outq(int color, int q) { return bind_queue(m_outq, color, q, kNumOutputQueues, "output", m_head, ".outq "); }
 
 std::string PeAsm::dsd() { return "d" + std::to_string(m_next_dsd++); }
 

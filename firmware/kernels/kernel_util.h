@@ -19,9 +19,10 @@ namespace wafersim::kernels {
 // One PE's program as text. Queues and descriptor registers are allocated in order of use.
 class PeAsm {
  public:
-  // The input/output queue bound to `color`, declared on first use.
-  int inq(int color);
-  int outq(int color);
+  // The input/output queue bound to `color`, declared on first use: queue `q`, or (-1) the
+  // lowest free one (queues differ in depth: core.inq_depths, core.outq_depths).
+  int inq(int color, int q = -1);
+  int outq(int color, int q = -1);
   // A fresh descriptor register name ("d7").
   std::string dsd();
   // A fabric input/output descriptor of `len` elements on `color` (declares the queue).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "compiler/compile.h"
 #include "compiler/reference.h"
@@ -26,9 +27,11 @@ struct Rig {
   tlm::Normalize norm;
 };
 
-Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std::string& name, int in_flight = 1) {
+Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std::string& name, int in_flight = 1,
+             int replicas = 1) {
   Rig r;
   r.opt.place.in_flight = in_flight;
+  r.opt.place.replicas = replicas;
   r.hw = small_config(fabric, fabric);
   r.hw.io.spacing = 8;
   r.opt.place.batch = batch;
@@ -43,9 +46,13 @@ Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std:
 
 // `in_flight` 2: steps drain where `drains` says (1-based step numbers; the last always does).
 // Returns the wafer's cycles over all steps.
+// `replicas`: compile.replicas (1 unless a test says; 0 lets the compiler choose).
 uint64_t check_against_reference(const MlpSpec& spec, int fabric, int batch, int max_pes, int steps, const std::string& name,
-                                 int in_flight = 1, const std::vector<int>& drains = {}) {
-  Rig r = make_rig(spec, fabric, batch, max_pes, name, in_flight);
+                                 int in_flight = 1, const std::vector<int>& drains = {}, int replicas = 1) {
+  Rig r = make_rig(spec, fabric, batch, max_pes, name, in_flight, replicas);
+  if (replicas > 0) {
+    EXPECT_EQ(r.res.compiled.plan.replicas, replicas);
+  }
   std::cout << r.res.report_text;
   tlm::Trainer t(r.hw, r.res.compiled, r.data, r.norm, 11, 0);
   Reference ref(r.res.graph, r.res.compiled.plan, r.opt.hyper, ModelState::from_graph(r.res.graph));
@@ -86,6 +93,19 @@ uint64_t check_against_reference(const MlpSpec& spec, int fabric, int batch, int
     expect_same_bits(ws.v[l], ref.state().v[l], "v" + std::to_string(l));
     expect_same_bits(ws.b[l], ref.state().b[l], "b" + std::to_string(l));
     expect_same_bits(ws.vb[l], ref.state().vb[l], "vb" + std::to_string(l));
+  }
+  // Every copy holds the same weights and momentum as copy 0, bit for bit.
+  if (r.res.compiled.plan.replicas > 1) {
+    const auto outs = read_outputs(t.fabric(), r.res.compiled.program);
+    std::map<std::string, const std::vector<float>*> by;
+    for (const auto& o : outs) by[o.name] = &o.values;
+    int compared = 0;
+    for (const auto& [name, values] : by) {
+      if (name.rfind("r", 0) != 0) continue;
+      expect_same_bits(*values, *by.at(name.substr(name.find('.') + 1)), name);
+      ++compared;
+    }
+    EXPECT_GT(compared, 0);
   }
   return cycles;
 }
@@ -153,6 +173,28 @@ TEST(Training, TwoInFlightWithMinibatchSmallerThanTheRing) {
 // One layer: its root is the loss root, and its tiles compute no input gradients.
 TEST(Training, TwoInFlightSingleLayer) {
   check_against_reference(MlpSpec{{20, 5}, "Relu", 4, 13}, 24, 5, 8, 4, "inflight_single", 2, {3});
+}
+
+}  // namespace
+}  // namespace wafersim::test
+
+namespace wafersim::test {
+namespace {
+
+// Replicas (compile.replicas): copies of the model in bands of the fabric, each taking every
+// R-th sample, their gradients summed on the wafer by column streams in a fixed copy order,
+// then the same update: bit for bit against the reference of that order, every copy the same.
+TEST(Training, ReplicasSumTheirGradientsOnTheWafer) {
+  const MlpSpec spec{{12, 10, 3}, "Tanh", 3, 13};
+  check_against_reference(spec, 24, 6, 0, 3, "replicas2", 1, {}, 2);
+  check_against_reference(spec, 24, 7, 0, 3, "replicas3", 1, {}, 3);  // uneven: 3, 2, 2 samples
+  // Copies that relay both halves' streams (north of the middle copy and south of it).
+  check_against_reference(spec, 48, 10, 0, 2, "replicas5", 1, {}, 5);
+}
+
+// Grids of tiles in each copy (the columns' streams pass several PEs of a copy), four layers.
+TEST(Training, ReplicasOfGridsMatchReference) {
+  check_against_reference(MlpSpec{{40, 24, 16, 12, 5}, "Sigmoid", 5, 13}, 48, 6, 0, 2, "replicas_grid", 1, {}, 2);
 }
 
 }  // namespace

@@ -425,14 +425,21 @@ TEST(Compiler, CompileOnlyWritesReportAndProgram) {
   EXPECT_EQ(j["kernels"][0]["name"], "/fc1/Gemm");
   EXPECT_EQ(j["kernels"][0]["shape"], "8x16");
   EXPECT_EQ(j["kernels"][2]["kernel"], "dense+softmax_xent");
-  // Overall: a minibatch takes batch samples at the slowest stage's rate plus one fill and drain.
+  // Overall: a minibatch takes a copy's share of its samples at the slowest stage's rate
+  // (every copy's rates add up), one fill and drain, and with replicas the gradient sum.
   const double f = j["fabric"]["clock_mhz"].get<double>() * 1e6, batch = j["batch"].get<int>();
-  const double per_sample = f / std::min(j["compute_samples_per_s"].get<double>(),
-                                         j["transmission_samples_per_s"].get<double>());
+  const int replicas = j["replicas"].get<int>();
+  EXPECT_GE(replicas, 1);
+  EXPECT_EQ(j.contains("gradient_sum_cycles"), replicas > 1);
+  EXPECT_EQ(contains(text, "replicas"), replicas > 1) << text;
+  const double per_sample = replicas * f / std::min(j["compute_samples_per_s"].get<double>(),
+                                                    j["transmission_samples_per_s"].get<double>());
   EXPECT_NEAR(j["cycles_per_sample"].get<double>(), per_sample, 1e-6 * per_sample);
   EXPECT_GT(j["batch_fill_drain_cycles"].get<double>(), 0);
   EXPECT_NEAR(j["cycles_per_batch"].get<double>(),
-              batch * per_sample + j["batch_fill_drain_cycles"].get<double>(), 1e-6 * per_sample);
+              std::ceil(batch / replicas) * per_sample + j["batch_fill_drain_cycles"].get<double>() +
+                  j.value("gradient_sum_cycles", 0.0),
+              1e-6 * per_sample);
   EXPECT_NEAR(overall, f * batch / j["cycles_per_batch"].get<double>(), 1e-9 * overall);
   EXPECT_LT(overall, std::min(j["compute_samples_per_s"].get<double>(),
                               j["transmission_samples_per_s"].get<double>()));
