@@ -354,3 +354,89 @@ TEST_F(TrainCli, DamagedCheckpointMetadataIsAClearError) {
 
 }  // namespace
 }  // namespace wafersim::test
+
+namespace wafersim::test {
+namespace {
+
+// Replicas on a reduced fabric (24 x 128, a channel every 8 rows): the compiler takes as many
+// copies as raise its estimate, which covers most of the fabric; the estimate holds within
+// 10 %, and the copies train faster than one copy does.
+TEST_F(TrainCli, ReplicasCoverTheFabricAndRaiseThroughput) {
+  const std::vector<std::string> fabric = {"--fabric.width", "24", "--fabric.height", "128", "--io.spacing", "8",
+                                           "--train.batch", "512", "--train.steps", "1", "--train.eval", "0"};
+  auto run = [&](const std::string& name, const std::string& replicas) {
+    const fs::path d = tmp_path(name);
+    fs::remove_all(d);
+    std::vector<std::string> args = fabric;
+    args.insert(args.end(), {"--compile.replicas", replicas, "-o", d.string()});
+    EXPECT_EQ(train(args), 0);
+    return std::pair{nlohmann::json::parse(slurp(d / "run_report.json")), nlohmann::json::parse(slurp(d / "compile_report.json"))};
+  };
+  const auto [rep, comp] = run("tr_rep_auto", "0");
+  const double est = rep["estimated_samples_per_s"].get<double>(), meas = rep["measured_samples_per_s"].get<double>();
+  std::cout << "24 x 128: " << comp["replicas"] << " copies, " << comp["active_pes"] << " PEs, estimate " << est
+            << ", measured " << meas << "\n";
+  EXPECT_GE(comp["replicas"].get<int>(), 2);
+  EXPECT_GE(comp["active_pes_pct"].get<double>(), 50.0);
+  EXPECT_LT(std::abs(est - meas) / meas, 0.10);
+  const double one = run("tr_rep_one", "1").first["measured_samples_per_s"].get<double>();
+  std::cout << "one copy: " << one << " samples/s\n";
+  EXPECT_GT(meas, 1.2 * one);
+  // A larger budget never lowers the estimate (the choice of copies included).
+  double last = 0;
+  for (const char* budget : {"64", "256", "1024", "0"}) {
+    std::ostringstream out, err;
+    const fs::path d = tmp_path(std::string("tr_rep_budget") + budget);
+    std::vector<std::string> args = {"--fabric.width", "24", "--fabric.height", "128", "--io.spacing", "8", "--train.batch", "512"};
+    args.insert(args.end(), {"--compile.max_pes", budget, "--compile-only", "-o", d.string()});
+    ASSERT_EQ(compile_command(args, out, err), 0) << err.str();
+    const double e = nlohmann::json::parse(slurp(d / "compile_report.json"))["overall_samples_per_s"].get<double>();
+    EXPECT_GE(e, last) << "compile.max_pes " << budget;
+    last = e;
+  }
+}
+
+// With copies, a resumed run and one on two host threads repeat the uninterrupted run bit for
+// bit; copies that do not fit, more copies than samples, copies with two minibatches in flight
+// or in weight-streaming mode are clear errors (exit 2).
+TEST_F(TrainCli, ReplicasResumeBitForBitAndBadCountsAreClearErrors) {
+  const std::vector<std::string> small = {"--fabric.width", "24", "--fabric.height", "48", "--io.spacing", "8",
+                                          "--train.batch", "12", "--compile.replicas", "3", "--train.eval", "0"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), small.begin(), small.end());
+    return args;
+  };
+  const fs::path a = tmp_path("tr_rep_full"), b = tmp_path("tr_rep_half"), c = tmp_path("tr_rep_resumed"),
+                 t2 = tmp_path("tr_rep_threads");
+  for (const auto& d : {a, b, c, t2}) fs::remove_all(d);
+  std::string log;
+  train(with({"--train.steps", "4", "--train.checkpoint_every", "2", "-o", a.string()}), &log);
+  EXPECT_NE(log.find("replicas                3 copies"), std::string::npos) << log;
+  train(with({"--train.steps", "2", "-o", b.string()}));
+  train(with({"--resume", (b / "checkpoint.onnx").string(), "--train.steps", "2", "-o", c.string()}));
+  expect_same_weights(a / "checkpoint.onnx", c / "checkpoint.onnx");
+  EXPECT_EQ(loss_lines(a, 3), loss_lines(c, 3));
+  train(with({"--train.steps", "4", "--train.checkpoint_every", "2", "--sim.threads", "2", "-o", t2.string()}));
+  EXPECT_EQ(slurp(a / "losses.csv"), slurp(t2 / "losses.csv"));
+  EXPECT_EQ(slurp(a / "checkpoint.onnx"), slurp(t2 / "checkpoint.onnx"));
+
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--compile.replicas", "7"}, "compile.replicas 7 does not fit: each copy gets a band of 0 rows"},
+      {{"--compile.replicas", "5", "--compile.max_pes", "40"}, "compile.replicas 5 does not fit"},
+      {{"--compile.replicas", "13"}, "compile.replicas 13 exceeds train.batch 12"},
+      {{"--compile.replicas", "2", "--train.in_flight", "2"}, "compile.replicas 2 with train.in_flight 2 is not supported"},
+      {{"--compile.replicas", "2", "--mode", "weight-streaming"}, "compile.replicas applies to layer-pipelined mode only"},
+      {{"--compile.replicas", "-1"}, "compile.replicas must be 0 (auto) or in 1..4096"},
+  };
+  for (const auto& [extra, msg] : bad) {
+    std::vector<std::string> args = {"--fabric.width", "24", "--fabric.height", "48", "--io.spacing", "8",
+                                     "--train.batch", "12", "--train.steps", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::ostringstream out, err;
+    EXPECT_EQ(train_command(args, out, err), 2) << ::testing::PrintToString(extra) << out.str();
+    EXPECT_NE(err.str().find(msg), std::string::npos) << err.str();
+  }
+}
+
+}  // namespace
+}  // namespace wafersim::test
