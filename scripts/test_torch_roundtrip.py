@@ -15,6 +15,7 @@ model in PyTorch with torch.optim.SGD(lr, momentum) and F.cross_entropy (mean). 
   weights   the checkpoint's initializers against PyTorch's trained parameters
   momentum  NAME.momentum against momentum * the optimizer's momentum_buffer after step N
   resume    N/2 steps, then --resume for the rest, reproduce the N-step checkpoint bit for bit
+One shape trains 4 copies of the model (compile.replicas 4), the others one.
   logits    the checkpoint evaluated on fresh inputs (a small numpy interpreter of its graph,
             and torch with its weights loaded) against PyTorch's trained model
 A float64 copy of the PyTorch training runs next to the float32 one; its distance from PyTorch
@@ -57,7 +58,11 @@ SHAPES = [
     ("relu_op13", [20, 12, 5], "relu", 13, 1, 0.1, 0.9),
     ("tanh_op17", [16, 10, 8, 4], "tanh", 17, 2, 0.2, 0.8),
     ("sigmoid_op11", [12, 6, 3], "sigmoid", 11, 3, 0.5, 0.9),
+    ("relu_replicas4", [20, 12, 5], "relu", 13, 4, 0.1, 0.9),
 ]
+# Shapes trained by several copies of the model (compile.replicas; the others by one): each
+# copy takes every 4th sample, their gradients summed on the wafer before the same update.
+REPLICAS = {"relu_replicas4": 4}
 BATCH = 8
 STEPS = 4
 SIM_SEED = 7
@@ -235,7 +240,8 @@ def test_shape(wafersim, workdir, shape):
               "--data.scale", "1", "--data.mean", "0", "--data.std", "1",
               "--train.batch", str(BATCH), "--train.lr", repr(lr), "--train.momentum", repr(mu),
               "--train.eval", "0", "--sim.seed", str(SIM_SEED),
-              "--fabric.width", "32", "--fabric.height", "32", "--io.spacing", "8"]
+              "--fabric.width", "32", "--fabric.height", "32", "--io.spacing", "8",
+              "--compile.replicas", str(REPLICAS.get(name, 1))]
     t0 = time.monotonic()
     runs = {}
     for k in range(1, STEPS + 1):
