@@ -53,6 +53,8 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
                  {"pes", l.pes() * R},
                  {"tile_sram_bytes", l.tile_bytes},
                  {"cycles_per_sample", t},
+                 {"tiles_cycles_per_sample", l.est.fwd + l.est.bwd + l.est.update_per_batch / plan.batch},
+                 {"root_cycles_per_sample", l.est.root},
                  {"overall_samples_per_s", std::min(compute_sps, trans_sps)},
                  {"compute_samples_per_s", compute_sps},
                  {"transmission_samples_per_s", trans_sps},
@@ -98,6 +100,7 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
   }
   j["compute_utilisation_pct"] = 100.0 * total_macs / (plan.pes * (plan.cycles_per_batch() / plan.batch) * hw.core.fmac_fp32);
   j["cycles_per_sample"] = t;
+  j["coupling_pct"] = 100.0 * plan.coupling();
   j["cycles_per_batch"] = plan.cycles_per_batch();
   j["batch_fill_drain_cycles"] = plan.latency;
   j["ring_trip_cycles"] = plan.ring_trip;
@@ -142,7 +145,9 @@ std::string report_text(const nlohmann::json& j) {
                   k["compute_utilisation_pct"].get<double>(), k["bound"].get<std::string>().c_str());
     s += line;
   }
-  s += "  placement (tile (0,0) of each kernel; roots below A-type, east of B-type regions):\n";
+  s += std::string("  placement (tile (0,0) of each kernel; roots below A-type, east of B-type regions") +
+       (j.value("replicas", 1) > 1 ? "; copy 0's, copy r " + std::to_string(j["replica_band_rows"].get<int>()) + " x r rows south" : "") +
+       "):\n";
   for (const auto& k : j["kernels"]) {
     s += "    " + k["name"].get<std::string>() + ": " + k["tiles"].get<std::string>() + " tiles at (" +
          std::to_string(k["origin"][0].get<int>()) + ", " + std::to_string(k["origin"][1].get<int>()) + "), " +

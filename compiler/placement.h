@@ -90,7 +90,10 @@ struct Plan {
 
   // The slowest kernel, the transmission, or a sample's round trip over the ring depth (a tile
   // keeps ring_depth samples' inputs until their backward pass: at most that many in flight).
-  double cycles_per_sample() const;
+  double bound_cycles() const;
+  // What the pipeline loses to two stages of nearly the same time, as a share of bound_cycles().
+  double coupling() const;
+  double cycles_per_sample() const;  // bound_cycles() * (1 + coupling())
   // With two minibatches in flight: the samples of the next minibatch that pass layer `layer`
   // with the weights before this minibatch's update (0 elsewhere). Only layer 0 takes any:
   // enough to fill its wait for the minibatch's last gradient (latency / cycles_per_sample),

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -18,6 +19,7 @@
 #include "app/train_cmd.h"
 #include "compiler/kernel_graph.h"
 #include "compiler/onnx_model.h"
+#include "compiler/placement.h"
 #include "mlp_model.h"
 #include "test_support.h"
 
@@ -425,15 +427,19 @@ TEST(Compiler, CompileOnlyWritesReportAndProgram) {
   EXPECT_EQ(j["kernels"][0]["name"], "/fc1/Gemm");
   EXPECT_EQ(j["kernels"][0]["shape"], "8x16");
   EXPECT_EQ(j["kernels"][2]["kernel"], "dense+softmax_xent");
-  // Overall: a minibatch takes a copy's share of its samples at the slowest stage's rate
-  // (every copy's rates add up), one fill and drain, and with replicas the gradient sum.
+  // Overall: a minibatch takes a copy's share of its samples at the slowest stage's rate (every
+  // copy's rates add up; two neighbouring stages of nearly that time run slower by coupling_pct),
+  // one fill and drain, and with replicas the gradient sum.
   const double f = j["fabric"]["clock_mhz"].get<double>() * 1e6, batch = j["batch"].get<int>();
   const int replicas = j["replicas"].get<int>();
   EXPECT_GE(replicas, 1);
   EXPECT_EQ(j.contains("gradient_sum_cycles"), replicas > 1);
   EXPECT_EQ(contains(text, "replicas"), replicas > 1) << text;
-  const double per_sample = replicas * f / std::min(j["compute_samples_per_s"].get<double>(),
-                                                    j["transmission_samples_per_s"].get<double>());
+  const double coupling = j["coupling_pct"].get<double>();
+  EXPECT_GE(coupling, 0);
+  EXPECT_LE(coupling, 20);
+  const double per_sample = (1 + coupling / 100) * replicas * f /
+                            std::min(j["compute_samples_per_s"].get<double>(), j["transmission_samples_per_s"].get<double>());
   EXPECT_NEAR(j["cycles_per_sample"].get<double>(), per_sample, 1e-6 * per_sample);
   EXPECT_GT(j["batch_fill_drain_cycles"].get<double>(), 0);
   EXPECT_NEAR(j["cycles_per_batch"].get<double>(),
@@ -574,6 +580,44 @@ TEST(Compiler, SoftmaxBetweenLayersIsUnsupported) {
   const CmdResult r = compile({g.save("mid_softmax"), "--validate-only"});
   EXPECT_EQ(r.rc, kExitUsage) << r.out;
   EXPECT_TRUE(contains(r.err, "node '/mid/Softmax' (Softmax)")) << r.err;
+}
+
+}  // namespace
+}  // namespace wafersim::test
+
+namespace wafersim::test {
+namespace {
+
+// The estimate's coupling of neighbouring stages (placement.cc): none for stages far apart, the
+// most for equal ones, and never more time per sample when any stage gets faster (so more PEs
+// or SRAM, which only shorten stages, never lower the estimated samples/s).
+TEST(Compiler, CoupledStagesNeverMakeAFasterStageSlower) {
+  compiler::Plan p;
+  p.batch = 64;
+  p.ring_depth = 64;
+  p.layers.resize(2);
+  auto set = [&](const std::vector<double>& t) {  // transmission, tiles 0, root 0, tiles 1, root 1
+    p.transmission = t[0];
+    for (int l = 0; l < 2; ++l) {
+      p.layers[static_cast<size_t>(l)].est = compiler::KernelEstimate{};
+      p.layers[static_cast<size_t>(l)].est.fwd = t[static_cast<size_t>(1 + 2 * l)];
+      p.layers[static_cast<size_t>(l)].est.root = t[static_cast<size_t>(2 + 2 * l)];
+    }
+    return p.cycles_per_sample();
+  };
+  EXPECT_DOUBLE_EQ(set({1000, 300, 100, 200, 50}), 1000);  // nothing near the bound
+  EXPECT_NEAR(set({1000, 1000, 100, 200, 50}), 1200, 1e-9);  // equal neighbours: +20 %
+  EXPECT_GT(set({1000, 900, 100, 200, 50}), 1000);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(100, 2000);
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<double> t(5);
+    for (double& v : t) v = u(rng);
+    const double base = set(t);
+    const size_t k = static_cast<size_t>(i % 5);
+    t[k] *= 0.97;  // one stage 3 % faster
+    ASSERT_LE(set(t), base * (1 + 1e-12)) << "stage " << k;
+  }
 }
 
 }  // namespace
