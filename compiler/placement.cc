@@ -108,10 +108,15 @@ double Plan::coupling() const {
   for (size_t i = 0; i + 1 < st.size(); ++i) {
     const double hi = std::max(st[i], st[i + 1]), lo = std::min(st[i], st[i + 1]);
     if (hi <= 0) continue;
-    // A slower consumer keeps the buffers between them full, so its bursts reach the producer
-    // sooner than a slower producer's reach an idle consumer.
-    const double from = st[i + 1] >= st[i] ? kCoupleFromConsumer : kCoupleFromProducer;
-    t = std::max(t, hi * (1 + kCoupling * std::clamp((lo / hi - from) / (1 - from), 0.0, 1.0)));
+    double from = kSlack, weight = 1;
+    if (i == 0) {
+      // The channel and layer 0's tiles: as far as the tiles' backward bursts outlast their
+      // input buffers (Plan::burst). A slower consumer keeps the buffers full, so its bursts
+      // reach the channel sooner than a slower channel's gaps reach idle tiles.
+      from = st[1] >= st[0] ? kCoupleFromConsumer : kCoupleFromProducer;
+      weight = burst;
+    }
+    t = std::max(t, hi * (1 + weight * kCoupling * std::clamp((lo / hi - from) / (1 - from), 0.0, 1.0)));
   }
   return b > 0 ? t / b - 1 : 0;
 }
@@ -480,6 +485,18 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
       l.tile_bytes = tile_sram_bytes(ni, no, depth, l.dx, grad);
     }
+  }
+  // Layer 0's tiles' backward bursts (every gradient of a sample, one vaxpy of the input slice
+  // each) against what their input queue and the router's buffer hold of the inputs they would
+  // have taken meanwhile (Plan::burst; with replicas the data tasks' queue is the third).
+  {
+    const LayerPlan& l = plan.layers.front();
+    const double ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
+    const double fmac = hw.core.fmac_fp32;
+    const double burst_inputs = no * (ni / fmac + kBwdTask) / (no / fmac + kFwdTask);
+    const std::vector<int> depths = hw.core.inq();
+    const double held = depths[static_cast<size_t>(grad ? std::min<size_t>(2, depths.size() - 1) : 0)] + hw.router.buffer_depth;
+    plan.burst = std::clamp((burst_inputs - held) / held, 0.0, 1.0);
   }
   // One minibatch's fill and drain: a sample's forward and backward through every layer.
   plan.latency = plan.transmission;

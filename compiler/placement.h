@@ -93,6 +93,9 @@ struct Plan {
   double bound_cycles() const;
   // What the pipeline loses to two stages of nearly the same time, as a share of bound_cycles().
   double coupling() const;
+  // How far layer 0's tiles' backward bursts outlast their buffered inputs, 0..1 (placement.cc):
+  // how much the channel and those tiles couple.
+  double burst = 0;
   double cycles_per_sample() const;  // bound_cycles() * (1 + coupling())
   // With two minibatches in flight: the samples of the next minibatch that pass layer `layer`
   // with the weights before this minibatch's update (0 elsewhere). Only layer 0 takes any:
