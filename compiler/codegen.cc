@@ -284,7 +284,8 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
   if (dx) a << "vaxpy.fp32 " + dDX + ", " + dWcol + ", r15";
   a << "daddb " + dVcol + ", 4";
   if (dx) a << "daddb " + dWcol + ", 4";
-  a << "addi r2, r2, 1" << "bne r2, r10, bwd_x" << "li r2, 0" << std::string("li r13, ") + (sum ? "G" : "V") << "dbase " + dVcol + ", r13";
+  a << "addi r2, r2, 1" << "bne r2, r10, bwd_x" << "li r2, 0" << std::string("li r13, ") + (sum ? "G" : "V")
+    << "dbase " + dVcol + ", r13";
   if (dx) a << "li r13, W" << "dbase " + dWcol + ", r13";
   a << "addi r11, r11, " + S(4LL * ni) << "bne r11, r12, bwd_nw" << "li r11, ring" << "bwd_nw:" << "dbase " + dXs + ", r11";
   if (dx) a << "block 6" << "activate 4" << "exit";
@@ -574,21 +575,15 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
   const int L = static_cast<int>(plan.layers.size());
   const int R = plan.replicas;
   // With replicas: each weight PE's segment of its column's gradient sum (copy 0's positions).
-  std::map<std::pair<int, int>, long> seg;
-  for (const LayerPlan& lp : plan.layers) {
-    for (int a = 0; a < lp.p_in; ++a) {
-      for (int b = 0; b < lp.p_out; ++b) seg[lp.tile_xy(a, b)] = static_cast<long>(lp.in_len(a)) * lp.out_len(b);
-    }
-    for (int b = 0; b < lp.p_out; ++b) seg[lp.root_xy(b)] = lp.out_len(b);
-  }
+  const std::map<std::pair<int, int>, long> seg = weight_elements(plan);
   std::map<std::pair<int, int>, std::pair<long, long>> around;  // copy 0's PE -> (before, after)
   if (R > 1) {
     for (const auto& [x, rows] : weight_columns(plan)) {
       long total = 0;
-      for (int y : rows) total += seg[{x, y}];
+      for (int y : rows) total += seg.at({x, y});
       long before = 0;
       for (int y : rows) {
-        const long own = seg[{x, y}];
+        const long own = seg.at({x, y});
         around[{x, y}] = {before, total - before - own};
         before += own;
       }
@@ -610,83 +605,84 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
     return sp;
   };
   for (int rep = 0; rep < R; ++rep) {
-  const std::vector<LayerNets>& nets = r.copies[static_cast<size_t>(rep)].layers;
-  const int batch = plan.samples_of(rep);
-  // Copy 0's state is the model's outputs; the others' carry their copy's prefix.
-  const std::string opre = rep > 0 ? "r" + S(rep) + "." : "";
-  for (int l = 0; l < L; ++l) {
-    const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
-    const LayerNets& n = nets[static_cast<size_t>(l)];
-    const bool last = l + 1 == L;
-    const std::string tag = "L" + S(l);
-    for (int a = 0; a < lp.p_in; ++a) {
-      for (int b = 0; b < lp.p_out; ++b) {
-        TileColors c;
-        c.x = r.color(n.xin[static_cast<size_t>(a)]);
-        c.fout = r.color(n.fchain[static_cast<size_t>(a)][static_cast<size_t>(b)]);
-        if (a > 0) c.fin = r.color(n.fchain[static_cast<size_t>(a) - 1][static_cast<size_t>(b)]);
-        c.dy = r.color(n.dy[static_cast<size_t>(b)]);
-        if (lp.dx) {
-          c.dxout = r.color(n.dxchain[static_cast<size_t>(a)][static_cast<size_t>(b)]);
-          if (b + 1 < lp.p_out) c.dxin = r.color(n.dxchain[static_cast<size_t>(a)][static_cast<size_t>(b) + 1]);
-        }
-        const int ni = lp.in_len(a), no = lp.out_len(b);
-        SumSpec sp;
-        if (R > 1) sp = sum_spec(lp.tile_xy(a, b), rep);
-        const int img = kernels::intern_image(
-            prog, tag + "_tile",
-            tile_source(ni, no, lp.dx, c, batch, plan.ring_depth, plan.lookahead(l), h, R > 1 ? &sp : nullptr), t);
-        const auto [x, y] = plan.at(lp.tile_xy(a, b), rep);
-        prog.place(x, y, img);
-        std::vector<float> wt(static_cast<size_t>(ni) * no), vt(wt.size());
-        const auto& W = s.w[static_cast<size_t>(l)];
-        const auto& V = s.v[static_cast<size_t>(l)];
-        for (int k = 0; k < ni; ++k) {
-          for (int o = 0; o < no; ++o) {
-            const size_t src = static_cast<size_t>(lp.out_off[static_cast<size_t>(b)] + o) * lp.in + lp.in_off[static_cast<size_t>(a)] + k;
-            wt[static_cast<size_t>(k) * no + o] = W[src];
-            vt[static_cast<size_t>(k) * no + o] = V[src];
+    const std::vector<LayerNets>& nets = r.copies[static_cast<size_t>(rep)].layers;
+    const int batch = plan.samples_of(rep);
+    // Copy 0's state is the model's outputs; the others' carry their copy's prefix.
+    const std::string opre = rep > 0 ? "r" + S(rep) + "." : "";
+    for (int l = 0; l < L; ++l) {
+      const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
+      const LayerNets& n = nets[static_cast<size_t>(l)];
+      const bool last = l + 1 == L;
+      const std::string tag = "L" + S(l);
+      for (int a = 0; a < lp.p_in; ++a) {
+        for (int b = 0; b < lp.p_out; ++b) {
+          TileColors c;
+          c.x = r.color(n.xin[static_cast<size_t>(a)]);
+          c.fout = r.color(n.fchain[static_cast<size_t>(a)][static_cast<size_t>(b)]);
+          if (a > 0) c.fin = r.color(n.fchain[static_cast<size_t>(a) - 1][static_cast<size_t>(b)]);
+          c.dy = r.color(n.dy[static_cast<size_t>(b)]);
+          if (lp.dx) {
+            c.dxout = r.color(n.dxchain[static_cast<size_t>(a)][static_cast<size_t>(b)]);
+            if (b + 1 < lp.p_out) c.dxin = r.color(n.dxchain[static_cast<size_t>(a)][static_cast<size_t>(b) + 1]);
           }
+          const int ni = lp.in_len(a), no = lp.out_len(b);
+          SumSpec sp;
+          if (R > 1) sp = sum_spec(lp.tile_xy(a, b), rep);
+          const int img = kernels::intern_image(
+              prog, tag + "_tile",
+              tile_source(ni, no, lp.dx, c, batch, plan.ring_depth, plan.lookahead(l), h, R > 1 ? &sp : nullptr), t);
+          const auto [x, y] = plan.at(lp.tile_xy(a, b), rep);
+          prog.place(x, y, img);
+          std::vector<float> wt(static_cast<size_t>(ni) * no), vt(wt.size());
+          const auto& W = s.w[static_cast<size_t>(l)];
+          const auto& V = s.v[static_cast<size_t>(l)];
+          for (int k = 0; k < ni; ++k) {
+            for (int o = 0; o < no; ++o) {
+              const size_t src =
+                  static_cast<size_t>(lp.out_off[static_cast<size_t>(b)] + o) * lp.in + lp.in_off[static_cast<size_t>(a)] + k;
+              wt[static_cast<size_t>(k) * no + o] = W[src];
+              vt[static_cast<size_t>(k) * no + o] = V[src];
+            }
+          }
+          prog.set_data(x, y, "W", f32_bytes(wt));
+          prog.set_data(x, y, "V", f32_bytes(vt));
+          prog.output(opre + out_w(l, a, b), x, y, "W");
+          prog.output(opre + out_v(l, a, b), x, y, "V");
+          prog.output(out_updates(x, y), x, y, "nupd");
         }
-        prog.set_data(x, y, "W", f32_bytes(wt));
-        prog.set_data(x, y, "V", f32_bytes(vt));
-        prog.output(opre + out_w(l, a, b), x, y, "W");
-        prog.output(opre + out_v(l, a, b), x, y, "V");
+      }
+      for (int b = 0; b < lp.p_out; ++b) {
+        RootColors c;
+        c.fin = r.color(n.fchain[static_cast<size_t>(lp.p_in) - 1][static_cast<size_t>(b)]);
+        c.dyout = r.color(n.dy[static_cast<size_t>(b)]);
+        if (!last) {
+          const LayerNets& nn = nets[static_cast<size_t>(l) + 1];
+          c.yout = r.color(nn.xin[static_cast<size_t>(b)]);
+          c.dxin = r.color(nn.dxchain[static_cast<size_t>(b)][0]);
+        } else {
+          c.label = r.color(r.copies[static_cast<size_t>(rep)].label);
+          c.loss = r.color(r.copies[static_cast<size_t>(rep)].loss);
+        }
+        const int no = lp.out_len(b);
+        const Activation act = g.layers[static_cast<size_t>(l)].act;
+        SumSpec sp;
+        if (R > 1) sp = sum_spec(lp.root_xy(b), rep);
+        const int img = kernels::intern_image(prog, tag + "_root",
+                                              root_source(no, act, last, c, batch, plan.ring_depth, plan.lookahead(l), h,
+                                                          plan.batch, R > 1 ? &sp : nullptr),
+                                              t);
+        const auto [x, y] = plan.at(lp.root_xy(b), rep);
+        prog.place(x, y, img);
+        const auto off = static_cast<std::ptrdiff_t>(lp.out_off[static_cast<size_t>(b)]);
+        prog.set_data(x, y, "b", f32_bytes(std::vector<float>(s.b[static_cast<size_t>(l)].begin() + off,
+                                                              s.b[static_cast<size_t>(l)].begin() + off + no)));
+        prog.set_data(x, y, "vb", f32_bytes(std::vector<float>(s.vb[static_cast<size_t>(l)].begin() + off,
+                                                               s.vb[static_cast<size_t>(l)].begin() + off + no)));
+        prog.output(opre + out_b(l, b), x, y, "b");
+        prog.output(opre + out_vb(l, b), x, y, "vb");
         prog.output(out_updates(x, y), x, y, "nupd");
       }
     }
-    for (int b = 0; b < lp.p_out; ++b) {
-      RootColors c;
-      c.fin = r.color(n.fchain[static_cast<size_t>(lp.p_in) - 1][static_cast<size_t>(b)]);
-      c.dyout = r.color(n.dy[static_cast<size_t>(b)]);
-      if (!last) {
-        const LayerNets& nn = nets[static_cast<size_t>(l) + 1];
-        c.yout = r.color(nn.xin[static_cast<size_t>(b)]);
-        c.dxin = r.color(nn.dxchain[static_cast<size_t>(b)][0]);
-      } else {
-        c.label = r.color(r.copies[static_cast<size_t>(rep)].label);
-        c.loss = r.color(r.copies[static_cast<size_t>(rep)].loss);
-      }
-      const int no = lp.out_len(b);
-      const Activation act = g.layers[static_cast<size_t>(l)].act;
-      SumSpec sp;
-      if (R > 1) sp = sum_spec(lp.root_xy(b), rep);
-      const int img = kernels::intern_image(prog, tag + "_root",
-                                            root_source(no, act, last, c, batch, plan.ring_depth, plan.lookahead(l), h,
-                                                        plan.batch, R > 1 ? &sp : nullptr),
-                                            t);
-      const auto [x, y] = plan.at(lp.root_xy(b), rep);
-      prog.place(x, y, img);
-      const auto off = static_cast<std::ptrdiff_t>(lp.out_off[static_cast<size_t>(b)]);
-      prog.set_data(x, y, "b", f32_bytes(std::vector<float>(s.b[static_cast<size_t>(l)].begin() + off,
-                                                            s.b[static_cast<size_t>(l)].begin() + off + no)));
-      prog.set_data(x, y, "vb", f32_bytes(std::vector<float>(s.vb[static_cast<size_t>(l)].begin() + off,
-                                                             s.vb[static_cast<size_t>(l)].begin() + off + no)));
-      prog.output(opre + out_b(l, b), x, y, "b");
-      prog.output(opre + out_vb(l, b), x, y, "vb");
-      prog.output(out_updates(x, y), x, y, "nupd");
-    }
-  }
   }
   for (const Net& net : r.nets) {
     for (const Hop& hop : net.hops) {

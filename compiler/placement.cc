@@ -142,14 +142,20 @@ long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad
   return (grad ? 12 : 8) * ni * no + 4 * no + (dx ? 4 * ni : 0) + 4L * ring_depth * ni + kCodeBytes;
 }
 
-std::map<int, std::vector<int>> weight_columns(const Plan& plan) {
-  std::map<int, std::vector<int>> cols;
+std::map<std::pair<int, int>, long> weight_elements(const Plan& plan) {
+  std::map<std::pair<int, int>, long> seg;
   for (const LayerPlan& l : plan.layers) {
     for (int a = 0; a < l.p_in; ++a) {
-      for (int b = 0; b < l.p_out; ++b) cols[l.tile_xy(a, b).first].push_back(l.tile_xy(a, b).second);
+      for (int b = 0; b < l.p_out; ++b) seg[l.tile_xy(a, b)] = static_cast<long>(l.in_len(a)) * l.out_len(b);
     }
-    for (int b = 0; b < l.p_out; ++b) cols[l.root_xy(b).first].push_back(l.root_xy(b).second);
+    for (int b = 0; b < l.p_out; ++b) seg[l.root_xy(b)] = l.out_len(b);
   }
+  return seg;
+}
+
+std::map<int, std::vector<int>> weight_columns(const Plan& plan) {
+  std::map<int, std::vector<int>> cols;
+  for (const auto& [xy, n] : weight_elements(plan)) cols[xy.first].push_back(xy.second);
   for (auto& [x, rows] : cols) std::sort(rows.rbegin(), rows.rend());
   return cols;
 }
@@ -543,19 +549,13 @@ void replicate(Plan* c, const HwConfig& hw, const Bands& bands, int R, int band)
   c->used_height = bands.y0 + (R - 1) * band + c->used_height;
   c->pes *= R;
   c->lookahead0 = 0;
-  std::map<std::pair<int, int>, long> seg;  // copy 0's segment lengths by PE
-  for (const LayerPlan& l : c->layers) {
-    for (int a = 0; a < l.p_in; ++a) {
-      for (int b = 0; b < l.p_out; ++b) seg[l.tile_xy(a, b)] = static_cast<long>(l.in_len(a)) * l.out_len(b);
-    }
-    for (int b = 0; b < l.p_out; ++b) seg[l.root_xy(b)] = l.out_len(b);
-  }
+  const std::map<std::pair<int, int>, long> seg = weight_elements(*c);
   const double per_pe = kRelayFixed + 2.0 * hw.router.ramp_latency + hw.router.hop_latency + hw.core.decode_latency;
   const int m = R / 2, half = std::max(m, R - 1 - m), sides = (m > 0) + (R - 1 > m);
   double t = 0;
   for (const auto& [x, rows] : weight_columns(*c)) {
     double k = 0;
-    for (int y : rows) k += static_cast<double>(seg[{x, y}]);
+    for (int y : rows) k += static_cast<double>(seg.at({x, y}));
     const double pes = static_cast<double>(rows.size());
     t = std::max(t, 2 * sides * k + (half + 1) * pes * per_pe + 2.0 * half * band * hw.router.hop_latency);
   }

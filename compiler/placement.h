@@ -109,6 +109,9 @@ struct Plan {
 // Copy 0's PEs that hold weights or biases, by column, each column's rows from south to north
 // (the order of the gradient sum's northward stream).
 std::map<int, std::vector<int>> weight_columns(const Plan& plan);
+// Copy 0's weight PEs and the parameters each holds (a tile's weights, a root's biases): its
+// segment of its column's gradient sum.
+std::map<std::pair<int, int>, long> weight_elements(const Plan& plan);
 
 // Chooses partitions and positions. Throws CompileError: the model's weights do not fit the
 // fabric's SRAM (by how much; suggests weight streaming), the fabric or the PE budget is too
