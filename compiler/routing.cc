@@ -156,7 +156,9 @@ Routing route_plan(const Plan& plan, const HwConfig& hw) {
     // PE in one multicast north past every PE of copies 0..m-1, and its southernmost PE in one
     // south past copies m+1.., each PE taking its part at its ramp.
     const int R = plan.replicas, m = R / 2;
-    for (const auto& [x, rows] : weight_columns(plan)) {
+    for (const auto& col : weight_columns(plan)) {
+      const int x = col.first;  // (named, not bound: the lambda below captures them)
+      const std::vector<int>& rows = col.second;
       const std::string tag = "sum" + std::to_string(x) + ".";
       std::vector<std::pair<int, int>> chain;  // south to north
       std::vector<int> copy_of;
