@@ -219,11 +219,6 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     *w = mx;
     *h = my;
   };
-  auto fits = [&](const std::vector<int>& q) {
-    int w = 0, h = 0;
-    extent(q, &w, &h);
-    return w <= W && h <= H && pes_of(q) <= budget;
-  };
   auto worst = [&](const std::vector<int>& q, int* which) {
     double t = -1;
     for (int l = 0; l < L; ++l) {
@@ -253,6 +248,27 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     int w = 0, h = 0;
     extent(q, &w, &h);
     return std::clamp(mid - q[0] / 2, 0, std::max(0, H - h));
+  };
+  // The staircase fits the fabric and the budget, and the column-0 bus can color its rows'
+  // inputs: every row fed through a bus router takes a color of its own there (routing.cc), and
+  // the label's and loss's paths may need two more.
+  auto fits = [&](const std::vector<int>& q) {
+    int w = 0, h = 0;
+    extent(q, &w, &h);
+    if (w > W || h > H || pes_of(q) > budget) return false;
+    std::vector<int> cross(static_cast<size_t>(H) + 1, 0);  // difference array over the bus rows
+    const int y0 = top_row(q);
+    for (int a = 0; a < q[0]; ++a) {
+      const int from = ch_row(nearest(y0 + a)), to = y0 + a;
+      ++cross[static_cast<size_t>(std::min(from, to))];
+      --cross[static_cast<size_t>(std::max(from, to)) + 1];
+    }
+    int n = 0;
+    for (int yy = 0; yy < H; ++yy) {
+      n += cross[static_cast<size_t>(yy)];
+      if (n + 2 > hw.router.colors) return false;
+    }
+    return true;
   };
   const double channel_rate = std::min(1.0, hw.io.channel_gbps * 1e3 / (32.0 * hw.fabric.clock_mhz));
   // Cycles per sample of the busiest input channel or bus link (Plan::transmission): a channel

@@ -627,3 +627,22 @@ TEST(Compiler, CoupledStagesNeverMakeAFasterStageSlower) {
 
 }  // namespace
 }  // namespace wafersim::test
+
+namespace wafersim::test {
+namespace {
+
+// Layer 0's input rows fed through the column-0 bus from few channels each take a color on
+// every bus router they cross: the placement stops adding rows before the bus runs out of
+// colors (a 200-row fabric with 2 West channels used to fail in routing: "needs more than the
+// fabric's 24 colors").
+TEST(Compiler, FewChannelsNeverOverflowTheBusColors) {
+  const CmdResult r = compile({WAFERSIM_DEMO_MODEL_PATH, "--compile-only", "--fabric.width", "24", "--fabric.height", "200",
+                               "--io.channels_per_edge", "2", "--io.spacing", "8", "--train.batch", "256"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(read_text(test_tmp_dir() + "/out/compile_report.json"));
+  EXPECT_LE(j["fabric"]["colors_used"].get<int>(), 24);
+  EXPECT_GT(std::stoi(j["kernels"][0]["tiles"].get<std::string>()), 1) << "layer 0 still spreads over several rows";
+}
+
+}  // namespace
+}  // namespace wafersim::test
