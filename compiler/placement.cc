@@ -590,8 +590,9 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   if (opt.replicas < 0) throw CompileError("compile.replicas must be 0 (auto) or positive");
   if (opt.replicas > 1 && opt.in_flight > 1) {
     throw CompileError("compile.replicas " + std::to_string(opt.replicas) +
-                       " with train.in_flight 2 is not supported: use one of them (replicas sum their gradients "
-                       "between minibatches, which a lookahead would overlap)");
+                       " with train.in_flight 2 is not supported: use one of them (a column's gradient sum waits "
+                       "for layer 0's roots, which wait for the next layer's tiles to take their lookahead samples, "
+                       "which those take only after the sum)");
   }
   if (opt.replicas > opt.batch) {
     throw CompileError("compile.replicas " + std::to_string(opt.replicas) + " exceeds train.batch " + std::to_string(opt.batch) +
