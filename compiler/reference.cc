@@ -177,21 +177,18 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
       const int m = R / 2;
       for (int li = 0; li < L; ++li) {
         auto at = [&](int c) -> const std::vector<float>& { return buf[static_cast<size_t>(c)][static_cast<size_t>(li)]; };
+        // One half's stream: from its farthest copy toward m, each copy's added on the way; then
+        // onto m's sums.
+        auto fold_half = [&](int far, int step, std::vector<float>* tot) {
+          std::vector<float> s = at(far);
+          for (int c = far + step; c != m; c += step) {
+            for (size_t i = 0; i < s.size(); ++i) s[i] = s[i] + at(c)[i];
+          }
+          for (size_t i = 0; i < tot->size(); ++i) (*tot)[i] = s[i] + (*tot)[i];
+        };
         std::vector<float> tot = at(m);
-        if (R - 1 > m) {
-          std::vector<float> south = at(R - 1);
-          for (int c = R - 2; c > m; --c) {
-            for (size_t i = 0; i < south.size(); ++i) south[i] = south[i] + at(c)[i];
-          }
-          for (size_t i = 0; i < tot.size(); ++i) tot[i] = south[i] + tot[i];
-        }
-        if (m > 0) {
-          std::vector<float> north = at(0);
-          for (int c = 1; c < m; ++c) {
-            for (size_t i = 0; i < north.size(); ++i) north[i] = north[i] + at(c)[i];
-          }
-          for (size_t i = 0; i < tot.size(); ++i) tot[i] = north[i] + tot[i];
-        }
+        if (R - 1 > m) fold_half(R - 1, -1, &tot);
+        if (m > 0) fold_half(0, 1, &tot);
         auto& vl = v[static_cast<size_t>(li)];
         for (size_t i = 0; i < tot.size(); ++i) vl[i] = vl[i] + tot[i];
       }

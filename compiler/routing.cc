@@ -160,16 +160,14 @@ Routing route_plan(const Plan& plan, const HwConfig& hw) {
       const int x = col.first;  // (named, not bound: the lambda below captures them)
       const std::vector<int>& rows = col.second;
       const std::string tag = "sum" + std::to_string(x) + ".";
-      std::vector<std::pair<int, int>> chain;  // south to north
-      std::vector<int> copy_of;
+      std::vector<std::pair<int, int>> chain;  // south to north: the last copy's rows first
       for (int r = R - 1; r >= 0; --r) {
-        for (int y : rows) {
-          chain.push_back(plan.at({x, y}, r));
-          copy_of.push_back(r);
-        }
+        for (int y : rows) chain.push_back(plan.at({x, y}, r));
       }
+      const size_t k = rows.size();
       for (size_t i = 0; i + 1 < chain.size(); ++i) {
-        const int lo = copy_of[i], hi = copy_of[i + 1];  // the copies of the link's south and north ends
+        // The copies of the link's south and north ends.
+        const int lo = R - 1 - static_cast<int>(i / k), hi = R - 1 - static_cast<int>((i + 1) / k);
         if (lo > m || (lo == m && hi == m)) {
           const int n = b.line(tag + "n" + std::to_string(i), chain[i], run({x, chain[i].second - 1}, chain[i + 1]), false);
           b.r.sum[chain[i]].nout = n;
