@@ -736,11 +736,14 @@ TEST(Cli, RouteLoopExitsWithDeadlock) {
 }
 
 // SIGINT stops a run after the cycle in progress: the stats of the cycles run are written and
-// the exit code is 130. (The binary, interrupted after 2 s of a run far longer than that.)
+// the exit code is 130. (The binary, interrupted after 2 s of a run far longer than that.
+// `--foreground`: without it timeout signals the binary and then its own process group, and
+// under load the binary can take the two as an interrupt and a second one that quits at once.)
 TEST(Cli, InterruptedRunWritesItsStats) {
   const std::string dir = test::test_tmp_dir() + "/interrupted";
   std::filesystem::remove_all(dir);
-  const std::string line = "SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 timeout --preserve-status -s INT 2 " + std::string(WAFERSIM_BIN) +
+  const std::string line = "SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 timeout --foreground --preserve-status -s INT 2 " +
+                           std::string(WAFERSIM_BIN) +
                            " fabric --fabric.width 32 --fabric.height 32 --traffic.pattern neighbour --sim.cycles 1000000000 -o " +
                            dir + " > " + dir + ".out 2> " + dir + ".err";
   const int status = std::system(line.c_str());
