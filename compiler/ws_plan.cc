@@ -312,6 +312,26 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   p.row_bytes = row_bytes(m);
   p.root_bytes = root_bytes(m);
   if (p.row_bytes > sram) {
+    // A row's PE holds the gathered dy of the widest layer output whole (ws_codegen.cc), however
+    // many rows share the inputs: where that alone (with code and an empty slice) outgrows SRAM,
+    // only fewer samples per column help; say how many fit and what batch that allows.
+    long widest_out = 1;
+    for (int l = 0; l < L; ++l) widest_out = std::max(widest_out, static_cast<long>(p.width[static_cast<size_t>(l) + 1]));
+    auto floor_bytes = [&](long mm) {
+      return kCodeBytes + kLayerCode * L + 4 * (widest_out * mm + 2 * mm + 4 * 4 + 8 + hw.core.sram_banks / 2) + 16 * (L + 2);
+    };
+    if (floor_bytes(m) > sram) {
+      long fit = 0;
+      while (fit + 1 < m && row_bytes(fit + 1) <= sram) ++fit;
+      const long most_cols = W - 2 * p.x0;
+      throw CompileError("weight-streaming: a feature-row PE holds the whole gradient dy of the widest layer (" + S(widest_out) +
+                         " outputs x " + S(m) + " samples per column = " + S(4 * widest_out * m) +
+                         " bytes) besides its slices, and the core has " + S(sram) + " bytes; " +
+                         (fit == 0 ? std::string("not even one sample per column fits: use a larger core.sram_kb or a narrower model")
+                                   : "with " + S(rows) + " feature rows at most " + S(fit) + " sample(s) per column fit, so at most " + S(fit * most_cols) +
+                                         " samples per system on this fabric's " + S(most_cols) + " columns (the batch gives " +
+                                         S(p.shard) + "): use a smaller batch, more systems (--systems), or a larger core.sram_kb"));
+    }
     throw CompileError("weight-streaming: a feature-row PE needs " + S(p.row_bytes) + " bytes of SRAM (" + S(rows) +
                        " feature rows, " + S(p.m) + " samples per column), the core has " + S(sram) +
                        "; use " +

@@ -412,6 +412,41 @@ TEST(WsTraining, UnevenSamplesPerColumn) {
 // the rows layout); more rows fill West bands (a channel row and rows above it) and East bands
 // (rows below it) evenly, within io.spacing of the channel; rows ascend and never share a fabric
 // row; the dW leave from each band's head outward.
+// A row PE holds the widest layer's dy whole, so where that alone outgrows SRAM no number of
+// feature rows helps: the error says how many samples per column fit and what batch that allows,
+// and that batch compiles (both layouts).
+TEST(WsPlan, ABatchWhoseDyOutgrowsSramSaysWhatFits) {
+  HwConfig hw = small_config(16, 33);  // 9 channel rows: slices of a quarter of 600 or less
+  hw.io.spacing = 4;
+  hw.core.sram_kb = 9;
+  const std::string path = tmp_path("ws_dy.onnx");
+  write_mlp(path, MlpSpec{{16, 600, 10}, "Relu", 3, 13});
+  CompileOptions co;
+  const KernelGraph g = validate_model(import_onnx(path), co);
+  for (const bool grid : {false, true}) {
+    WsOptions o;
+    o.grid = grid;
+    o.batch = 64;
+    std::string what;
+    try {
+      place_ws(g, hw, o);
+      ADD_FAILURE() << "a batch of 64 accepted with 9 KB per PE";
+    } catch (const CompileError& e) {
+      what = e.what();
+    }
+    const int cols = grid ? 12 : 16;  // the grid keeps two relay columns on each edge
+    EXPECT_NE(what.find("holds the whole gradient dy of the widest layer (600 outputs x "), std::string::npos) << what;
+    EXPECT_NE(what.find(" at most 1 sample(s) per column fit, so at most " + std::to_string(cols) + " samples per system"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("more systems (--systems), or a larger core.sram_kb"), std::string::npos) << what;
+    o.batch = cols;
+    const WsPlan p = place_ws(g, hw, o);
+    EXPECT_EQ(p.m, 1);
+    EXPECT_LE(p.row_bytes, 9L * 1024);
+  }
+}
+
 TEST(WsPlan, GridBandsUseBothEdges) {
   // The bands of `rows` rows on a 10 x 40 fabric, io.spacing 4, packed (1) or spread (2).
   auto bands = [](int rows, int pack, const std::string& name) {
