@@ -155,6 +155,7 @@ int compile_command(const std::vector<std::string>& args, std::ostream& out, std
     const OnnxModel m = import_onnx(c.model);
     const KernelGraph g = validate_model(m, c.compile);
     print_graph(g, out);
+    if (c.validate_only) out << "graph IR: " << g.ir_summary << "; checked\n";
     if (!g.unsupported.empty()) require_supported(g);
     if (c.validate_only) {
       out << "validate-only: every node is supported\n";

@@ -1,6 +1,10 @@
 #include "compiler/compile.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
+
+#include "compiler/ir/graph.h"
 
 namespace wafersim::compiler {
 namespace {
@@ -17,13 +21,57 @@ std::string fmt(double v, int prec = 1) {
 
 }  // namespace
 
-KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) { return build_kernel_graph(m, o.loss); }
+KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
+  // The graph IR (docs/graph-compiler.md, step 1): every model is imported into it and
+  // checked. Where the kernels already refuse nodes, their message says more than an IR check
+  // that fails on the same nodes (a Flatten that mixes samples gives the next Gemm a wrong
+  // shape, say), so it goes first.
+  KernelGraph g = build_kernel_graph(m, o.loss);
+  try {
+    const ir::Graph ir = ir::from_onnx(m);
+    ir::verify(ir);
+    g.ir_summary = ir.summary();
+  } catch (const CompileError&) {
+    require_supported(g);
+    throw;
+  }
+  return g;
+}
+
+// A line per op type, in graph order: its reasons, each with its first few node names, so that a
+// model with dozens of nodes of one op says so in one line.
+std::string unsupported_message(const std::vector<Unsupported>& list) {
+  constexpr size_t kNames = 3;
+  std::vector<std::string> ops;
+  std::map<std::string, std::vector<std::string>> reasons;                 // op -> reasons in order
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> nodes;  // (op, reason) -> node names
+  for (const Unsupported& u : list) {
+    if (!reasons.count(u.op)) ops.push_back(u.op);
+    auto& r = reasons[u.op];
+    if (std::find(r.begin(), r.end(), u.why) == r.end()) r.push_back(u.why);
+    nodes[{u.op, u.why}].push_back(u.node);
+  }
+  std::string msg = std::to_string(list.size()) + " unsupported node" + (list.size() > 1 ? "s" : "") + " of " +
+                    std::to_string(ops.size()) + " op type" + (ops.size() > 1 ? "s" : "") + ":";
+  for (const std::string& op : ops) {
+    size_t n = 0;
+    for (const std::string& why : reasons[op]) n += nodes[{op, why}].size();
+    msg += "\n  " + op + " (" + std::to_string(n) + " node" + (n > 1 ? "s" : "") + "): ";
+    bool first = true;
+    for (const std::string& why : reasons[op]) {
+      const auto& names = nodes[{op, why}];
+      msg += (first ? "" : "; ") + why + ": ";
+      first = false;
+      for (size_t i = 0; i < names.size() && i < kNames; ++i) msg += (i ? ", " : "") + std::string("node '") + names[i] + "'";
+      if (names.size() > kNames) msg += " and " + std::to_string(names.size() - kNames) + " more";
+    }
+  }
+  return msg;
+}
 
 void require_supported(const KernelGraph& g) {
   if (g.unsupported.empty()) return;
-  std::string msg = std::to_string(g.unsupported.size()) + " unsupported node" + (g.unsupported.size() > 1 ? "s" : "") + ":";
-  for (const auto& u : g.unsupported) msg += "\n  " + u;
-  throw CompileError(msg);
+  throw CompileError(unsupported_message(g.unsupported));
 }
 
 nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Routing& r, const HwConfig& hw) {

@@ -31,8 +31,11 @@ struct CompileResult {
 
 // Passes 1 and 2. Throws CompileError.
 KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o);
-// A CompileError listing every unsupported node, one per line, when there are any.
+// A CompileError naming the unsupported nodes (unsupported_message), when there are any.
 void require_supported(const KernelGraph& g);
+// The message require_supported throws: the nodes grouped by op type, then by reason, with the
+// first few names of each.
+std::string unsupported_message(const std::vector<Unsupported>& list);
 
 // All passes. `state` (optional) replaces the initializers' weights (resume). Throws CompileError.
 CompileResult compile_model(const std::string& onnx_path, const HwConfig& hw, const CompileOptions& o,

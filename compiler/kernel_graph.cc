@@ -118,7 +118,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   Flow f{in->name, g.in_features};
   f.rank = in->dims.size();
   auto unsupported = [&](const OnnxNode& n, const std::string& why) {
-    g.unsupported.push_back(node_ref(n) + ": " + why);
+    g.unsupported.push_back({n.name, n.op_type, why});
     f.value = n.outputs.empty() ? "" : n.outputs[0];
     f.known = false;
   };
@@ -301,8 +301,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     unsupported(n, "op " + op + " is not in the kernel library");
   }
   if (softmax_node && g.layers.size() != softmax_layers) {
-    g.unsupported.push_back(node_ref(*softmax_node) + ": a softmax between layers is not supported (only after the last one, "
-                            "where the loss absorbs it)");
+    g.unsupported.push_back({softmax_node->name, softmax_node->op_type,
+                             "a softmax between layers is not supported (only after the last one, where the loss absorbs it)"});
     g.output_softmax = false;
   }
   if (g.layers.empty() && g.unsupported.empty()) {
@@ -316,8 +316,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     throw CompileError(m.path + ": --train.loss graph, but the graph has no SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss");
   }
   if (!g.layers.empty() && g.layers.back().act != Activation::kNone) {
-    g.unsupported.push_back("node '" + g.layers.back().act_node +
-                            "': the last layer feeds softmax cross-entropy and must not have an activation");
+    const std::string& act = g.layers.back().act_node;
+    auto it = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const OnnxNode& n) { return n.name == act; });
+    g.unsupported.push_back({act, it == m.nodes.end() ? std::string("?") : it->op_type,
+                             "the last layer feeds softmax cross-entropy and must not have an activation"});
   }
   return g;
 }

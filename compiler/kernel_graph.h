@@ -27,14 +27,20 @@ struct DenseKernel {
   std::vector<float> b;     // out
 };
 
+// A node the kernels cannot take, and why.
+struct Unsupported {
+  std::string node, op, why;
+};
+
 struct KernelGraph {
   std::string input_name;
   int in_features = 0;
   std::vector<DenseKernel> layers;
   std::string loss_node;       // the graph's loss node; "" when the loss was chosen by option
   bool output_softmax = false; // the graph ends in Softmax/LogSoftmax, absorbed by the loss kernel
-  std::vector<std::string> unsupported;  // "node '/x/Conv' (Conv): reason", in graph order
+  std::vector<Unsupported> unsupported;  // in graph order
   std::vector<std::string> notes;        // what was fused or folded, for the report
+  std::string ir_summary;                // the graph IR it was checked against (compile.cc)
 
   int classes() const { return layers.empty() ? 0 : layers.back().out; }
   long long parameters() const;

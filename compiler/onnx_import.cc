@@ -125,7 +125,7 @@ void check_utf8(const onnx::ModelProto& m, const std::string& path) {
 // What the ONNX library (libonnx: checker, strict shape inference) says of the model, and the
 // structural faults it lets through: a graph output no node, input or initializer gives, a
 // default domain imported twice. Messages name the node or value.
-void check_structure(const onnx::ModelProto& m, const std::string& path) {
+std::vector<onnx::ValueInfoProto> check_structure(const onnx::ModelProto& m, const std::string& path) {
   int default_domains = 0;
   for (const auto& o : m.opset_import()) default_domains += o.domain().empty() || o.domain() == "ai.onnx";
   if (default_domains > 1) {
@@ -171,6 +171,7 @@ void check_structure(const onnx::ModelProto& m, const std::string& path) {
   } catch (const std::exception& e) {
     throw CompileError(path + ": ONNX shape inference rejects the model: " + first_line(e.what()));
   }
+  return {checked.graph().value_info().begin(), checked.graph().value_info().end()};
 }
 
 // An empty file parses as an empty ModelProto, so it is rejected here with the malformed ones.
@@ -378,6 +379,7 @@ OnnxValue read_value(const onnx::ValueInfoProto& v) {
   if (!v.type().has_tensor_type()) return r;
   const onnx::TypeProto_Tensor& tt = v.type().tensor_type();
   r.elem_type = tt.elem_type();
+  r.has_shape = tt.has_shape();
   for (const onnx::TensorShapeProto_Dimension& d : tt.shape().dim()) {
     r.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
     r.dim_params.push_back(d.has_dim_param() ? d.dim_param() : "");
@@ -457,7 +459,7 @@ OnnxModel import_onnx(const std::string& path) {
                        std::to_string(kMaxOpset) +
                        "; re-export the model with opset_version in that range)");
   }
-  check_structure(m, path);
+  const std::vector<onnx::ValueInfoProto> inferred = check_structure(m, path);
   for (const onnx::StringStringEntryProto& e : m.metadata_props())
     out.metadata[e.key()] = e.value();
 
@@ -477,6 +479,7 @@ OnnxModel import_onnx(const std::string& path) {
     if (!out.initializers.count(v.name())) out.inputs.push_back(read_value(v));
   }
   for (const onnx::ValueInfoProto& v : g.output()) out.outputs.push_back(read_value(v));
+  for (const onnx::ValueInfoProto& v : inferred) out.value_info[v.name()] = read_value(v);
 
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);

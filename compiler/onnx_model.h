@@ -49,6 +49,7 @@ struct OnnxValue {
   int elem_type = 0;
   std::vector<int64_t> dims;
   std::vector<std::string> dim_params;
+  bool has_shape = false;  // the value info gives a shape (an empty one: a scalar)
 };
 
 // An initializer or a Constant node's value. Float tensors fill `f32`; int64 (and int32) tensors
@@ -78,6 +79,9 @@ struct OnnxModel {
   std::map<std::string, OnnxTensor> initializers;  // initializers and Constant-node values by name
   std::vector<std::string> initializer_order;      // initializer names in file order (not Constants)
   std::map<std::string, std::string> metadata;     // metadata_props
+  // Every intermediate value's type and shape as the library's strict shape inference gives
+  // them (graph inputs and outputs are in `inputs` and `outputs`).
+  std::map<std::string, OnnxValue> value_info;
 };
 
 // Reads and checks a model file. Throws CompileError naming the file for: a missing or

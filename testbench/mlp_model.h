@@ -5,6 +5,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>

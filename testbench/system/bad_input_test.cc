@@ -170,7 +170,7 @@ TEST(BadInput, NodeWithoutOutputsIsNamed) {
   custom->add_input("logits");
   const CliResult r = wafersim({"compile", save(c, d / "custom.onnx"), "--validate-only"});
   EXPECT_EQ(r.rc, kUsage) << r.err;
-  EXPECT_TRUE(contains(r.err, "node '/custom/Probe' (Probe): has no output")) << r.err;
+  EXPECT_TRUE(contains(r.err, "Probe (1 node): has no output: node '/custom/Probe'")) << r.err;
 }
 
 // Fault 2: a name that is not UTF-8 passed --validate-only, then compile died in nlohmann's

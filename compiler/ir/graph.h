@@ -1,0 +1,88 @@
+// The compiler's tensor-graph IR (docs/graph-compiler.md, step 1): a DAG of ops over tensors
+// with static shapes except the batch, built from the imported ONNX model with the shapes the
+// ONNX library's strict inference gives. Today it is built beside the dense-chain path: every
+// model is imported into it and verified, `--validate-only` reports through it, and the
+// kernel matching (kernel_graph.cc) still reads the ONNX nodes. Later steps run the rewrite
+// passes, autodiff and the kernels on it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/onnx_model.h"
+
+namespace wafersim::compiler::ir {
+
+// What a tensor is to training: a graph input (data or labels), a trained parameter (a float
+// initializer), a constant (any other initializer or a Constant node's value), or an op's
+// result.
+enum class TensorKind { kInput, kParameter, kConstant, kValue };
+const char* tensor_kind_name(TensorKind k);
+
+struct Tensor {
+  std::string name;
+  TensorKind kind = TensorKind::kValue;
+  int elem_type = 0;              // ONNX TensorProto element type (1 float, 7 int64, ...)
+  bool shape_known = false;       // rank and every dimension known (the batch may be symbolic)
+  std::vector<int64_t> shape;     // -1: the symbolic batch (dimension 0 only)
+  int producer = -1;              // index of the op that produces it; -1 for inputs and initializers
+  std::vector<int> consumers;     // ops that read it, in op order (an op that reads it twice, once)
+  const OnnxTensor* data = nullptr;  // parameters and constants: their values (owned by the OnnxModel)
+
+  int64_t numel_per_sample() const;  // elements, the batch dimension counted once
+};
+
+// Where an op sits in training. Import gives forward ops only; autodiff (step 3) adds the rest.
+enum class Role { kForward, kLoss, kBackward, kUpdate };
+
+struct Op {
+  std::string kind;                        // the ONNX op type today; fused kinds after the passes
+  std::string domain;                      // "" for the default ONNX domain
+  std::map<std::string, OnnxAttr> attrs;
+  std::vector<int> inputs;                 // tensor indices; -1 for an omitted optional input
+  std::vector<int> outputs;                // tensor indices; -1 for an omitted optional output
+  std::vector<std::string> sources;        // the ONNX node(s) it came from (names)
+  Role role = Role::kForward;
+
+  const OnnxAttr* attr(const std::string& key) const {
+    auto it = attrs.find(key);
+    return it == attrs.end() ? nullptr : &it->second;
+  }
+};
+
+struct Graph {
+  std::string path;       // the model file, for messages
+  int64_t opset = 0;
+  std::vector<Tensor> tensors;
+  std::map<std::string, int> by_name;
+  std::vector<Op> ops;    // in a topological order
+  std::vector<int> inputs, outputs;
+
+  int find(const std::string& name) const {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? -1 : it->second;
+  }
+  // "14 ops (3 Gemm, 2 Relu, ...), 31 tensors (1 input, 6 parameters, 2 constants, 22 values)"
+  std::string summary() const;
+};
+
+// Builds the IR of an imported model (import_onnx has run the checker and strict inference).
+// Throws CompileError for a graph input with a symbolic dimension other than the batch, a node
+// that reads a value nothing gives, and a value given twice.
+Graph from_onnx(const OnnxModel& m);
+
+// The IR's invariants, checked after import (and, later, after every pass); throws CompileError
+// ("IR check: ...") naming the op and tensor: ops in topological order, every tensor produced
+// once (by an op, or as an input or initializer), producers and consumers consistent, outputs
+// produced, no op without outputs, and each op's output shapes equal to its shape rule where
+// the IR has one for the op and its inputs' shapes are known.
+void verify(const Graph& g);
+
+// The shape rule of op `o` over its inputs' shapes (nullptr for an omitted input): the shape of
+// output `k`, or false where the IR has no rule for the op (or the inputs' shapes are not all
+// known). A rule that finds the inputs inconsistent throws CompileError.
+bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>* shape);
+
+}  // namespace wafersim::compiler::ir

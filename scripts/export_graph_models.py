@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""Exports models beyond a chain of dense layers with torch.onnx.export (Debian's python3-torch):
+a residual MLP, an MLP with LayerNorm and GELU, a LeakyReLU MLP, a small CNN and a
+TransformerEncoderLayer, each at the opsets given. The graph compiler's tests import them into
+the IR (docs/graph-compiler.md); today's kernels refuse them with the grouped message.
+
+    /usr/bin/python3 scripts/export_graph_models.py --out DIR [--opsets 11,13,14,17]
+
+Writes DIR/<name>_op<opset>.onnx and prints one path per line. Deterministic (seeded)."""
+import argparse
+import os
+import sys
+
+import torch
+from torch import nn
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.fc3 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        h = h + torch.relu(self.fc2(h))
+        return self.fc3(h)
+
+
+class NormGelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.norm = nn.LayerNorm(32)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.norm(self.fc1(x))))
+
+
+class Leaky(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(nn.functional.leaky_relu(self.fc1(x), 0.1))
+
+
+class SmallCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(4, 8, 3, stride=2)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        h = self.pool(torch.relu(self.conv1(x)))
+        h = self.gap(torch.relu(self.conv2(h)))
+        return self.fc(torch.flatten(h, 1))
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.layer(x)[:, 0])
+
+
+MODELS = {
+    "residual": (Residual, (2, 16)),
+    "norm_gelu": (NormGelu, (2, 16)),
+    "leaky": (Leaky, (2, 16)),
+    "cnn": (SmallCnn, (2, 1, 12, 12)),
+    "encoder": (Encoder, (2, 6, 16)),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--opsets", default="11,13,14,17")
+    ap.add_argument("--models", default=",".join(MODELS))
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    for name in a.models.split(","):
+        if name not in MODELS:
+            sys.exit(f"unknown model '{name}' (choose from {', '.join(MODELS)})")
+        cls, shape = MODELS[name]
+        for opset in (int(o) for o in a.opsets.split(",")):
+            torch.manual_seed(7)
+            model = cls().eval()
+            path = os.path.join(a.out, f"{name}_op{opset}.onnx")
+            tmp = path + ".tmp"
+            torch.onnx.export(model, torch.randn(*shape), tmp, opset_version=opset, input_names=["input"],
+                              output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+            os.replace(tmp, path)
+            print(path)
+
+
+if __name__ == "__main__":
+    main()
