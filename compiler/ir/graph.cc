@@ -100,12 +100,6 @@ const char* tensor_kind_name(TensorKind k) {
   }
 }
 
-int64_t Tensor::numel_per_sample() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d < 0 ? 1 : d;
-  return n;
-}
-
 std::string Graph::summary() const {
   std::map<std::string, int> kinds;
   for (const Op& o : ops) ++kinds[o.kind];

@@ -30,8 +30,6 @@ struct Tensor {
   int producer = -1;              // index of the op that produces it; -1 for inputs and initializers
   std::vector<int> consumers;     // ops that read it, in op order (an op that reads it twice, once)
   const OnnxTensor* data = nullptr;  // parameters and constants: their values (owned by the OnnxModel)
-
-  int64_t numel_per_sample() const;  // elements, the batch dimension counted once
 };
 
 // Where an op sits in training. Import gives forward ops only; autodiff (step 3) adds the rest.
@@ -69,8 +67,10 @@ struct Graph {
 };
 
 // Builds the IR of an imported model (import_onnx has run the checker and strict inference).
-// Throws CompileError for a graph input with a symbolic dimension other than the batch, a node
-// that reads a value nothing gives, and a value given twice.
+// A value whose shape inference leaves a dimension other than the first unknown (a symbolic
+// one, or a shape computed at run time) gets shape_known = false: constant folding (step 2)
+// will give it; the kernel graph names a symbolic input dimension. Throws CompileError for a
+// node that reads a value nothing gives, and a value given twice.
 Graph from_onnx(const OnnxModel& m);
 
 // The IR's invariants, checked after import (and, later, after every pass); throws CompileError

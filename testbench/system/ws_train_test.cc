@@ -33,6 +33,13 @@ namespace {
 
 using namespace compiler;
 
+// An MLP written to the test's scratch directory and matched to kernels.
+KernelGraph mlp_graph(const std::string& file, const MlpSpec& spec) {
+  const std::string path = tmp_path(file);
+  write_mlp(path, spec);
+  return validate_model(import_onnx(path), CompileOptions{});
+}
+
 // The reference MemoryX's socket must be bound to something before the kernel starts.
 struct Unused : sc_core::sc_module {
   tlm_utils::simple_initiator_socket<Unused> socket;
@@ -227,10 +234,7 @@ TEST(WsPlan, OperandsLongerThanADescriptorTakeMoreColumns) {
   HwConfig hw = small_config(16, 9);
   hw.io.spacing = 4;
   hw.core.sram_kb = 1024;
-  const std::string path = tmp_path("ws_desc.onnx");
-  write_mlp(path, MlpSpec{{64, 1200, 10}, "Relu", 3, 13});
-  CompileOptions co;
-  const KernelGraph g = validate_model(import_onnx(path), co);
+  const KernelGraph g = mlp_graph("ws_desc.onnx", MlpSpec{{64, 1200, 10}, "Relu", 3, 13});
   WsOptions o;
   o.batch = 64;
   o.rows = 2;
@@ -246,12 +250,10 @@ TEST(WsPlan, OperandsLongerThanADescriptorTakeMoreColumns) {
               std::string::npos)
         << e.what();
   }
-  const std::string small = tmp_path("ws_desc_small.onnx");
-  write_mlp(small, MlpSpec{{32, 16, 10}, "Relu", 3, 13});
   o.rows = 0;
   o.columns = 0;
   o.batch = 131072;
-  const WsPlan big = place_ws(validate_model(import_onnx(small), co), small_config(757, 996), o);
+  const WsPlan big = place_ws(mlp_graph("ws_desc_small.onnx", MlpSpec{{32, 16, 10}, "Relu", 3, 13}), small_config(757, 996), o);
   EXPECT_EQ(big.shard, 131072);
   EXPECT_GE(static_cast<long long>(big.cols) * big.m, 131072);  // columns of m or m - 1 samples
   EXPECT_LT(static_cast<long long>(big.cols) * (big.m - 1), 131072);
@@ -419,10 +421,7 @@ TEST(WsPlan, ABatchWhoseDyOutgrowsSramSaysWhatFits) {
   HwConfig hw = small_config(16, 33);  // 9 channel rows: slices of a quarter of 600 or less
   hw.io.spacing = 4;
   hw.core.sram_kb = 9;
-  const std::string path = tmp_path("ws_dy.onnx");
-  write_mlp(path, MlpSpec{{16, 600, 10}, "Relu", 3, 13});
-  CompileOptions co;
-  const KernelGraph g = validate_model(import_onnx(path), co);
+  const KernelGraph g = mlp_graph("ws_dy.onnx", MlpSpec{{16, 600, 10}, "Relu", 3, 13});
   for (const bool grid : {false, true}) {
     WsOptions o;
     o.grid = grid;
@@ -589,9 +588,7 @@ TEST(WsTraining, ModelTooLargeForLayerPipelinedTrains) {
   const MlpSpec spec{{784, 1024, 1024, 10}, "Relu", 2, 13};
   HwConfig hw = small_config(16, 16);
   hw.io.spacing = 1;
-  const std::string path = tmp_path("ws_big.onnx");
-  write_mlp(path, spec);
-  const KernelGraph g = validate_model(import_onnx(path), CompileOptions{});
+  const KernelGraph g = mlp_graph("ws_big.onnx", spec);
   PlaceOptions po;
   po.batch = 8;
   po.max_pes = 0;
