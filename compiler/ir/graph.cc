@@ -297,7 +297,8 @@ bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>
         known *= out[i];
       }
     }
-    const bool out_sym = std::any_of(out.begin(), out.end(), [&](int64_t v) { return v < 0; }) && infer < 0;
+    bool out_sym = false;  // a 0 copies the symbolic batch
+    for (size_t i = 0; i < out.size(); ++i) out_sym = out_sym || (out[i] < 0 && static_cast<int>(i) != infer);
     if (sym) {
       // The batch must stay where it is: copied by a 0, or taken by the one -1.
       if (infer >= 0 && !out_sym) {
@@ -306,6 +307,8 @@ bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>
         out[static_cast<size_t>(infer)] = -1;
       } else if (!out_sym || known != total) {
         return false;
+      } else if (infer >= 0) {
+        out[static_cast<size_t>(infer)] = 1;  // the batch copied by a 0 and every feature placed: -1 is 1
       }
     } else if (infer >= 0) {
       if (known == 0 || total % known != 0) throw bad("cannot reshape " + dims_str(d) + " to " + ints_str(st.data->i64));

@@ -217,6 +217,7 @@ TEST(IrShapes, RulesOfTheOpsTorchExports) {
   const int img = r.in({-1, 1, 28, 28});
   EXPECT_EQ(r.shape("Reshape", {img, r.constant({-1, 784})}), (Shape{-1, 784}));
   EXPECT_EQ(r.shape("Reshape", {img, r.constant({0, 28, 28})}), (Shape{-1, 28, 28}));
+  EXPECT_EQ(r.shape("Reshape", {img, r.constant({0, 784, -1})}), (Shape{-1, 784, 1}));
   EXPECT_EQ(r.shape("Reshape", {img, r.constant({16, -1})}), (Shape{-99})) << "the batch would mix with features";
   const int fixed = r.in({2, 3, 4});
   EXPECT_EQ(r.shape("Reshape", {fixed, r.constant({4, -1})}), (Shape{4, 6}));
