@@ -505,7 +505,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ("memoryx.beta2", po::value(&c.memx.beta2)->default_value(c.memx.beta2, "0.999"), "adam")
       ("memoryx.eps", po::value(&c.memx.eps)->default_value(c.memx.eps, "1e-08"), "adam")
       ("swarmx.fanout", po::value(&c.swarmx.fanout)->default_value(c.swarmx.fanout), "children per broadcast/reduce node: 2 or 4")
-      ("swarmx.link_gbps", po::value(&c.swarmx.link_gbps)->default_value(c.swarmx.link_gbps), "line rate of the tree's links, Gb/s")
+      ("swarmx.link_gbps", po::value(&c.swarmx.link_gbps)->default_value(c.swarmx.link_gbps), "line rate of the tree's links, Gb/s (a CS-2's 12 x 100 GbE per system)")
       ("swarmx.node_latency_ns", po::value(&c.swarmx.node_latency_ns)->default_value(c.swarmx.node_latency_ns), "per tree level")
       ("edge_bridge.link_gbps", po::value(&c.bridge.link_gbps)->default_value(c.bridge.link_gbps), "a system's host link, Gb/s (12 x 100 GbE)")
       ("edge_bridge.latency_ns", po::value(&c.bridge.latency_ns)->default_value(c.bridge.latency_ns), "host to wafer edge")

@@ -525,6 +525,16 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   as.data(".space t1, fp32, 1");
   as.data(".space dummy, fp32, 1");
   as.data(".space nupd, fp32, 1");
+  // Every layer's db (its samples' sums) in one buffer, layer 0 first: each layer's part leaves
+  // east in one send while the next layer's part fills (dbv_off).
+  long long db_total = 0;
+  std::vector<long long> dbv_off;
+  for (int l = 0; l < L; ++l) {
+    dbv_off.push_back(db_total);
+    db_total += p.width[static_cast<size_t>(l) + 1];
+  }
+  const bool batched = p.root_db_buffer;
+  if (batched) as.data(".space dbv, fp32, " + S(db_total));
   const int chin = col.chain[(p.rows - 1) % 2];
   const int C = p.cols;
   const int eout = col.east[c % 2], ein = c + 1 < C ? col.east[(c + 1) % 2] : -1;
@@ -537,10 +547,26 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   const std::string dT = as.mem("t", un), dGs = as.mem("dyl", un, m);
   const std::string dRetAll = as.fout(col.ret, static_cast<uint32_t>(nL * m)), dDyl = as.mem("dyl", static_cast<uint32_t>(nL * m));
   const std::string dDyo = as.mem("dyl", um), dEO = as.fout(eout, 1), dEI = c + 1 < C ? as.fin(ein, 1) : "";
-  const std::string dLs = as.mem("lsum", 1);
+  // The loss sum and each layer's db reduce west along the root row (each root adds its own to
+  // what comes from the east) on microthread 1, so that no root waits for the roots east of it
+  // before it returns the logit gradients or the next output's dy north: a send is issued once
+  // the one before it is through (an async issue waits for its microthread; the one-element
+  // fence lets the descriptors change meanwhile), and the sums are added in the same order as
+  // one send per value would add them.
+  // Where SRAM does not hold dbv, each value is sent as it is summed, synchronously (each root
+  // then waits for the roots east of it once per output).
   auto east = [&](const std::string& src) {
     if (c + 1 == C) as << "vmov.fp32 " + dEO + ", " + src;
     else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + src;
+  };
+  const std::string dFence = batched ? as.mem("dummy", 1) : "", dSB = batched ? as.mem("dbv", 1) : "";
+  auto send_east = [&](const std::string& sym, long long off, long long n) {
+    as << "vmov.fp32 " + dFence + ", " + dFence + ", async=1" << "li r13, " + sym;
+    if (off) as << "addi r13, r13, " + S(4 * off);
+    as << "dbase " + dSB + ", r13" << "li r13, " + S(n) << "dlen " + dSB + ", r13" << "dlen " + dEO + ", r13";
+    if (c + 1 < C) as << "dlen " + dEI + ", r13";
+    if (c + 1 == C) as << "vmov.fp32 " + dEO + ", " + dSB + ", async=1";
+    else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + dSB + ", async=1";
   };
   as << "li r0, 0";
   if (ones) as << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
@@ -571,16 +597,39 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   emit_softmax_grad(as, p.batch, dG);
   as << "vmov.fp32 " + dGs + ", " + dG << "daddb " + dZs + ", 4" << "daddb " + dGs + ", 4" << "addi r12, r12, 4"
      << "addi r11, r11, 1" << "li r13, " + S(m) << "bne r11, r13, ls";
-  east(dLs);
-  as << "vmov.fp32 " + dRetAll + ", " + dDyl;
-  as << "li r10, 0" << "li r13, dyl" << "dbase " + dDyo + ", r13" << "dbl:" << "vsum.fp32 r13, " + dDyo << "st32 [r0+t1], r13";
-  east(dT1);
-  as << "daddb " + dDyo + ", " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nL) << "bne r10, r13, dbl";
-  for (int l = L - 2; l >= 0; --l) {
-    as << "li r10, 0" << "gb_" + S(l) + ":" << "vmov.fp32 " + dTm + ", " + dChI << "vmov.fp32 " + dRetO + ", " + dTm
-       << "vsum.fp32 r13, " + dTm << "st32 [r0+t1], r13";
+  as << "vmov.fp32 " + dRetAll + ", " + dDyl;  // the logit gradients north first
+  if (!batched) {
+    const std::string dLs = as.mem("lsum", 1);
+    east(dLs);
+    as << "li r10, 0" << "li r13, dyl" << "dbase " + dDyo + ", r13" << "dbl:" << "vsum.fp32 r13, " + dDyo << "st32 [r0+t1], r13";
     east(dT1);
-    as << "addi r10, r10, 1" << "li r13, " + S(p.width[static_cast<size_t>(l) + 1]) << "bne r10, r13, gb_" + S(l);
+    as << "daddb " + dDyo + ", " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nL) << "bne r10, r13, dbl";
+    for (int l = L - 2; l >= 0; --l) {
+      as << "li r10, 0" << "gb_" + S(l) + ":" << "vmov.fp32 " + dTm + ", " + dChI << "vmov.fp32 " + dRetO + ", " + dTm
+         << "vsum.fp32 r13, " + dTm << "st32 [r0+t1], r13";
+      east(dT1);
+      as << "addi r10, r10, 1" << "li r13, " + S(p.width[static_cast<size_t>(l) + 1]) << "bne r10, r13, gb_" + S(l);
+    }
+  } else {
+    send_east("lsum", 0, 1);
+    auto db_ptr = [&](int l) {
+      as << "li r12, dbv";
+      if (dbv_off[static_cast<size_t>(l)]) as << "addi r12, r12, " + S(4 * dbv_off[static_cast<size_t>(l)]);
+    };
+    db_ptr(L - 1);
+    as << "li r10, 0" << "li r13, dyl" << "dbase " + dDyo + ", r13" << "dbl:" << "vsum.fp32 r13, " + dDyo << "st32 [r12], r13"
+       << "addi r12, r12, 4";
+    as << "daddb " + dDyo + ", " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nL) << "bne r10, r13, dbl";
+    send_east("dbv", dbv_off[static_cast<size_t>(L) - 1], nL);
+    for (int l = L - 2; l >= 0; --l) {
+      db_ptr(l);
+      as << "li r10, 0" << "gb_" + S(l) + ":" << "vmov.fp32 " + dTm + ", " + dChI << "vmov.fp32 " + dRetO + ", " + dTm
+         << "vsum.fp32 r13, " + dTm << "st32 [r12], r13" << "addi r12, r12, 4";
+      as << "addi r10, r10, 1" << "li r13, " + S(p.width[static_cast<size_t>(l) + 1]) << "bne r10, r13, gb_" + S(l);
+      send_east("dbv", dbv_off[static_cast<size_t>(l)], p.width[static_cast<size_t>(l) + 1]);
+    }
+    // The sends are through before the minibatch counts as done (and before lsum and dbv refill).
+    as << "vmov.fp32 " + dFence + ", " + dFence + ", async=1" << "vmov.fp32 " + dFence + ", " + dFence;
   }
   as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "jmp step";
   return as.text();

@@ -238,7 +238,13 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     return worst;
   };
   const long nl = p.width.back();
-  auto root_bytes = [&](long m) { return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 5 * nl + 4 * m + 16); };
+  // A root's SRAM; with `db`, also a buffer of every layer's db, which lets the roots send each
+  // layer's db west in one send (ws_codegen.cc, WsPlan::root_db_buffer) where it fits.
+  long widths = 0;
+  for (int l = 0; l < L; ++l) widths += p.width[static_cast<size_t>(l) + 1];
+  auto root_bytes = [&](long m, bool db = false) {
+    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 5 * nl + 4 * m + 16 + (db ? widths : 0));
+  };
   // The longest operand one descriptor covers in the firmware with m samples per column
   // (ws_codegen.cc): a feature row's slice of a layer input, the whole dy of a layer, the root's
   // logits. A descriptor's length is 16 bits, so more columns are taken where one would not do
@@ -310,7 +316,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     while (p.dw_block > 1 && row_bytes(m) > sram) --p.dw_block;
   }
   p.row_bytes = row_bytes(m);
-  p.root_bytes = root_bytes(m);
+  p.root_db_buffer = root_bytes(m, true) <= sram;
+  p.root_bytes = root_bytes(m, p.root_db_buffer);
   if (p.row_bytes > sram) {
     // A row's PE holds the gathered dy of the widest layer output whole (ws_codegen.cc), however
     // many rows share the inputs: where that alone (with code and an empty slice) outgrows SRAM,
@@ -357,6 +364,9 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
 
   p.channel_rate = std::min(1.0, hw.io.channel_gbps * 1e3 / (32.0 * hw.fabric.clock_mhz));
   const double fmac = hw.core.fmac_fp32, add = hw.core.add_fp32;
+  // A loop's taken branch refetches: decode_latency - 1 cycles more per turn than its instructions.
+  const double refetch = hw.core.decode_latency - 1;
+  const double per_sample = kPerSample + refetch, per_feature = kPerFeature + refetch;
   // Wavelets the way from a row's channel to a PE's core buffers: the channel's queue, a router
   // buffer and the weights' input queue (ws_codegen.cc binds inputs to queue 0, weights to 1).
   const std::vector<int> inq = hw.core.inq();
@@ -408,14 +418,14 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       double busy_b = ni * m * (l > 0 ? 3.0 : 2.0), burst_b = m * (l > 0 ? 3.0 : 2.0);
       if (p.by_feature(l, a)) {
         const double col_rate = ni > 1 ? 1.0 : add;  // elements per cycle of an op over a column
-        fwd = m / add + ni * (m / std::min(col_rate, static_cast<double>(hw.core.mul_fp32)) + m / add + kPerFeature);
-        bwd = ni * ((l > 0 ? kVaxpyBank * m / std::min(col_rate, fmac) : 0.0) + 2.0 * m + kPerFeature + 3) + ni / add + send;
+        fwd = m / add + ni * (m / std::min(col_rate, static_cast<double>(hw.core.mul_fp32)) + m / add + per_feature);
+        bwd = ni * ((l > 0 ? kVaxpyBank * m / std::min(col_rate, fmac) : 0.0) + 2.0 * m + per_feature + 3) + ni / add + send;
         e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, e.stream_cycles);
         e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, e.stream_cycles);
       } else {
         const long n = static_cast<long>(ni), ms = static_cast<long>(m);
-        fwd = paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + kPerSample);
-        bwd = (l > 0 ? 2 : 1) * paired_cycles(n, ms, hw.core.fmac_fp32, banks) + m * kPerSample + ni / add + send;
+        fwd = paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + per_sample);
+        bwd = (l > 0 ? 2 : 1) * paired_cycles(n, ms, hw.core.fmac_fp32, banks) + m * per_sample + ni / add + send;
         // The weights of the next output come in while this one computes, written only in
         // cycles its ops leave the one SRAM write port free (the prefetch waits for them). An op
         // writes every step for `burst` cycles; the channel keeps delivering through a burst
@@ -444,7 +454,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     }
     // Down the columns to the root and back up to the first row, a router hop and a buffer per
     // row on the way, plus a vector op per feature row.
-    e.turn_cycles = 2.0 * (p.root_y - p.row_y.front()) * (hw.router.hop_latency + 1) + rows * (m / add + kPerOutput);
+    e.turn_cycles = (p.root_y - p.row_y.front()) * hw.router.hop_latency + rows * (m / add + kPerOutput);
     // An East band's weights cross the columns between the East relays and the sample columns
     // before its first output starts: per pass, a hop per column.
     bool east = false;

@@ -124,6 +124,9 @@ struct WsPlan {
   std::vector<int> width;                   // features at each boundary, size layers + 1
   std::vector<Activation> act;              // per layer
   long row_bytes = 0, root_bytes = 0;       // SRAM need of a feature-row PE and of a root PE
+  // The roots keep every layer's db and send each layer's west in one asynchronous send (where
+  // SRAM holds them), else they send each output's db as it is summed (ws_codegen.cc).
+  bool root_db_buffer = false;
   double channel_rate = 1;                  // wavelets per cycle per channel
   int sram_banks = 8;                       // core.sram_banks: the firmware lays out buffers read side by side apart
   std::vector<WsLayerEst> est;

@@ -70,15 +70,11 @@ compiler::WsHostPace ws_host_pace(const ClusterConfig& c, double clock_mhz, cons
   p.read_per_cycle = c.memx.bandwidth_gbps * 1e9 / 32.0 / (clock_mhz * 1e6);
   p.latency_cycles =
       (MemoryX::transfer_ns(c.memx, 0) + SwarmX::tree_ns(c.swarmx, 0) + EdgeBridge::link_ns(c.bridge, 0)) * cycles_per_ns;
-  // After the last result each runner WRITEs every layer's dW and db and the loss, one after the
-  // other: each crosses the tree, then MemoryX.
-  for (const auto& d : g.layers) {
-    for (double bytes : {4.0 * d.in * d.out, 4.0 * d.out}) {
-      const auto b = static_cast<uint64_t>(bytes);
-      p.reduce_cycles += (SwarmX::tree_ns(c.swarmx, b) + MemoryX::transfer_ns(c.memx, b)) * cycles_per_ns;
-    }
-  }
-  p.reduce_cycles += (SwarmX::tree_ns(c.swarmx, 0) + MemoryX::transfer_ns(c.memx, 0)) * cycles_per_ns;  // the loss
+  // Each layer's gradients stream into SwarmX as they leave the wafer (WsTrainer::runner, at no
+  // more than the host link's rate: WsHostLinks::grads_per_cycle); after the last result only the
+  // first layer's sums are still on their way: the tree's and MemoryX's latencies
+  // (tlm/streamed.h).
+  p.reduce_cycles = (SwarmX::tree_ns(c.swarmx, 0) + MemoryX::transfer_ns(c.memx, 0)) * cycles_per_ns;
   // The input workers stream samples side by side, each every W-th in order, so the stream
   // moves at W samples per the slowest worker's sample time, and the bridge caps it.
   const double words = static_cast<double>(g.layers.empty() ? 0 : g.layers.front().in) + 1;

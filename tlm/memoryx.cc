@@ -9,6 +9,7 @@
 
 #include "hw/config.h"
 #include "tlm/model_util.h"
+#include "tlm/streamed.h"
 
 namespace wafersim::tlm {
 
@@ -308,7 +309,7 @@ void MemoryX::b_transport(::tlm::tlm_generic_payload& trans, sc_core::sc_time& d
   }
   ++m_stats.transactions;
   trans.set_response_status(::tlm::TLM_OK_RESPONSE);
-  delay += transfer_delay(len);
+  delay += transfer_delay(streamed(trans) ? 0 : len);  // a streamed WRITE's bytes came in at line rate
 }
 
 nlohmann::json MemoryX::stats_json() const {

@@ -6,6 +6,7 @@
 
 #include "hw/config.h"
 #include "tlm/model_util.h"
+#include "tlm/streamed.h"
 
 namespace wafersim::tlm {
 namespace {
@@ -38,6 +39,7 @@ struct SwarmX::Pending {
   std::vector<std::vector<float>> contrib;  // per system
   std::vector<bool> arrived;
   int count = 0;
+  bool streamed = true;           // every contribution came with the Streamed extension
   sc_core::sc_time last_arrival;  // latest caller time + annotated delay
   sc_core::sc_event done;         // notified once the sum has been written to MemoryX
   sc_core::sc_time release;       // when every contributor resumes
@@ -191,6 +193,7 @@ void SwarmX::contribute(int id, ::tlm::tlm_generic_payload& p, sc_core::sc_time&
   pending->contrib[id].resize(len / sizeof(float));
   std::memcpy(pending->contrib[id].data(), p.get_data_ptr(), len);
   pending->arrived[id] = true;
+  pending->streamed = pending->streamed && streamed(p);
   const sc_core::sc_time arrival = sc_core::sc_time_stamp() + delay;
   if (pending->count == 0 || arrival > pending->last_arrival) pending->last_arrival = arrival;
 
@@ -236,7 +239,9 @@ void SwarmX::reduce(Pending& pending, ::tlm::tlm_generic_payload& last) {
   for (int i = 0; i < m_cfg.systems; ++i) parts.push_back(pending.contrib[i].data());
   tree_sum(parts, count, f, sum.data());
 
-  const sc_core::sc_time tt = tree_time(pending.length);
+  // Streamed contributions' bytes crossed the links as they came (tlm/streamed.h): their sum
+  // leaves the root a tree's latency after the last one's last byte, and streams into MemoryX.
+  const sc_core::sc_time tt = tree_time(pending.streamed ? 0 : pending.length);
   mark_busy(pending.last_arrival, tt);
   ::tlm::tlm_generic_payload w;
   w.set_command(::tlm::TLM_WRITE_COMMAND);
@@ -247,6 +252,7 @@ void SwarmX::reduce(Pending& pending, ::tlm::tlm_generic_payload& last) {
   w.set_byte_enable_ptr(nullptr);
   w.set_dmi_allowed(false);
   w.set_response_status(::tlm::TLM_INCOMPLETE_RESPONSE);
+  if (pending.streamed) w.set_extension(new Streamed);  // freed with w
   const sc_core::sc_time leaves_root = pending.last_arrival + tt;
   sc_core::sc_time d = leaves_root - sc_core::sc_time_stamp();  // last_arrival >= now: it includes ours
   to_memory->b_transport(w, d);

@@ -64,7 +64,7 @@ namespace wafersim::tlm {
 struct SwarmXConfig {
   int systems = 1;                  // CS-2 systems (leaves)
   int fanout = 4;                   // children per node: 1:4 nodes, or 1:2
-  double link_gbps = 100.0;         // 100 GbE links
+  double link_gbps = 1200.0;        // a system's link into the tree: a CS-2's 12 x 100 GbE
   double node_latency_ns = 1000.0;  // per node level, cut-through; not published (grade U)
   void validate() const;            // throws ConfigError
 };

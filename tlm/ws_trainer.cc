@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 #include <tlm_utils/simple_target_socket.h>
@@ -14,6 +15,7 @@
 #include "hw/config.h"
 #include "tlm/model_util.h"
 #include "tlm/swarmx.h"
+#include "tlm/streamed.h"
 
 namespace wafersim::tlm {
 
@@ -75,6 +77,30 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
     m_expect.back() += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]);
   }
   m_expect.back() += 1;  // the loss sum
+  // The marks, in the order the results come: per channel a layer's dW slices (or db), the last
+  // layer first.
+  const int L = p.layers;
+  m_mark.assign(static_cast<size_t>(nch), std::vector<size_t>(static_cast<size_t>(L), 0));
+  for (int k = 0; k < L; ++k) {
+    const int l = L - 1 - k;
+    for (size_t ch = 0; ch < static_cast<size_t>(nch); ++ch) m_mark[ch][static_cast<size_t>(k)] = k ? m_mark[ch][static_cast<size_t>(k) - 1] : 0;
+    for (int a = 0; a < p.rows; ++a) {
+      m_mark[static_cast<size_t>(p.grid ? p.band_of(a) : a)][static_cast<size_t>(k)] += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) * p.len(l, a);
+    }
+    m_mark.back()[static_cast<size_t>(k)] += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) + (k == 0 ? 1 : 0);
+  }
+}
+
+void WsSystem::pass_marks(size_t ch, uint64_t cycle) {
+  const int L = m_c.plan.layers;
+  int& k = m_next_mark[ch];
+  while (k < L && m_got[ch].size() >= m_mark[ch][static_cast<size_t>(k)]) {
+    if (--m_marks_left[static_cast<size_t>(k)] == 0) {
+      m_ready_at[static_cast<size_t>(k)] = cycle;
+      m_ready = k + 1;  // a channel's marks only grow, so the layers back are whole in order
+    }
+    ++k;
+  }
 }
 
 void WsSystem::start_step() {
@@ -84,6 +110,11 @@ void WsSystem::start_step() {
   for (auto& g : m_got) g.clear();
   m_missing = 0;
   for (size_t e : m_expect) m_missing += e;
+  m_next_mark.assign(m_got.size(), 0);
+  m_marks_left.assign(static_cast<size_t>(L), static_cast<int>(m_got.size()));
+  m_ready_at.assign(static_cast<size_t>(L), 0);
+  m_ready = 0;
+  for (size_t ch = 0; ch < m_got.size(); ++ch) pass_marks(ch, m_now);  // channels with nothing of a layer
   m_time = WsTime();
   m_pass_time.assign(static_cast<size_t>(2 * L), WsTime());
   m_pass_from.assign(static_cast<size_t>(2 * L), UINT64_MAX);
@@ -317,6 +348,7 @@ bool WsSystem::cycle() {
       m_got[i].push_back(w.payload);
       m_gbudget -= 1;
       if (m_got[i].size() <= m_expect[i]) --m_missing;
+      if (m_next_mark[i] < m_c.plan.layers && m_got[i].size() >= m_mark[i][static_cast<size_t>(m_next_mark[i])]) pass_marks(i, m_now + 1);
     }
     if (m_west[i]->receive_queue_size() == 0) return false;
     if (m_gbudget < 1) gstall = true;
@@ -368,38 +400,37 @@ uint64_t WsSystem::late_mask() const {
 }
 
 void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vector<float>>* db, float* loss_sum) const {
-  const WsPlan& p = m_c.plan;
-  const int L = p.layers;
+  const int L = m_c.plan.layers;
   dw->assign(static_cast<size_t>(L), {});
   db->assign(static_cast<size_t>(L), {});
-  for (int l = 0; l < L; ++l) {
-    (*dw)[static_cast<size_t>(l)].assign(static_cast<size_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1], 0.0f);
-  }
-  // Per channel, per backward pass, per output: the rows' dW slices (the grid: of the band's
-  // rows in the order its relays gather them).
+  for (int l = 0; l < L; ++l) layer_results(l, &(*dw)[static_cast<size_t>(l)], &(*db)[static_cast<size_t>(l)], loss_sum);
+}
+
+void WsSystem::layer_results(int l, std::vector<float>* dw, std::vector<float>* db, float* loss_sum) const {
+  const WsPlan& p = m_c.plan;
+  const int L = p.layers, k = L - 1 - l;
+  const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+  dw->assign(static_cast<size_t>(ni) * no, 0.0f);
+  // Per channel, per output: the rows' dW slices (the grid: of the band's rows in the order its
+  // relays gather them), from the channel's mark of the layer before.
   const int streams = p.grid ? p.bands() : p.rows;
   for (int ch = 0; ch < streams; ++ch) {
-    size_t i = 0;
     const auto& got = m_got[static_cast<size_t>(ch)];
+    size_t i = k ? m_mark[static_cast<size_t>(ch)][static_cast<size_t>(k) - 1] : 0;
     const std::vector<int> rows = p.grid ? p.egress_order(ch) : std::vector<int>{ch};
-    for (int l = L - 1; l >= 0; --l) {
-      const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
-      for (int o = 0; o < no; ++o) {
-        for (int a : rows) {
-          for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
-            (*dw)[static_cast<size_t>(l)][static_cast<size_t>(o) * ni + k] = f32_from_bits(got[i++]);
-          }
+    for (int o = 0; o < no; ++o) {
+      for (int a : rows) {
+        for (int f = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; f < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++f) {
+          (*dw)[static_cast<size_t>(o) * ni + f] = f32_from_bits(got[i++]);
         }
       }
     }
   }
   const auto& root = m_got.back();
-  size_t i = 0;
-  *loss_sum = f32_from_bits(root[i++]);
-  for (int l = L - 1; l >= 0; --l) {
-    auto& v = (*db)[static_cast<size_t>(l)];
-    for (int o = 0; o < p.width[static_cast<size_t>(l) + 1]; ++o) v.push_back(f32_from_bits(root[i++]));
-  }
+  size_t i = k ? m_mark.back()[static_cast<size_t>(k) - 1] : 0;
+  if (k == 0) *loss_sum = f32_from_bits(root[i++]);
+  db->clear();
+  for (int o = 0; o < no; ++o) db->push_back(f32_from_bits(root[i++]));
 }
 
 WsTrainer::Port::Port(sc_core::sc_module_name n, WsTrainer* o, WsSystem* s)
@@ -561,9 +592,11 @@ void WsTrainer::chief() {
       const sc_core::sc_time edge = sc_core::sc_time::from_value(m_period.value() * first);
       if (edge > sc_core::sc_time_stamp()) sc_core::wait(edge - sc_core::sc_time_stamp());
       const sc_core::sc_time t0 = sc_core::sc_time_stamp();
-      // MemoryX and SwarmX's link each serve one transfer at a time: pass p+1's READ runs while
-      // pass p crosses SwarmX (absolute times at which each is free again; loosely timed, the
-      // chief issues each transaction with the delay that makes it start then).
+      // MemoryX and the way to the wafers (SwarmX's links, the bridge) each move one pass's words
+      // at a time, at their rates, while their latencies overlap (requests are pipelined): pass
+      // p+1's READ starts once pass p's words have left MemoryX, its broadcast once its words are
+      // read and pass p's have gone onto the links (absolute times at which each is free again;
+      // loosely timed, the chief issues each transaction with the delay that makes it start then).
       sc_core::sc_time mem_free = t0, link_free = t0;
       auto offset = [](const sc_core::sc_time& at) {
         const sc_core::sc_time now = sc_core::sc_time_stamp();
@@ -589,20 +622,26 @@ void WsTrainer::chief() {
         }
         // This pass's weights (and, forward, biases) from MemoryX, then the broadcast.
         auto c0 = Clock::now();
-        sc_core::sc_time d = offset(mem_free);
+        const sc_core::sc_time read_at = std::max(mem_free, sc_core::sc_time_stamp());
+        sc_core::sc_time d = offset(read_at);
         std::vector<float> data = read_tensor(m_wid[static_cast<size_t>(l)], d);
-        if (ps < L) {
-          const std::vector<float> bias = read_tensor(m_bid[static_cast<size_t>(l)], d);
+        sc_core::sc_time ready = sc_core::sc_time_stamp() + d;
+        const double mem_ns_per_word = 32.0 / m_memx.config().bandwidth_gbps;
+        if (ps < L) {  // the biases' READ follows the weights' words
+          sc_core::sc_time db = offset(read_at + sc_core::sc_time(mem_ns_per_word * static_cast<double>(data.size()), sc_core::SC_NS));
+          const std::vector<float> bias = read_tensor(m_bid[static_cast<size_t>(l)], db);
           data.insert(data.end(), bias.begin(), bias.end());
+          ready = std::max(ready, sc_core::sc_time_stamp() + db);
         }
-        mem_free = sc_core::sc_time_stamp() + d;
+        mem_free = read_at + sc_core::sc_time(mem_ns_per_word * static_cast<double>(data.size()), sc_core::SC_NS);
         m_model_secs += std::chrono::duration<double>(Clock::now() - c0).count();
-        d = offset(std::max(mem_free, link_free));
+        const sc_core::sc_time send_at = std::max(ready, link_free);
+        d = offset(send_at);
         ::tlm::tlm_generic_payload t;
         detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, static_cast<uint64_t>(ps), data.data(), data.size() * 4);
         to_swarmx->b_transport(t, d);
         if (t.is_response_error()) throw std::runtime_error("SwarmX broadcast of pass " + std::to_string(ps) + " failed");
-        link_free = sc_core::sc_time_stamp() + d;
+        link_free = send_at + m_period * (static_cast<double>(data.size()) / m_links.weights_per_cycle);
       }
       while (m_done < N) sc_core::wait(m_all_done);
       for (const auto& w : m_workers) {
@@ -746,6 +785,44 @@ void WsTrainer::runner(int i) {
         m_step0 = Clock::now();
         m_reported = 0;
       }
+      // Each layer's gradients go into SwarmX as soon as they are whole, while the wafer runs the
+      // passes after it (a CS-2's gradients stream out, and SwarmX sums them at line rate): a
+      // process per WRITE, at the time of the cycle the layer's last value left the wafer, which
+      // the WRITE's Streamed extension says (tlm/streamed.h). The minibatch ends when the last
+      // one's sum is in MemoryX; what that takes after the wafer is done is its gradient-reduce
+      // tail. Cycle c is at t0 + (c - start) periods, at or after the kernel's time here.
+      const sc_core::sc_time t0 = sc_core::sc_time_stamp();
+      struct Open {  // WRITEs in flight (shared: a failed minibatch leaves before they end)
+        int n = 0;
+        sc_core::sc_event closed;
+      };
+      const auto open = std::make_shared<Open>();
+      int sent = 0;
+      auto contribute = [&](int id, std::shared_ptr<std::vector<float>> g, sc_core::sc_time d) {
+        ++open->n;
+        sc_core::sc_spawn([this, i, id, g, d, open]() mutable {
+          ::tlm::tlm_generic_payload t;
+          detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, m_memx.base(id), g->data(), g->size() * 4);
+          t.set_extension(new Streamed);  // freed with t
+          m_ports[static_cast<size_t>(i)]->grads_out->b_transport(t, d);
+          if (t.is_response_error() && m_error.empty()) m_error = "SwarmX reduce failed on system " + std::to_string(i);
+          sc_core::wait(d);
+          if (--open->n == 0) open->closed.notify(sc_core::SC_ZERO_TIME);
+        });
+      };
+      auto send_ready = [&] {
+        for (; sent < s.layers_ready(); ++sent) {
+          const int l = L - 1 - sent;
+          auto dw = std::make_shared<std::vector<float>>(), db = std::make_shared<std::vector<float>>();
+          auto loss = std::make_shared<std::vector<float>>(1, 0.0f);
+          s.layer_results(l, dw.get(), db.get(), loss->data());
+          const sc_core::sc_time at = t0 + m_period * static_cast<double>(s.ready_at(sent) - start);
+          const sc_core::sc_time d = at > sc_core::sc_time_stamp() ? at - sc_core::sc_time_stamp() : sc_core::SC_ZERO_TIME;
+          contribute(m_wid[static_cast<size_t>(l)], dw, d);
+          contribute(m_bid[static_cast<size_t>(l)], db, d);
+          if (sent == 0) contribute(m_loss_id, loss, d);  // the roots send the loss sum first
+        }
+      };
       while (!s.done()) {
         if (side_by_side) {
           Stretch st;
@@ -763,6 +840,7 @@ void WsTrainer::runner(int i) {
           if (!traced) qk.inc(m_period);
           if (i == 0 && (s.now() & 0xffff) == 0) report_progress(s, start);
         }
+        if (s.layers_ready() > sent) send_ready();
         const bool due = side_by_side || traced ? qk.need_sync() : --to_sync == 0;
         if (!m_links.prefetch && s.passes_entered() > entered) {
           entered = s.passes_entered();
@@ -782,24 +860,9 @@ void WsTrainer::runner(int i) {
       const uint64_t settled = s.settle();
       if (!traced) qk.inc(m_period * static_cast<double>(settled));
       sync();
-      std::vector<std::vector<float>> dw, db;
-      float loss = 0;
-      s.results(&dw, &db, &loss);
+      send_ready();  // the first layer's, whole once the wafer is done
       const sc_core::sc_time t_red = sc_core::sc_time_stamp();
-      auto contribute = [&](int id, std::vector<float>& g) {
-        ::tlm::tlm_generic_payload t;
-        detail::set_plain(t, ::tlm::TLM_WRITE_COMMAND, m_memx.base(id), g.data(), g.size() * 4);
-        sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-        m_ports[static_cast<size_t>(i)]->grads_out->b_transport(t, d);
-        if (t.is_response_error()) throw std::runtime_error("SwarmX reduce failed on system " + std::to_string(i));
-        sc_core::wait(d);
-      };
-      for (int l = L - 1; l >= 0; --l) {
-        contribute(m_wid[static_cast<size_t>(l)], dw[static_cast<size_t>(l)]);
-        contribute(m_bid[static_cast<size_t>(l)], db[static_cast<size_t>(l)]);
-      }
-      std::vector<float> lv{loss};
-      contribute(m_loss_id, lv);
+      while (open->n > 0) sc_core::wait(open->closed);
       const uint64_t red = cycle_of(sc_core::sc_time_stamp()) - cycle_of(t_red);
       s.add_grad_reduce(red);
       s.set_now(s.now() + red);

@@ -122,6 +122,13 @@ class WsSystem {
   bool done() const;
   // The minibatch's results, valid once done(): per layer dW (out x in) and db, and the loss sum.
   void results(std::vector<std::vector<float>>* dw, std::vector<std::vector<float>>* db, float* loss_sum) const;
+  // The gradients leave layer by layer, the last layer's first (its backward pass runs first):
+  // layers_ready() of them are whole so far, the k-th (layer L-1-k) since cycle ready_at(k) (the
+  // end of the cycle its last value came out). layer_results gives one whole layer's dW and db
+  // (and, with the last layer's, the loss sum, which the roots send first).
+  int layers_ready() const { return m_ready; }
+  uint64_t ready_at(int k) const { return m_ready_at[static_cast<size_t>(k)]; }
+  void layer_results(int l, std::vector<float>* dw, std::vector<float>* db, float* loss_sum) const;
 
   uint64_t refused() const { return m_refused; }  // offers a full West channel refused
   const LoadedProgram& loaded() const { return m_loaded; }
@@ -158,6 +165,14 @@ class WsSystem {
   std::vector<std::deque<Item>> m_pending;
   std::vector<std::vector<uint32_t>> m_got;   // payloads back from the wafer this minibatch, per channel
   std::vector<size_t> m_expect;               // payloads a minibatch yields, per channel
+  // Per channel, the payloads it has yielded once the k-th layer back (layer L-1-k) is whole (the
+  // root's: the loss sum, then each layer's db), the next mark a channel has not reached, per
+  // layer back the channels short of their mark, and the cycle the last of them reached it.
+  std::vector<std::vector<size_t>> m_mark;
+  std::vector<int> m_next_mark, m_marks_left;
+  std::vector<uint64_t> m_ready_at;
+  int m_ready = 0;
+  void pass_marks(size_t ch, uint64_t cycle);  // channel ch has yielded more: the marks it passes
   std::vector<uint64_t> m_pass_left;          // weights of each pass not yet in the wafer
   int m_entered = 0;                          // passes_entered(): the first with m_pass_left > 0
   std::vector<uint64_t> m_pass_from;          // cycle each pass's words start arriving (max: not yet sent)

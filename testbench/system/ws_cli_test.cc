@@ -397,6 +397,34 @@ TEST_F(WsCli, ASlowInputWorkerShowsAsInputStall) {
   EXPECT_EQ(fast["final_loss"], slow["final_loss"]);
 }
 
+// The host side's latencies overlap the passes, as on a CS-2: MemoryX's READs are pipelined
+// (only the first pass waits for one), and each layer's gradients stream into SwarmX as they
+// leave the wafer (only the first layer's sums are on their way after the last result). So a
+// MemoryX latency longer by D adds at most 2 D to a minibatch (the first READ, less what the
+// input stream hides of it; the last sum), and the gradient-reduce tail is the tree's and
+// MemoryX's latency, less the wafer's settling after the last result (256 cycles and what is
+// still in flight); until 2026-11-28 every READ and every layer's WRITE waited for the one
+// before it, 12 latencies in all for the demo.
+TEST_F(WsCli, HostLatenciesOverlapThePasses) {
+  const fs::path a = tmp_path("ws_lat_short"), b = tmp_path("ws_lat_long");
+  for (const auto& d : {a, b}) fs::remove_all(d);
+  const std::vector<std::string> base = {"--mode", "weight-streaming", "--train.eval", "0", "--train.steps", "1",
+                                         "--compile.max_pes", "16", "--swarmx.node_latency_ns", "1000"};
+  train_ok(with(base, {"--memoryx.latency_ns", "2000", "-o", a.string()}));
+  train_ok(with(base, {"--memoryx.latency_ns", "40000", "-o", b.string()}));
+  const auto ra = nlohmann::json::parse(slurp(a / "run_report.json")), rb = nlohmann::json::parse(slurp(b / "run_report.json"));
+  const double mhz = 850, longer = 2 * 38000 * mhz * 1e-3;  // cycles
+  const double diff = rb["cycles"].get<double>() - ra["cycles"].get<double>();
+  std::cout << "cycles " << ra["cycles"] << " and " << rb["cycles"] << ": " << diff << " more, 2 D = " << longer << "\n";
+  EXPECT_LE(diff, longer + 3);
+  EXPECT_GE(diff, 0.9 * longer);
+  for (const auto& [r, mx_ns] : {std::pair{ra, 2000.0}, std::pair{rb, 40000.0}}) {
+    const double lat = (1000 + mx_ns) * mhz * 1e-3, tail = r["time_split_cycles"]["grad_reduce"].get<double>();
+    EXPECT_LE(tail, lat + 2) << mx_ns;
+    EXPECT_GE(tail, lat - 320) << mx_ns;
+  }
+}
+
 // The compile report's estimate of simulated samples/s against the run's, on mappings of
 // different shapes (docs/performance.md: within 9 % on these).
 TEST_F(WsCli, EstimateWithinTenPercentOfMeasured) {
@@ -473,7 +501,7 @@ TEST(WsCompile, ReportAutoModeAndTheModelTooLargeForLayerPipelined) {
   // The resolved configuration carries every value, floats exactly (they read back bit for bit).
   const std::string ini = slurp(ws / "config.ini");
   for (const char* line : {"beta1 = 0.899999976\n", "beta2 = 0.999000013\n", "quantum_cycles = 1000\n",
-                           "link_gbps = 100\n", "eps = 9.99999994e-09\n", "batch = 16\n"}) {
+                           "link_gbps = 1200\n", "eps = 9.99999994e-09\n", "batch = 16\n"}) {
     EXPECT_NE(ini.find(line), std::string::npos) << line << " in\n" << ini;
   }
 

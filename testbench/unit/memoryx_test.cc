@@ -22,6 +22,7 @@
 
 #include "hw/config.h"
 #include "tlm/memoryx.h"
+#include "tlm/streamed.h"
 
 // GTEST_SKIP returns from the test body, so this must be a macro.
 #define SKIP_IF_KERNEL_STARTED()                                                          \
@@ -268,6 +269,29 @@ TEST(MemoryX, DelayIsLatencyPlusBytesOverBandwidth) {
   mx.add_tensor("t", Vec(1024, 0.0f));
   TableInitiator(mx).run({{TLM_READ_COMMAND, 0, 4096, {}, 2027307, TLM_OK_RESPONSE, {}},
                           {TLM_READ_COMMAND, 4, 4, {}, 2000027, TLM_OK_RESPONSE, {}}});
+}
+
+// A streamed WRITE (tlm/streamed.h) came in at line rate as it was produced: MemoryX adds only
+// its latency, and takes the values the same.
+TEST(MemoryX, AStreamedWriteTakesOnlyTheLatency) {
+  SKIP_IF_KERNEL_STARTED();
+  MemoryX mx(fresh_name().c_str(), MemoryXConfig{});
+  mx.add_tensor("t", Vec(1024, 0.0f));
+  Vec g(1024, 0.25f);
+  for (const bool s : {false, true}) {
+    ::tlm::tlm_generic_payload t;
+    t.set_command(TLM_WRITE_COMMAND);
+    t.set_address(0);
+    t.set_data_ptr(reinterpret_cast<unsigned char*>(g.data()));
+    t.set_data_length(4096);
+    t.set_streaming_width(4096);
+    if (s) t.set_extension(new Streamed);
+    sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+    mx.b_transport(t, d);
+    EXPECT_EQ(t.get_response_status(), TLM_OK_RESPONSE);
+    EXPECT_EQ(d, s ? mx.transfer_delay(0) : mx.transfer_delay(4096)) << s;
+  }
+  EXPECT_EQ(mx.gradient(0), Vec(1024, 0.5f));
 }
 
 // ---- Optimizers ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 // sc_start() once; ctest runs every TEST in a process of its own. In a run of the whole binary,
 // a simulating TEST that finds the kernel already started skips (as the CLI tests do).
 #include "tlm/swarmx.h"
+#include "tlm/streamed.h"
 
 #include <algorithm>
 #include <cstring>
@@ -71,6 +72,7 @@ struct Received {
   ::tlm::tlm_command cmd;
   std::vector<unsigned char> data;
   sc_time at;  // kernel time + the delay it came with
+  bool streamed = false;  // it carried the Streamed extension
 };
 
 void fill(::tlm::tlm_generic_payload& p, ::tlm::tlm_command cmd, uint64_t addr, std::vector<unsigned char>& data) {
@@ -91,6 +93,7 @@ struct Send {
   std::vector<unsigned char> data;
   sc_time wait_before = SC_ZERO_TIME;
   sc_time annotate = SC_ZERO_TIME;
+  bool streamed = false;  // with the Streamed extension (tlm/streamed.h)
 };
 
 struct Result {
@@ -123,6 +126,7 @@ class Stub : public sc_core::sc_module {
       sc_core::wait(s.wait_before);
       ::tlm::tlm_generic_payload p;
       fill(p, s.cmd, s.addr, s.data);
+      if (s.streamed) p.set_extension(new Streamed);  // freed with p
       Result r;
       r.called = sc_core::sc_time_stamp();
       r.start = r.called + s.annotate;
@@ -138,7 +142,7 @@ class Stub : public sc_core::sc_module {
   void b_transport(::tlm::tlm_generic_payload& p, sc_time& delay) {
     const unsigned char* d = p.get_data_ptr();
     received.push_back({p.get_address(), p.get_command(), std::vector<unsigned char>(d, d + p.get_data_length()),
-                        sc_core::sc_time_stamp() + delay});
+                        sc_core::sc_time_stamp() + delay, streamed(p)});
     delay += target_delay;
     p.set_response_status(::tlm::TLM_OK_RESPONSE);
   }
@@ -413,6 +417,35 @@ TEST(SwarmX, LatencyGrowsWithDepth) {
   EXPECT_EQ(flat_wait, tree_time(2, flat.swarmx.config(), kBytes));
   ASSERT_EQ(deep.memx.received.size(), 1u);
   EXPECT_EQ(bits_of(deep.memx.received[0].data), bits_of(std::vector<float>(kBytes / 4, 4.0f)));
+}
+
+// Gradients that crossed the links as they were produced (tlm/streamed.h): their sum leaves the
+// root the tree's latency after the last one's time, without the bytes' time over the links
+// again, and goes to MemoryX streamed too; a round where one system's contribution is not
+// streamed takes the bytes' time, as before.
+TEST(SwarmX, StreamedGradientsAddOnlyTheTreesLatency) {
+  SKIP_UNLESS_SYSTEMC_FRESH();
+  constexpr double kNodeNs = 500;
+  constexpr unsigned kBytes = 40000;  // 3.2 us at 100 Gb/s: it would show
+  Bench b("streamed", config(8, 2, kNodeNs));
+  for (int i = 0; i < 8; ++i) {
+    Stub& s = b.systems[static_cast<size_t>(i)];
+    s.script.push_back({::tlm::TLM_WRITE_COMMAND, 0x100000, bytes_of(std::vector<float>(kBytes / 4, 1.0f))});
+    s.script.back().wait_before = sc_time(10 + i, SC_NS);
+    s.script.back().streamed = true;
+    s.script.push_back({::tlm::TLM_WRITE_COMMAND, 0x200000, bytes_of(std::vector<float>(kBytes / 4, 2.0f))});
+    s.script.back().streamed = i != 5;  // one plain contribution: the round is not streamed
+  }
+  sc_core::sc_start();
+  ASSERT_EQ(b.memx.received.size(), 2u);
+  EXPECT_EQ(b.swarmx.depth(), 3);
+  const sc_time last = sc_time(17, SC_NS);
+  EXPECT_TRUE(b.memx.received[0].streamed);
+  EXPECT_EQ(b.memx.received[0].at, last + sc_time(3 * kNodeNs, SC_NS));
+  EXPECT_EQ(bits_of(b.memx.received[0].data), bits_of(std::vector<float>(kBytes / 4, 8.0f)));
+  for (const Stub& s : b.systems) EXPECT_EQ(s.results[0].resume, last + sc_time(3 * kNodeNs, SC_NS));
+  EXPECT_FALSE(b.memx.received[1].streamed);
+  EXPECT_EQ(b.memx.received[1].at - b.systems[0].results[0].resume, tree_time(3, b.swarmx.config(), kBytes));
 }
 
 // Bad transactions get an error response and a warning; the round they interrupt still completes
