@@ -598,39 +598,44 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   as << "vmov.fp32 " + dGs + ", " + dG << "daddb " + dZs + ", 4" << "daddb " + dGs + ", 4" << "addi r12, r12, 4"
      << "addi r11, r11, 1" << "li r13, " + S(m) << "bne r11, r13, ls";
   as << "vmov.fp32 " + dRetAll + ", " + dDyl;  // the logit gradients north first
-  if (!batched) {
+  // Each output's db (in r13) into dbv, or east at once; each layer's part of dbv east in one send.
+  auto db_out = [&] {
+    if (batched) {
+      as << "st32 [r12], r13" << "addi r12, r12, 4";
+    } else {
+      as << "st32 [r0+t1], r13";
+      east(dT1);
+    }
+  };
+  auto layer_db = [&](int l) {  // before the layer's outputs: where its db go
+    if (!batched) return;
+    as << "li r12, dbv";
+    if (dbv_off[static_cast<size_t>(l)]) as << "addi r12, r12, " + S(4 * dbv_off[static_cast<size_t>(l)]);
+  };
+  auto layer_sent = [&](int l) {
+    if (batched) send_east("dbv", dbv_off[static_cast<size_t>(l)], p.width[static_cast<size_t>(l) + 1]);
+  };
+  if (batched) {
+    send_east("lsum", 0, 1);
+  } else {
     const std::string dLs = as.mem("lsum", 1);
     east(dLs);
-    as << "li r10, 0" << "li r13, dyl" << "dbase " + dDyo + ", r13" << "dbl:" << "vsum.fp32 r13, " + dDyo << "st32 [r0+t1], r13";
-    east(dT1);
-    as << "daddb " + dDyo + ", " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nL) << "bne r10, r13, dbl";
-    for (int l = L - 2; l >= 0; --l) {
-      as << "li r10, 0" << "gb_" + S(l) + ":" << "vmov.fp32 " + dTm + ", " + dChI << "vmov.fp32 " + dRetO + ", " + dTm
-         << "vsum.fp32 r13, " + dTm << "st32 [r0+t1], r13";
-      east(dT1);
-      as << "addi r10, r10, 1" << "li r13, " + S(p.width[static_cast<size_t>(l) + 1]) << "bne r10, r13, gb_" + S(l);
-    }
-  } else {
-    send_east("lsum", 0, 1);
-    auto db_ptr = [&](int l) {
-      as << "li r12, dbv";
-      if (dbv_off[static_cast<size_t>(l)]) as << "addi r12, r12, " + S(4 * dbv_off[static_cast<size_t>(l)]);
-    };
-    db_ptr(L - 1);
-    as << "li r10, 0" << "li r13, dyl" << "dbase " + dDyo + ", r13" << "dbl:" << "vsum.fp32 r13, " + dDyo << "st32 [r12], r13"
-       << "addi r12, r12, 4";
-    as << "daddb " + dDyo + ", " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nL) << "bne r10, r13, dbl";
-    send_east("dbv", dbv_off[static_cast<size_t>(L) - 1], nL);
-    for (int l = L - 2; l >= 0; --l) {
-      db_ptr(l);
-      as << "li r10, 0" << "gb_" + S(l) + ":" << "vmov.fp32 " + dTm + ", " + dChI << "vmov.fp32 " + dRetO + ", " + dTm
-         << "vsum.fp32 r13, " + dTm << "st32 [r12], r13" << "addi r12, r12, 4";
-      as << "addi r10, r10, 1" << "li r13, " + S(p.width[static_cast<size_t>(l) + 1]) << "bne r10, r13, gb_" + S(l);
-      send_east("dbv", dbv_off[static_cast<size_t>(l)], p.width[static_cast<size_t>(l) + 1]);
-    }
-    // The sends are through before the minibatch counts as done (and before lsum and dbv refill).
-    as << "vmov.fp32 " + dFence + ", " + dFence + ", async=1" << "vmov.fp32 " + dFence + ", " + dFence;
   }
+  layer_db(L - 1);
+  as << "li r10, 0" << "li r13, dyl" << "dbase " + dDyo + ", r13" << "dbl:" << "vsum.fp32 r13, " + dDyo;
+  db_out();
+  as << "daddb " + dDyo + ", " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nL) << "bne r10, r13, dbl";
+  layer_sent(L - 1);
+  for (int l = L - 2; l >= 0; --l) {
+    layer_db(l);
+    as << "li r10, 0" << "gb_" + S(l) + ":" << "vmov.fp32 " + dTm + ", " + dChI << "vmov.fp32 " + dRetO + ", " + dTm
+       << "vsum.fp32 r13, " + dTm;
+    db_out();
+    as << "addi r10, r10, 1" << "li r13, " + S(p.width[static_cast<size_t>(l) + 1]) << "bne r10, r13, gb_" + S(l);
+    layer_sent(l);
+  }
+  // The sends are through before the minibatch counts as done (and before lsum and dbv refill).
+  if (batched) as << "vmov.fp32 " + dFence + ", " + dFence + ", async=1" << "vmov.fp32 " + dFence + ", " + dFence;
   as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "jmp step";
   return as.text();
 }

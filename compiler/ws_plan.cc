@@ -452,8 +452,9 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0);
       e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0);
     }
-    // Down the columns to the root and back up to the first row, a router hop and a buffer per
-    // row on the way, plus a vector op per feature row.
+    // Down the columns to the root and back up to the first row: hop_latency per row for the
+    // whole round trip (measured over io.spacing 8 to 32: a wavelet's buffer and hop overlap the
+    // next one's on the way), plus a vector op per feature row.
     e.turn_cycles = (p.root_y - p.row_y.front()) * hw.router.hop_latency + rows * (m / add + kPerOutput);
     // An East band's weights cross the columns between the East relays and the sample columns
     // before its first output starts: per pass, a hop per column.

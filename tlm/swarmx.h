@@ -22,6 +22,9 @@
 //   b_transport (sc_core::wait, so callers must be SC_THREADs) until the sum has been written;
 //   the call that completes the set writes it. A loss is just a one-value gradient at an
 //   address of its own.
+// - Streamed contributions (tlm/streamed.h: every one of the set carries the extension) crossed
+//   the links as they were produced, so their time is their last byte's: the sum leaves the root
+//   at last_arrival + tree_time(0) and goes to MemoryX with the extension (latency only there).
 //
 // Summation order (fixed, independent of arrival order). Every node adds its children in index
 // order with fp32 additions: acc = child[0]; acc += child[1]; ... So with f=4, N=5 element e of
