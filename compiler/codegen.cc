@@ -318,9 +318,14 @@ std::string emit_softmax_loss(kernels::PeAsm& a, int no, const std::string& dAcc
                               const std::string& dG) {
   const uint32_t n = static_cast<uint32_t>(no);
   a << "vmov.fp32 " + dT + ", " + dAcc;
+  // The max by halving, in place in t: two descriptor registers serve every level, each level
+  // re-pointing them (a dmem each, as a fresh pair per level would take), so any class count fits
+  // the core's registers (until 2026-11-28 a pair per level: 200 classes ran out of 44).
+  const std::string d1 = a.dsd(), d2 = a.dsd();
   for (int m = no; m > 1;) {
     const int half = m / 2;
-    const std::string d1 = a.mem("t", static_cast<uint32_t>(half)), d2 = a.mem("t+" + S(4LL * (m - half)), static_cast<uint32_t>(half));
+    a.mem(d1, "t", static_cast<uint32_t>(half));
+    a.mem(d2, "t+" + S(4LL * (m - half)), static_cast<uint32_t>(half));
     a << "vmax.fp32 " + d1 + ", " + d1 + ", " + d2;
     m -= half;
   }

@@ -238,12 +238,14 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     return worst;
   };
   const long nl = p.width.back();
-  // A root's SRAM; with `db`, also a buffer of every layer's db, which lets the roots send each
-  // layer's db west in one send (ws_codegen.cc, WsPlan::root_db_buffer) where it fits.
+  // A root's SRAM (root_source in ws_codegen.cc): the logits and their gradients per sample, six
+  // vectors of the classes for the loss, six of the samples, scalars; with `db`, also a buffer
+  // of every layer's db, which lets the roots send each layer's db west in one send
+  // (WsPlan::root_db_buffer) where it fits.
   long widths = 0;
   for (int l = 0; l < L; ++l) widths += p.width[static_cast<size_t>(l) + 1];
   auto root_bytes = [&](long m, bool db = false) {
-    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 5 * nl + 4 * m + 16 + (db ? widths : 0));
+    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + 6 * m + 16 + (db ? widths : 0));
   };
   // The longest operand one descriptor covers in the firmware with m samples per column
   // (ws_codegen.cc): a feature row's slice of a layer input, the whole dy of a layer, the root's

@@ -57,8 +57,12 @@ std::string PeAsm::fout(int color, uint32_t len) {
 
 std::string PeAsm::mem(const std::string& symbol, uint32_t len, int stride) {
   const std::string d = dsd();
-  *this << "dmem " + d + ", " + symbol + ", " + std::to_string(len) + ", " + std::to_string(stride);
+  mem(d, symbol, len, stride);
   return d;
+}
+
+void PeAsm::mem(const std::string& d, const std::string& symbol, uint32_t len, int stride) {
+  *this << "dmem " + d + ", " + symbol + ", " + std::to_string(len) + ", " + std::to_string(stride);
 }
 
 PeAsm& PeAsm::operator<<(const std::string& line) {

@@ -30,6 +30,9 @@ class PeAsm {
   std::string fout(int color, uint32_t len);
   // A memory descriptor over a data symbol.
   std::string mem(const std::string& symbol, uint32_t len, int stride = 1);
+  // Descriptor register d (from dsd() or mem()) set to a memory descriptor over a data symbol
+  // from here on: code that walks many shapes in turn needs no register per shape.
+  void mem(const std::string& d, const std::string& symbol, uint32_t len, int stride = 1);
   void task(const std::string& decl) { m_head << ".task " << decl << "\n"; }
   void data(const std::string& decl) { m_data << decl << "\n"; }
   void equ(const std::string& name, int64_t v) { m_head << ".equ " << name << ", " << v << "\n"; }

@@ -443,6 +443,33 @@ TEST(WsPlan, ABatchWhoseDyOutgrowsSramSaysWhatFits) {
   }
 }
 
+// A root PE with many classes: the plan's SRAM count covers every buffer its program lays out
+// (the logits and their gradients per sample, six per-class vectors of the loss), so a core too
+// small for it is the plan's error naming the root, never an assembler's "image does not fit",
+// and the loss's max tree fits the descriptor registers (until 2026-11-28 the plan counted five
+// per-class vectors, and the tree took a register pair per halving: 200 classes ran out of 44).
+TEST(WsPlan, TheRootsSramCountsEveryBuffer) {
+  const KernelGraph g = mlp_graph("ws_root_sram.onnx", MlpSpec{{16, 8, 200}, "Relu", 3, 13});
+  int planned = 0;
+  for (int kb = 4; kb <= 24; ++kb) {
+    HwConfig hw = small_config(16, 33);
+    hw.io.spacing = 4;
+    hw.core.sram_kb = kb;
+    WsOptions o;
+    o.batch = 8;
+    o.columns = 2;
+    try {
+      const WsPlan p = place_ws(g, hw, o);
+      generate_ws(p, asm_target(hw));
+      ++planned;
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("weight-streaming: "), std::string::npos) << kb << " KB: " << what;  // the plan's
+    }
+  }
+  EXPECT_GT(planned, 0);
+}
+
 TEST(WsPlan, GridBandsUseBothEdges) {
   // The bands of `rows` rows on a 10 x 40 fabric, io.spacing 4, packed (1) or spread (2).
   auto bands = [](int rows, int pack, const std::string& name) {
