@@ -155,7 +155,10 @@ int compile_command(const std::vector<std::string>& args, std::ostream& out, std
     const OnnxModel m = import_onnx(c.model);
     const KernelGraph g = validate_model(m, c.compile);
     print_graph(g, out);
-    if (c.validate_only) out << "graph IR: " << g.ir_summary << "; checked\n";
+    if (c.validate_only) {
+      out << "graph IR: " << g.ir_summary << "; checked\n";
+      out << "graph IR after passes: " << g.ir_rewritten << (g.ir_passes.empty() ? "" : " (" + g.ir_passes + ")") << "; checked\n";
+    }
     if (!g.unsupported.empty()) require_supported(g);
     if (c.validate_only) {
       out << "validate-only: every node is supported\n";

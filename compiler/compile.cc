@@ -5,6 +5,7 @@
 #include <map>
 
 #include "compiler/ir/graph.h"
+#include "compiler/passes/passes.h"
 
 namespace wafersim::compiler {
 namespace {
@@ -23,7 +24,7 @@ std::string fmt(double v, int prec = 1) {
 
 KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
   // The graph IR (docs/graph-compiler.md, step 1): every model is imported into it and
-  // checked. Where the kernels already refuse nodes, their message says more than an IR check
+  // checked, then rewritten by the passes (step 2). Where the kernels already refuse nodes, their message says more than an IR check
   // that fails on the same nodes (a Flatten that mixes samples gives the next Gemm a wrong
   // shape, say), so it goes first.
   KernelGraph g = build_kernel_graph(m, o.loss);
@@ -31,6 +32,11 @@ KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
     const ir::Graph ir = ir::from_onnx(m);
     ir::verify(ir);
     g.ir_summary = ir.summary();
+    // The rewrite passes (step 2): what the graph is after folding and fusion.
+    std::vector<std::string> log;
+    const ir::Graph rewritten = passes::run_passes(ir, &log);
+    g.ir_rewritten = rewritten.summary();
+    for (const std::string& l : log) g.ir_passes += (g.ir_passes.empty() ? "" : ", ") + l;
   } catch (const CompileError&) {
     require_supported(g);
     throw;

@@ -41,6 +41,8 @@ struct KernelGraph {
   std::vector<Unsupported> unsupported;  // in graph order
   std::vector<std::string> notes;        // what was fused or folded, for the report
   std::string ir_summary;                // the graph IR it was checked against (compile.cc)
+  std::string ir_rewritten;              // the same after the rewrite passes (compiler/passes/)
+  std::string ir_passes;                 // what each pass did ("fuse_dense: 3, dead_code: 1")
 
   int classes() const { return layers.empty() ? 0 : layers.back().out; }
   long long parameters() const;

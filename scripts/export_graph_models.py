@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Exports models beyond a chain of dense layers with torch.onnx.export (Debian's python3-torch):
-a residual MLP, an MLP with LayerNorm and GELU, a LeakyReLU MLP, a small CNN and a
+a residual MLP, an MLP with LayerNorm and GELU, one with GELU's tanh form, a LeakyReLU MLP, a small CNN and a
 TransformerEncoderLayer, each at the opsets given. The graph compiler's tests import them into
 the IR (docs/graph-compiler.md); today's kernels refuse them with the grouped message.
 
@@ -38,6 +38,16 @@ class NormGelu(nn.Module):
 
     def forward(self, x):
         return self.fc2(self.act(self.norm(self.fc1(x))))
+
+
+class GeluTanh(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(nn.functional.gelu(self.fc1(x), approximate="tanh"))
 
 
 class Leaky(nn.Module):
@@ -78,6 +88,7 @@ class Encoder(nn.Module):
 MODELS = {
     "residual": (Residual, (2, 16)),
     "norm_gelu": (NormGelu, (2, 16)),
+    "gelu_tanh": (GeluTanh, (2, 16)),
     "leaky": (Leaky, (2, 16)),
     "cnn": (SmallCnn, (2, 1, 12, 12)),
     "encoder": (Encoder, (2, 6, 16)),

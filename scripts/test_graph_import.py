@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 """ctest `graph_import`: models beyond a chain of dense layers, exported by torch.onnx.export
-(scripts/export_graph_models.py: residual MLP, LayerNorm + GELU, LeakyReLU, a small CNN, a
-TransformerEncoderLayer; opsets 11, 13, 14, 17), import into the compiler's graph IR and pass its
-checks (`graph IR: ... checked`), and today's kernels refuse them with one message grouped by op
-type (exit 2): a line per op type rather than one per node.
+(scripts/export_graph_models.py: residual MLP, LayerNorm + GELU, GELU's tanh form, LeakyReLU, a
+small CNN, a TransformerEncoderLayer; opsets 11, 13, 14, 17), import into the compiler's graph IR
+and pass its checks (`graph IR: ... checked`); the rewrite passes (compiler/passes/) give each
+model the same graph at every opset, the one expected below (`graph IR after passes: ...`: the
+shape arithmetic folded, every shape known, LayerNorm, GELU and dense layers fused); and today's
+kernels refuse them with one message grouped by op type (exit 2): a line per op type rather than
+one per node.
 
     /usr/bin/python3 scripts/test_graph_import.py --wafersim build/wafersim --workdir DIR"""
 import argparse
@@ -14,6 +17,16 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# The op counts of each model after the passes, at every opset.
+AFTER_PASSES = {
+    "residual": "3 Dense, 1 Add",
+    "norm_gelu": "2 Dense, 1 Gelu, 1 LayerNorm",
+    "gelu_tanh": "2 Dense",
+    "leaky": "2 Dense",
+    "cnn": "2 Conv2d, 1 Dense, 1 Flatten, 1 GlobalAveragePool, 1 MaxPool",
+    "encoder": "6 Transpose, 5 Dense, 5 Reshape, 3 Slice, 2 Add, 2 LayerNorm, 2 MatMul, 1 Div, 1 Gather, 1 Softmax",
+}
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -23,7 +36,7 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     paths = subprocess.run([sys.executable, os.path.join(HERE, "export_graph_models.py"), "--out", a.workdir],
                            check=True, capture_output=True, text=True).stdout.split()
-    assert len(paths) == 20, paths
+    assert len(paths) == 4 * len(AFTER_PASSES), paths
     failures = []
     for path in paths:
         r = subprocess.run([a.wafersim, "compile", path, "--validate-only"], capture_output=True, text=True)
@@ -32,6 +45,15 @@ def main():
         if not ir:
             failures.append(f"{name}: no checked graph IR line\n{r.stdout}{r.stderr}")
             continue
+        after = re.search(r"^graph IR after passes: (\d+) ops? \((.*?)\), (\d+) tensors [^;]*?( \(.*\))?; checked$", r.stdout, re.M)
+        model = name.rsplit("_op", 1)[0]
+        if not after:
+            failures.append(f"{name}: no checked graph IR line after the passes\n{r.stdout}")
+            continue
+        if after.group(2) != AFTER_PASSES[model]:
+            failures.append(f"{name}: after the passes {after.group(2)}, expected {AFTER_PASSES[model]}")
+        if "known only after constant folding" in after.group(0):
+            failures.append(f"{name}: shapes still unknown after the passes: {after.group(0)}")
         if r.returncode != 2:
             failures.append(f"{name}: exit {r.returncode}, expected 2 (unsupported)\n{r.stderr}")
             continue
@@ -51,11 +73,12 @@ def main():
         groups = re.findall(r"^  (\w+) \((\d+) nodes?\): ", r.stderr, re.M)
         if len(groups) != kinds or sum(int(n) for _, n in groups) != nodes:
             failures.append(f"{name}: groups {groups} do not add up to {nodes} nodes of {kinds} op types\n{r.stderr}")
-        print(f"{name}: IR {ir.group(1)} ops, {ir.group(2)} tensors; {nodes} unsupported nodes of {kinds} op types in {lines} lines")
+        print(f"{name}: IR {ir.group(1)} ops, {ir.group(2)} tensors; after the passes {after.group(1)} ops; "
+              f"{nodes} unsupported nodes of {kinds} op types in {lines} lines")
     if failures:
         print("\n".join(failures))
         sys.exit(1)
-    print("graph_import: every export imports into the IR and passes its checks")
+    print("graph_import: every export imports into the IR, passes its checks and rewrites to its expected graph")
 
 
 if __name__ == "__main__":

@@ -7,17 +7,7 @@
 namespace wafersim::compiler::ir {
 namespace {
 
-std::string dims_str(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + (d[i] < 0 ? std::string("N") : std::to_string(d[i]));
-  return s + "]";
-}
-
-std::string ints_str(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
+std::string dims_str(const std::vector<int64_t>& d) { return shape_str(d); }
 
 std::string op_ref(const Op& o) { return "op '" + (o.sources.empty() ? std::string("?") : o.sources.front()) + "' (" + o.kind + ")"; }
 
@@ -59,20 +49,69 @@ bool broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b, std
   return true;
 }
 
-int64_t product(const std::vector<int64_t>& d, size_t from, size_t to, bool* symbolic) {
-  int64_t p = 1;
+// The number of elements of dimensions [from, to): `coeff` times N to the power `sym` (each
+// symbolic dimension d < 0 is (-d) N).
+struct Count {
+  int64_t coeff = 1;
+  int sym = 0;
+};
+Count count(const std::vector<int64_t>& d, size_t from, size_t to) {
+  Count c;
   for (size_t i = from; i < to; ++i) {
-    if (d[i] < 0) *symbolic = true;
-    else p *= d[i];
+    if (d[i] < 0) {
+      c.coeff *= -d[i];
+      ++c.sym;
+    } else {
+      c.coeff *= d[i];
+    }
   }
-  return p;
+  return c;
+}
+
+// A count of at most one N as a dimension (false: N squared, not a shape the IR tracks).
+bool as_dim(const Count& c, int64_t* d) {
+  if (c.sym > 1) return false;
+  *d = c.sym ? -c.coeff : c.coeff;
+  return true;
+}
+
+// The integer values of a constant 1-D (or scalar) tensor, each with its batch multiple.
+bool const_ints(const Graph& g, int t, std::vector<int64_t>* v, std::vector<int64_t>* mult) {
+  if (t < 0) return false;
+  const Tensor& x = g.tensors[static_cast<size_t>(t)];
+  if (!x.data || x.data->i64.size() != static_cast<size_t>(std::max<int64_t>(x.data->numel(), 0))) return false;
+  if (x.data->dims.size() > 1) return false;
+  *v = x.data->i64;
+  mult->assign(v->size(), 0);
+  if (x.batch_multiple.size() == v->size()) *mult = x.batch_multiple;
+  return true;
+}
+
+// Integer operands of an op: from its attribute (older opsets) or its constant input (newer).
+bool ints_of(const Graph& g, const Op& o, const char* key, size_t input, std::vector<int64_t>* v, bool* given) {
+  *given = false;
+  if (const OnnxAttr* a = o.attr(key); a && a->kind == OnnxAttr::kInts) {
+    *v = a->ints;
+    *given = true;
+    return true;
+  }
+  if (o.inputs.size() > input && o.inputs[input] >= 0) {
+    std::vector<int64_t> m;
+    if (!const_ints(g, o.inputs[input], v, &m)) return false;
+    for (int64_t x : m) {
+      if (x != 0) return false;
+    }
+    *given = true;
+  }
+  return true;
 }
 
 const std::set<std::string>& same_shape_ops() {
   static const std::set<std::string> s = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal",
                                           "Neg", "Abs", "Identity", "Elu", "Selu", "Softplus", "Softsign", "HardSigmoid",
                                           "HardSwish", "Gelu", "Softmax", "LogSoftmax", "Cast", "Floor", "Ceil", "Not",
-                                          "BatchNormalization", "LayerNormalization", "Dropout", "InstanceNormalization"};
+                                          "BatchNormalization", "LayerNormalization", "Dropout", "InstanceNormalization",
+                                          "LayerNorm"};
   return s;
 }
 
@@ -90,6 +129,15 @@ int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t d
 }
 
 }  // namespace
+
+std::string shape_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) {
+    s += i ? ", " : "";
+    s += d[i] == -1 ? std::string("N") : d[i] < 0 ? std::to_string(-d[i]) + "N" : std::to_string(d[i]);
+  }
+  return s + "]";
+}
 
 const char* tensor_kind_name(TensorKind k) {
   switch (k) {
@@ -131,17 +179,32 @@ Graph from_onnx(const OnnxModel& m) {
     g.tensors.push_back(std::move(t));
     return g.by_name[name] = static_cast<int>(g.tensors.size()) - 1;
   };
-  // A value's shape: dimension 0 may be symbolic (the batch); any other unknown dimension makes
-  // the shape unknown (constant folding of the shape arithmetic will give it).
-  auto set_shape = [](Tensor& t, const OnnxValue& v) {
+  // The batch: the data input's first dimension, by the symbol ONNX's inference carries
+  // wherever it moves. A value's dimension with that symbol is N; dimension 0 of a graph input,
+  // or of any value when the input names no symbol, is N too (as it always was); any other
+  // unknown dimension leaves the shape unknown (constant folding gives it).
+  std::string batch_sym;
+  for (const OnnxValue& v : m.inputs) {
+    if (v.elem_type == kOnnxFloat && !v.dims.empty()) {
+      batch_sym = v.dim_params.empty() ? "" : v.dim_params[0];
+      break;
+    }
+  }
+  auto set_shape = [&](Tensor& t, const OnnxValue& v, bool input) {
     t.elem_type = v.elem_type;
     t.shape = v.dims;
     t.shape_known = v.has_shape;
-    for (size_t i = 1; i < v.dims.size(); ++i) t.shape_known = t.shape_known && v.dims[i] >= 0;
+    for (size_t i = 0; i < v.dims.size(); ++i) {
+      if (v.dims[i] >= 0) continue;
+      const std::string& p = i < v.dim_params.size() ? v.dim_params[i] : std::string();
+      const bool batch = (!batch_sym.empty() && p == batch_sym) || (i == 0 && (input || batch_sym.empty()));
+      t.shape[i] = -1;
+      t.shape_known = t.shape_known && batch;
+    }
   };
   for (const OnnxValue& v : m.inputs) {
     const int i = add(v.name, TensorKind::kInput);
-    set_shape(g.tensors[static_cast<size_t>(i)], v);
+    set_shape(g.tensors[static_cast<size_t>(i)], v, true);
     g.inputs.push_back(i);
   }
   // Initializers, then Constant nodes' values (import_onnx keeps both in `initializers`).
@@ -183,7 +246,7 @@ Graph from_onnx(const OnnxModel& m) {
       const int t = add(out, TensorKind::kValue);
       Tensor& x = g.tensors[static_cast<size_t>(t)];
       x.producer = index;
-      if (auto it = known.find(out); it != known.end()) set_shape(x, *it->second);
+      if (auto it = known.find(out); it != known.end()) set_shape(x, *it->second, false);
       o.outputs.push_back(t);
     }
     g.ops.push_back(std::move(o));
@@ -268,53 +331,58 @@ bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>
     const int64_t ax = int_attr(o, "axis", 1);
     if (ax == static_cast<int64_t>(d.size())) axis = d.size();
     else if (!norm_axis(ax, d.size(), &axis)) throw bad("axis " + std::to_string(ax) + " outside the rank " + std::to_string(d.size()));
-    bool s0 = false, s1 = false;
-    const int64_t p0 = product(d, 0, axis, &s0), p1 = product(d, axis, d.size(), &s1);
-    if (s1 || (s0 && p0 != 1)) return false;  // the batch folded into another dimension: not tracked
-    *shape = {s0 ? -1 : p0, p1};
+    int64_t d0 = 0, d1 = 0;
+    if (!as_dim(count(d, 0, axis), &d0) || !as_dim(count(d, axis, d.size()), &d1)) return false;
+    *shape = {d0, d1};
     return true;
   }
   if (op == "Reshape") {
     if (k != 0 || !need(1) || o.inputs.size() < 2 || o.inputs[1] < 0) return false;
-    const Tensor& st = g.tensors[static_cast<size_t>(o.inputs[1])];
-    if (!st.data || st.data->i64.empty()) return false;  // a computed shape: after constant folding
+    std::vector<int64_t> target, mult;
+    if (!const_ints(g, o.inputs[1], &target, &mult)) return false;  // a computed shape: after constant folding
     const auto& d = *in[0];
     const bool allowzero = int_attr(o, "allowzero", 0) != 0;
-    std::vector<int64_t> out = st.data->i64;
+    std::vector<int64_t> out(target.size(), 0);
     int infer = -1;
-    bool sym = false;
-    const int64_t total = product(d, 0, d.size(), &sym);
-    int64_t known = 1;
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (out[i] == 0 && !allowzero) {
+    Count placed;
+    std::string target_str = "[";
+    for (size_t i = 0; i < target.size(); ++i) {
+      target_str += (i ? ", " : "") + (mult[i] ? (target[i] ? std::string("?") : std::to_string(mult[i]) + "N") : std::to_string(target[i]));
+      if (mult[i] != 0) {
+        if (target[i] != 0 || mult[i] < 0) return false;  // not a dimension: an affine value of the batch
+        out[i] = -mult[i];
+      } else if (target[i] == 0 && !allowzero) {
         if (i >= d.size()) throw bad("target dimension " + std::to_string(i) + " copies a dimension the input does not have");
         out[i] = d[i];
-      }
-      if (out[i] == -1 && st.data->i64[i] == -1) {
+      } else if (target[i] == -1) {
         if (infer >= 0) throw bad("two -1 in the target shape");
         infer = static_cast<int>(i);
-      } else if (out[i] >= 0) {
-        known *= out[i];
+        continue;
+      } else if (target[i] < -1) {
+        throw bad("target dimension " + std::to_string(target[i]) + " is negative");
+      } else {
+        out[i] = target[i];
+      }
+      if (out[i] < 0) {
+        placed.coeff *= -out[i];
+        ++placed.sym;
+      } else {
+        placed.coeff *= out[i];
       }
     }
-    bool out_sym = false;  // a 0 copies the symbolic batch
-    for (size_t i = 0; i < out.size(); ++i) out_sym = out_sym || (out[i] < 0 && static_cast<int>(i) != infer);
-    if (sym) {
-      // The batch must stay where it is: copied by a 0, or taken by the one -1.
-      if (infer >= 0 && !out_sym) {
-        if (known == 0 || total % known != 0) return false;
-        if (total / known != 1) return false;  // the batch would merge with features: not tracked
-        out[static_cast<size_t>(infer)] = -1;
-      } else if (!out_sym || known != total) {
-        return false;
-      } else if (infer >= 0) {
-        out[static_cast<size_t>(infer)] = 1;  // the batch copied by a 0 and every feature placed: -1 is 1
+    target_str += "]";
+    const Count total = count(d, 0, d.size());
+    const bool symbolic = total.sym > 0 || placed.sym > 0;
+    if (infer >= 0) {
+      const int sym = total.sym - placed.sym;
+      if (placed.coeff == 0 || total.coeff % placed.coeff != 0 || sym < 0 || sym > 1) {
+        if (symbolic) return false;
+        throw bad("cannot reshape " + dims_str(d) + " to " + target_str);
       }
-    } else if (infer >= 0) {
-      if (known == 0 || total % known != 0) throw bad("cannot reshape " + dims_str(d) + " to " + ints_str(st.data->i64));
-      out[static_cast<size_t>(infer)] = total / known;
-    } else if (known != total) {
-      throw bad("cannot reshape " + dims_str(d) + " (" + std::to_string(total) + " elements) to " + ints_str(st.data->i64));
+      out[static_cast<size_t>(infer)] = sym ? -(total.coeff / placed.coeff) : total.coeff / placed.coeff;
+    } else if (placed.coeff != total.coeff || placed.sym != total.sym) {
+      if (symbolic) return false;
+      throw bad("cannot reshape " + dims_str(d) + " (" + std::to_string(total.coeff) + " elements) to " + target_str);
     }
     *shape = out;
     return true;
@@ -412,6 +480,161 @@ bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>
     }
     return true;
   }
+  if (op == "Conv2d") {  // fused Conv (+ bias + activation): the Conv's rule
+    Op c = o;
+    c.kind = "Conv";
+    return infer_output_shape(g, c, k, shape);
+  }
+  if (op == "Dense") {  // fused Gemm / MatMul + bias + activation: x[..., K] -> x[..., out]
+    if (k != 0 || !need(2)) return false;
+    const auto &x = *in[0], &w = *in[1];
+    if (x.empty() || w.size() != 2) throw bad("Dense of " + dims_str(x) + " by " + dims_str(w));
+    const bool out_in = int_attr(o, "transB", 0) != 0;
+    const int64_t K = out_in ? w[1] : w[0], out = out_in ? w[0] : w[1];
+    if (x.back() != K) throw bad("input " + dims_str(x) + " against weight " + dims_str(w) + ": inner dimensions differ");
+    *shape = x;
+    shape->back() = out;
+    return true;
+  }
+  if (op == "Shape") {
+    if (k != 0 || !need(1)) return false;
+    const auto r = static_cast<int64_t>(in[0]->size());
+    int64_t start = int_attr(o, "start", 0), end = int_attr(o, "end", r);
+    start = std::clamp(start < 0 ? start + r : start, int64_t{0}, r);
+    end = std::clamp(end < 0 ? end + r : end, int64_t{0}, r);
+    *shape = {std::max(int64_t{0}, end - start)};
+    return true;
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    if (k != 0 || !need(1)) return false;
+    std::vector<int64_t> axes;
+    bool given = false;
+    if (!ints_of(g, o, "axes", 1, &axes, &given)) return false;
+    const auto& d = *in[0];
+    if (op == "Unsqueeze") {
+      if (!given) throw bad("no axes");
+      const size_t rank = d.size() + axes.size();
+      std::vector<bool> at(rank, false);
+      for (int64_t ax : axes) {
+        size_t a = 0;
+        if (!norm_axis(ax, rank, &a) || at[a]) throw bad("axis " + std::to_string(ax) + " outside the rank or given twice");
+        at[a] = true;
+      }
+      shape->clear();
+      size_t j = 0;
+      for (size_t i = 0; i < rank; ++i) shape->push_back(at[i] ? 1 : d[j++]);
+      return true;
+    }
+    std::vector<bool> drop(d.size(), false);
+    if (!given) {
+      for (size_t i = 0; i < d.size(); ++i) drop[i] = d[i] == 1;
+    }
+    for (int64_t ax : axes) {
+      size_t a = 0;
+      if (!norm_axis(ax, d.size(), &a)) throw bad("axis " + std::to_string(ax) + " outside the rank");
+      if (d[a] != 1) throw bad("squeezes dimension " + std::to_string(a) + " of " + dims_str(d) + ", which is not 1");
+      drop[a] = true;
+    }
+    shape->clear();
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (!drop[i]) shape->push_back(d[i]);
+    }
+    return true;
+  }
+  if (op == "Gather") {
+    if (k != 0 || !need(2)) return false;
+    const auto &d = *in[0], &idx = *in[1];
+    size_t axis = 0;
+    if (!norm_axis(int_attr(o, "axis", 0), d.size(), &axis)) throw bad("axis outside the rank " + std::to_string(d.size()));
+    shape->assign(d.begin(), d.begin() + static_cast<long>(axis));
+    shape->insert(shape->end(), idx.begin(), idx.end());
+    shape->insert(shape->end(), d.begin() + static_cast<long>(axis) + 1, d.end());
+    return true;
+  }
+  if (op == "Slice") {
+    if (k != 0 || !need(1)) return false;
+    std::vector<int64_t> starts, ends, axes, steps;
+    bool gs = false, ge = false, ga = false, gst = false;
+    if (!ints_of(g, o, "starts", 1, &starts, &gs) || !ints_of(g, o, "ends", 2, &ends, &ge) || !ints_of(g, o, "axes", 3, &axes, &ga) ||
+        !ints_of(g, o, "steps", 4, &steps, &gst) || !gs || !ge) {
+      return false;
+    }
+    const auto& d = *in[0];
+    if (!ga) {
+      axes.resize(starts.size());
+      std::iota(axes.begin(), axes.end(), 0);
+    }
+    if (!gst) steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+      throw bad("starts, ends, axes and steps differ in length");
+    }
+    *shape = d;
+    for (size_t i = 0; i < starts.size(); ++i) {
+      size_t a = 0;
+      if (!norm_axis(axes[i], d.size(), &a)) throw bad("axis " + std::to_string(axes[i]) + " outside the rank");
+      const int64_t step = steps[i];
+      if (step == 0) throw bad("a step of 0");
+      const int64_t n = d[a];
+      if (n < 0) {  // the batch: only the whole of it
+        if (step == 1 && starts[i] == 0 && ends[i] >= (int64_t{1} << 31)) continue;
+        return false;
+      }
+      auto clampi = [&](int64_t v, int64_t lo, int64_t hi) { return std::clamp(v < 0 ? v + n : v, lo, hi); };
+      int64_t len = 0;
+      if (step > 0) {
+        const int64_t b = clampi(starts[i], 0, n), e = clampi(ends[i], 0, n);
+        len = e > b ? (e - b + step - 1) / step : 0;
+      } else {
+        const int64_t b = clampi(starts[i], -1, n - 1), e = clampi(ends[i], -1, n - 1);
+        len = b > e ? (b - e + (-step) - 1) / (-step) : 0;
+      }
+      (*shape)[a] = len;
+    }
+    return true;
+  }
+  if (op == "Split") {
+    if (!need(1)) return false;
+    const auto& d = *in[0];
+    size_t axis = 0;
+    if (!norm_axis(int_attr(o, "axis", 0), d.size(), &axis)) throw bad("axis outside the rank");
+    std::vector<int64_t> parts;
+    bool given = false;
+    if (!ints_of(g, o, "split", 1, &parts, &given)) return false;
+    const auto n = static_cast<int64_t>(o.outputs.size());
+    if (!given) {
+      if (d[axis] < 0 || d[axis] % n != 0) return false;
+      parts.assign(static_cast<size_t>(n), d[axis] / n);
+    }
+    if (static_cast<int64_t>(parts.size()) != n) throw bad(std::to_string(parts.size()) + " parts for " + std::to_string(n) + " outputs");
+    int64_t sum = 0;
+    for (int64_t v : parts) sum += v;
+    if (d[axis] >= 0 && sum != d[axis]) throw bad("parts add up to " + std::to_string(sum) + ", the axis has " + std::to_string(d[axis]));
+    *shape = d;
+    (*shape)[axis] = parts[static_cast<size_t>(k)];
+    return true;
+  }
+  if (op == "Expand" || op == "ConstantOfShape") {
+    const size_t si = op == "Expand" ? 1 : 0;
+    if (k != 0 || o.inputs.size() <= si) return false;
+    std::vector<int64_t> v, mult;
+    if (!const_ints(g, o.inputs[si], &v, &mult)) return false;
+    std::vector<int64_t> target(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (mult[i] != 0 && v[i] != 0) return false;
+      target[i] = mult[i] ? -mult[i] : v[i];
+    }
+    if (op == "ConstantOfShape") {
+      *shape = target;
+      return true;
+    }
+    if (!need(1)) return false;
+    bool clash = false;
+    if (!broadcast(*in[0], target, shape, &clash)) {
+      if (clash) throw bad("cannot expand " + dims_str(*in[0]) + " to " + dims_str(target));
+      return false;
+    }
+    return true;
+  }
   return false;
 }
 
@@ -459,7 +682,7 @@ void verify(const Graph& g) {
       std::vector<int64_t> s;
       if (!x.shape_known || !infer_output_shape(g, o, static_cast<int>(k), &s)) continue;
       bool same = s.size() == x.shape.size();
-      for (size_t d = 0; same && d < s.size(); ++d) same = s[d] == x.shape[d] || (d == 0 && (s[d] < 0 || x.shape[d] < 0));
+      for (size_t d = 0; same && d < s.size(); ++d) same = s[d] == x.shape[d] || ((s[d] < 0) != (x.shape[d] < 0));
       if (!same) throw fail(op_ref(o) + " gives '" + x.name + "' shape " + dims_str(x.shape) + ", its shape rule " + dims_str(s));
     }
   }

@@ -1,13 +1,19 @@
-// The compiler's tensor-graph IR (docs/graph-compiler.md, step 1): a DAG of ops over tensors
-// with static shapes except the batch, built from the imported ONNX model with the shapes the
-// ONNX library's strict inference gives. Today it is built beside the dense-chain path: every
-// model is imported into it and verified, `--validate-only` reports through it, and the
-// kernel matching (kernel_graph.cc) still reads the ONNX nodes. Later steps run the rewrite
-// passes, autodiff and the kernels on it.
+// The compiler's tensor-graph IR (docs/graph-compiler.md, steps 1 and 2): a DAG of ops over
+// tensors with static shapes except the batch, built from the imported ONNX model with the
+// shapes the ONNX library's strict inference gives, then rewritten by the passes of
+// compiler/passes/ (constant folding, fusion, dead code). Today it is built beside the
+// dense-chain path: every model is imported into it, rewritten and verified, `--validate-only`
+// reports through it, and the kernel matching (kernel_graph.cc) still reads the ONNX nodes.
+//
+// Shapes: a dimension d >= 0 is a number; d < 0 is (-d) times the symbolic batch N (-1 is N,
+// -12 is 12 N, as a multi-head reshape of [S, N, 12 x 64] to [S, 12 N, 64] gives). The batch is
+// the data input's first dimension; ONNX's inference names it wherever it moves (a transpose
+// puts it second), and the IR follows it there.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,17 +32,28 @@ struct Tensor {
   TensorKind kind = TensorKind::kValue;
   int elem_type = 0;              // ONNX TensorProto element type (1 float, 7 int64, ...)
   bool shape_known = false;       // rank and every dimension known (the batch may be symbolic)
-  std::vector<int64_t> shape;     // -1: the symbolic batch (dimension 0 only)
+  std::vector<int64_t> shape;     // d < 0: (-d) times the symbolic batch N (see above)
   int producer = -1;              // index of the op that produces it; -1 for inputs and initializers
   std::vector<int> consumers;     // ops that read it, in op order (an op that reads it twice, once)
-  const OnnxTensor* data = nullptr;  // parameters and constants: their values (owned by the OnnxModel)
+  const OnnxTensor* data = nullptr;  // parameters and constants: their values (the OnnxModel's, or `owned`)
+  std::shared_ptr<const OnnxTensor> owned;  // a folded constant's values (data points here)
+  // A folded integer constant whose elements depend on the batch (a shape computed from
+  // Shape(x)): element i is batch_multiple[i] x N where that is not 0, else data->i64[i].
+  std::vector<int64_t> batch_multiple;
+
+  bool symbolic() const {
+    for (int64_t m : batch_multiple) {
+      if (m != 0) return true;
+    }
+    return false;
+  }
 };
 
 // Where an op sits in training. Import gives forward ops only; autodiff (step 3) adds the rest.
 enum class Role { kForward, kLoss, kBackward, kUpdate };
 
 struct Op {
-  std::string kind;                        // the ONNX op type today; fused kinds after the passes
+  std::string kind;                        // the ONNX op type, or a fused kind (Dense, LayerNorm, Gelu, Conv2d)
   std::string domain;                      // "" for the default ONNX domain
   std::map<std::string, OnnxAttr> attrs;
   std::vector<int> inputs;                 // tensor indices; -1 for an omitted optional input
@@ -84,5 +101,8 @@ void verify(const Graph& g);
 // output `k`, or false where the IR has no rule for the op (or the inputs' shapes are not all
 // known). A rule that finds the inputs inconsistent throws CompileError.
 bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>* shape);
+
+// "[N, 6, 16]", "[6, 2N, 8]": a shape as messages and reports write it.
+std::string shape_str(const std::vector<int64_t>& d);
 
 }  // namespace wafersim::compiler::ir

@@ -1,0 +1,131 @@
+// fuse_dense: a matmul against trained weights with its bias and the activation after it
+// becomes one Dense op (today's DenseKernel): inputs x, W, bias (-1 if none); attributes transB
+// (1: W is [out, in], as Gemm transB=1; 0: [in, out], as MatMul), alpha and beta (Gemm's scales),
+// activation ("none", "relu", "sigmoid", "tanh", "leaky_relu" with activation_alpha, "gelu",
+// "gelu_tanh"). From
+//   Gemm(x, W, C) with transA 0 and W a parameter;
+//   MatMul(x, W) with W a 2-D parameter, then, if its only reader, Add of a parameter or
+//   constant bias of W's output width;
+// then, if the result's only reader, Relu, Sigmoid, Tanh, LeakyRelu or Gelu (after fuse_gelu).
+// Conv(x, W, B) with W a parameter, and an activation after it, likewise becomes Conv2d (the
+// Conv's attributes, plus activation). x may have any rank: Dense acts on its last axis.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "compiler/passes/editor.h"
+#include "compiler/passes/passes.h"
+
+namespace wafersim::compiler::passes {
+namespace {
+
+bool is_param(const ir::Graph& g, int t) { return t >= 0 && g.tensors[static_cast<size_t>(t)].kind == ir::TensorKind::kParameter; }
+
+int sole_reader(const ir::Graph& g, int t) {
+  const auto& c = g.tensors[static_cast<size_t>(t)].consumers;
+  return c.size() == 1 && only_use(g, t, c[0]) ? c[0] : -1;
+}
+
+OnnxAttr str_attr(const std::string& s) {
+  OnnxAttr a;
+  a.kind = OnnxAttr::kString;
+  a.s = s;
+  return a;
+}
+
+// The activation op `op` as a Dense/Conv2d attribute, or "" if it is none of them.
+std::string activation_of(const ir::Op& o) {
+  if (!o.domain.empty() || o.inputs.size() != 1) return "";
+  if (o.kind == "Relu") return "relu";
+  if (o.kind == "Sigmoid") return "sigmoid";
+  if (o.kind == "Tanh") return "tanh";
+  if (o.kind == "LeakyRelu") return "leaky_relu";
+  if (o.kind == "Gelu") {
+    const OnnxAttr* a = o.attr("approximate");
+    return a && a->s == "tanh" ? "gelu_tanh" : "gelu";
+  }
+  return "";
+}
+
+}  // namespace
+
+int fuse_dense(ir::Graph& g) {
+  Editor e(g);
+  int n = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const ir::Op& o = g.ops[i];
+    if (!o.domain.empty() || e.removed(static_cast<int>(i)) || o.outputs.size() != 1 || o.outputs[0] < 0) continue;
+    ir::Op f;
+    std::vector<int> group = {static_cast<int>(i)};
+    if (o.kind == "Gemm") {
+      const OnnxAttr* ta = o.attr("transA");
+      if ((ta && ta->i != 0) || o.inputs.size() < 2 || !is_param(g, o.inputs[1])) continue;
+      f.kind = "Dense";
+      f.inputs = {o.inputs[0], o.inputs[1], o.inputs.size() > 2 ? o.inputs[2] : -1};
+      f.attrs = o.attrs;
+      f.attrs.erase("transA");
+      if (!f.attrs.count("transB")) {
+        OnnxAttr tb;
+        tb.kind = OnnxAttr::kInt;
+        f.attrs["transB"] = tb;
+      }
+    } else if (o.kind == "MatMul") {
+      if (o.inputs.size() != 2 || !is_param(g, o.inputs[1]) || g.tensors[static_cast<size_t>(o.inputs[1])].shape.size() != 2) continue;
+      f.kind = "Dense";
+      f.inputs = {o.inputs[0], o.inputs[1], -1};
+      OnnxAttr tb;
+      tb.kind = OnnxAttr::kInt;
+      f.attrs["transB"] = tb;
+      const int y = o.outputs[0];
+      const int64_t width = g.tensors[static_cast<size_t>(o.inputs[1])].shape[1];
+      if (const int add = sole_reader(g, y); add >= 0 && g.ops[static_cast<size_t>(add)].kind == "Add") {
+        const int b = other_input(g.ops[static_cast<size_t>(add)], y);
+        const ir::Tensor* bt = b >= 0 ? &g.tensors[static_cast<size_t>(b)] : nullptr;
+        if (bt && is_param_or_const(g, b) && bt->data && bt->data->numel() == width && bt->shape.size() <= 2 && !bt->shape.empty() &&
+            bt->shape.back() == width) {
+          f.inputs[2] = b;
+          group.push_back(add);
+        }
+      }
+    } else if (o.kind == "Conv") {
+      if (o.inputs.size() < 2 || !is_param(g, o.inputs[1])) continue;
+      f.kind = "Conv2d";
+      f.inputs = o.inputs;
+      f.inputs.resize(3, -1);
+      f.attrs = o.attrs;
+    } else {
+      continue;
+    }
+    int y = g.ops[static_cast<size_t>(group.back())].outputs[0];
+    std::string act = "none";
+    if (const int a = sole_reader(g, y); a >= 0 && !activation_of(g.ops[static_cast<size_t>(a)]).empty()) {
+      const ir::Op& ao = g.ops[static_cast<size_t>(a)];
+      act = activation_of(ao);
+      if (act == "leaky_relu") {
+        OnnxAttr al;
+        al.kind = OnnxAttr::kFloat;
+        const OnnxAttr* given = ao.attr("alpha");
+        al.f = given ? given->f : 0.01f;
+        f.attrs["activation_alpha"] = al;
+      }
+      group.push_back(a);
+      y = ao.outputs[0];
+    }
+    f.attrs["activation"] = str_attr(act);
+    f.outputs = {y};
+    for (int op : group) {
+      const auto& src = g.ops[static_cast<size_t>(op)].sources;
+      f.sources.insert(f.sources.end(), src.begin(), src.end());
+    }
+    const int last = *std::max_element(group.begin(), group.end());
+    for (int op : group) {
+      if (op != last) e.remove(op);
+    }
+    g.ops[static_cast<size_t>(last)] = std::move(f);
+    ++n;
+  }
+  if (n) e.finish();
+  return n;
+}
+
+}  // namespace wafersim::compiler::passes
