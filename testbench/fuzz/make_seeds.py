@@ -110,6 +110,13 @@ def onnx_seeds(wafersim, tmp):
         subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/make_model.py"), "--out", out] + args,
                        check=True, stdout=subprocess.DEVNULL)
         put("fuzz_onnx", name, open(out, "rb").read())
+    # Graphs beyond a dense chain as torch exports them (the graph IR's passes: folding, fusion).
+    graphs = os.path.join(tmp, "graphs")
+    for models, opset in [("norm_gelu,gelu_tanh,cnn,residual", "11"), ("encoder", "13"), ("norm_gelu", "17")]:
+        paths = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/export_graph_models.py"), "--out", graphs,
+                                "--models", models, "--opsets", opset], check=True, capture_output=True, text=True).stdout.split()
+        for path in paths:
+            put("fuzz_onnx", "graph-" + os.path.basename(path), open(path, "rb").read())
 
     def put_model(name, m):
         put("fuzz_onnx", name, m.SerializeToString())
