@@ -144,6 +144,7 @@ const char* tensor_kind_name(TensorKind k) {
     case TensorKind::kInput: return "input";
     case TensorKind::kParameter: return "parameter";
     case TensorKind::kConstant: return "constant";
+    case TensorKind::kState: return "state";
     default: return "value";
   }
 }
@@ -155,14 +156,15 @@ std::string Graph::summary() const {
   std::stable_sort(byc.begin(), byc.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string s = std::to_string(ops.size()) + " op" + (ops.size() == 1 ? "" : "s") + " (";
   for (size_t i = 0; i < byc.size(); ++i) s += (i ? ", " : "") + std::to_string(byc[i].second) + " " + byc[i].first;
-  int n[4] = {0, 0, 0, 0}, unknown = 0;
+  int n[5] = {0, 0, 0, 0, 0}, unknown = 0;
   for (const Tensor& t : tensors) {
     ++n[static_cast<int>(t.kind)];
     unknown += t.kind == TensorKind::kValue && !t.shape_known;
   }
   s += "), " + std::to_string(tensors.size()) + " tensors (" + std::to_string(n[0]) + " input" + (n[0] == 1 ? "" : "s") + ", " +
        std::to_string(n[1]) + " parameter" + (n[1] == 1 ? "" : "s") + ", " + std::to_string(n[2]) + " constant" +
-       (n[2] == 1 ? "" : "s") + ", " + std::to_string(n[3]) + " value" + (n[3] == 1 ? "" : "s") + ")";
+       (n[2] == 1 ? "" : "s") + ", " + std::to_string(n[3]) + " value" + (n[3] == 1 ? "" : "s") +
+       (n[4] ? ", " + std::to_string(n[4]) + " state" + (n[4] == 1 ? "" : "s") : std::string()) + ")";
   if (unknown) s += "; " + std::to_string(unknown) + " value shape" + (unknown == 1 ? "" : "s") + " known only after constant folding";
   return s;
 }
@@ -647,6 +649,9 @@ void verify(const Graph& g) {
   if (g.by_name.size() != g.tensors.size()) throw fail("tensors and their names differ in number");
   std::vector<int> made(static_cast<size_t>(T), 0);
   for (int i : g.inputs) made[static_cast<size_t>(i)] = 1;
+  for (int t = 0; t < T; ++t) {
+    if (g.tensors[static_cast<size_t>(t)].kind == TensorKind::kState) made[static_cast<size_t>(t)] = 1;
+  }
   for (int t = 0; t < T; ++t) {
     const Tensor& x = g.tensors[static_cast<size_t>(t)];
     if (x.kind == TensorKind::kParameter || x.kind == TensorKind::kConstant) {

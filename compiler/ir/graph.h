@@ -22,9 +22,9 @@
 namespace wafersim::compiler::ir {
 
 // What a tensor is to training: a graph input (data or labels), a trained parameter (a float
-// initializer), a constant (any other initializer or a Constant node's value), or an op's
-// result.
-enum class TensorKind { kInput, kParameter, kConstant, kValue };
+// initializer), a constant (any other initializer or a Constant node's value), an op's result,
+// or optimizer state that lives from step to step (a parameter's momentum, added by autodiff).
+enum class TensorKind { kInput, kParameter, kConstant, kValue, kState };
 const char* tensor_kind_name(TensorKind k);
 
 struct Tensor {

@@ -61,7 +61,7 @@ void Editor::finish() {
   std::vector<bool> keep(T, false);
   for (size_t t = 0; t < T; ++t) {
     const ir::TensorKind k = g.tensors[t].kind;
-    keep[t] = k == ir::TensorKind::kInput || k == ir::TensorKind::kParameter;
+    keep[t] = k == ir::TensorKind::kInput || k == ir::TensorKind::kParameter || k == ir::TensorKind::kState;
   }
   for (const ir::Op& o : g.ops) {
     for (int t : o.inputs) {
@@ -89,6 +89,11 @@ void Editor::finish() {
   }
   for (int& t : g.inputs) map(t);
   for (int& t : g.outputs) map(t);
+  reindex(g);
+  m_dead.assign(g.ops.size(), false);
+}
+
+void reindex(ir::Graph& g) {
   g.by_name.clear();
   for (size_t t = 0; t < g.tensors.size(); ++t) {
     ir::Tensor& x = g.tensors[t];
@@ -107,7 +112,6 @@ void Editor::finish() {
       if (t >= 0) g.tensors[static_cast<size_t>(t)].producer = op;
     }
   }
-  m_dead.assign(g.ops.size(), false);
 }
 
 int producer(const ir::Graph& g, int t) { return t < 0 ? -1 : g.tensors[static_cast<size_t>(t)].producer; }

@@ -34,6 +34,10 @@ class Editor {
   std::vector<bool> m_dead;
 };
 
+// Producers, consumers and names rebuilt from the ops, dropping nothing (for a graph built op by
+// op, such as autodiff's).
+void reindex(ir::Graph& g);
+
 // Pattern helpers over the IR.
 int producer(const ir::Graph& g, int t);                       // the op producing t, or -1
 bool only_use(const ir::Graph& g, int t, int op);              // t is read by op alone (and is no graph output)

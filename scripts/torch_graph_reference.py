@@ -1,0 +1,64 @@
+#!/usr/bin/python3
+"""Trains a model of scripts/export_graph_models.py with PyTorch (SGD with momentum, softmax
+cross-entropy with mean reduction) for a few minibatches of seeded random data, and writes the
+exported ONNX model beside a JSON file of the data, the per-sample losses of every step and the
+parameters after the last step, under the module's parameter names. The graph compiler's host
+reference is held to these (testbench/system/graph_reference_test.cc).
+
+    /usr/bin/python3 scripts/torch_graph_reference.py --model residual --opset 13 --out DIR
+        [--steps 3] [--batch 4] [--lr 0.05] [--momentum 0.9]
+
+Writes DIR/MODEL_opOPSET.onnx and DIR/MODEL_opOPSET.json."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import export_graph_models as egm  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, choices=sorted(egm.MODELS))
+    ap.add_argument("--opset", type=int, default=13)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    a = ap.parse_args()
+    subprocess.run([sys.executable, os.path.join(HERE, "export_graph_models.py"), "--out", a.out, "--models", a.model,
+                    "--opsets", str(a.opset)], check=True, stdout=subprocess.DEVNULL)
+    cls, shape = egm.MODELS[a.model]
+    torch.manual_seed(7)  # the exported model's weights (export_graph_models.py)
+    model = cls()
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    g = torch.Generator().manual_seed(11)
+    sample = shape[1:]
+    steps = []
+    for _ in range(a.steps):
+        x = torch.randn((a.batch,) + tuple(sample), generator=g)
+        with torch.no_grad():
+            classes = model(x[:1]).shape[-1]
+        labels = torch.randint(0, classes, (a.batch,), generator=g)
+        opt.zero_grad()
+        logits = model(x)
+        per = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+        per.mean().backward()
+        opt.step()
+        steps.append({"x": x.flatten().tolist(), "labels": labels.tolist(), "losses": per.detach().tolist()})
+    params = {n: p.detach().flatten().tolist() for n, p in model.named_parameters()}
+    out = os.path.join(a.out, f"{a.model}_op{a.opset}.json")
+    with open(out + ".tmp", "w") as f:
+        json.dump({"lr": a.lr, "momentum": a.momentum, "batch": a.batch, "steps": steps, "params": params}, f)
+    os.replace(out + ".tmp", out)
+
+
+if __name__ == "__main__":
+    main()
