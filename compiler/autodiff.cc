@@ -60,7 +60,7 @@ OnnxAttr str_attr(const std::string& s) {
   return a;
 }
 
-std::string src(const ir::Op& o) { return o.sources.empty() ? o.kind : o.sources.back(); }
+std::string src(const ir::Op& o) { return o.sources.empty() ? o.kind : o.sources.front(); }
 
 }  // namespace
 
@@ -136,8 +136,13 @@ TrainGraph autodiff(const ir::Graph& forward) {
     if (o.kind == "Dense") {
       const OnnxAttr* act = o.attr("activation");
       const std::string a = act ? act->s : "none";
-      if (const OnnxAttr* al = o.attr("alpha"); al && al->f != 1) { missing["Dense (alpha != 1)"].push_back(src(o)); continue; }
-      if (const OnnxAttr* be = o.attr("beta"); be && be->f != 1 && o.inputs[2] >= 0) { missing["Dense (beta != 1)"].push_back(src(o)); continue; }
+      const OnnxAttr* al = o.attr("alpha");
+      const OnnxAttr* be = o.attr("beta");
+      if ((al && al->f != 1) || (be && be->f != 1 && o.inputs[2] >= 0)) {
+        missing["Dense with Gemm's alpha or beta other than 1"].push_back(src(o));
+        if (wants(o.inputs[0])) give(o.inputs[0], dy);
+        continue;
+      }
       int dz = dy;
       if (a != "none") {
         std::map<std::string, OnnxAttr> at = {{"activation", *act}};
@@ -197,6 +202,10 @@ TrainGraph autodiff(const ir::Graph& forward) {
       continue;
     }
     missing[o.kind].push_back(src(o));
+    // Go on above it (with a stand-in gradient) so that every op without a rule is named.
+    for (int x : o.inputs) {
+      if (wants(x)) give(x, dy);
+    }
   }
   if (!missing.empty()) {
     std::string msg = g.path + ": autodiff: no gradient rule yet for";

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "compiler/ir/graph.h"
+#include "compiler/autodiff.h"
 #include "compiler/passes/passes.h"
 
 namespace wafersim::compiler {
@@ -37,6 +38,15 @@ KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
     const ir::Graph rewritten = passes::run_passes(ir, &log);
     g.ir_rewritten = rewritten.summary();
     for (const std::string& l : log) g.ir_passes += (g.ir_passes.empty() ? "" : ", ") + l;
+    // Autodiff (step 3): the training graph, or what it lacks (not an error: today's kernels
+    // decide what trains).
+    try {
+      g.ir_training = autodiff(rewritten).g.summary();
+    } catch (const CompileError& e) {
+      const std::string what = e.what();
+      const size_t at = what.find("autodiff: ");
+      g.ir_training = at == std::string::npos ? what : what.substr(at);
+    }
   } catch (const CompileError&) {
     require_supported(g);
     throw;
