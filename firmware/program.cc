@@ -1,7 +1,11 @@
 #include "firmware/program.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <cstdlib>
+#include <tuple>
+#include <unordered_set>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,7 +25,10 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kFormat = "wafersim-program/1";
+// Written: /2 (rows of numbers for placements, routes, data and outputs, built without a JSON
+// document in memory); read: /1 and /2.
+constexpr const char* kFormat = "wafersim-program/2";
+constexpr const char* kFormat1 = "wafersim-program/1";
 
 std::string at(int x, int y) { return "(" + std::to_string(x) + ", " + std::to_string(y) + ")"; }
 
@@ -253,51 +260,146 @@ json route_json(const RouteSpec& r) {
 
 }  // namespace
 
+namespace {
+
+// The PEs of one kind (one image, one route) as runs: [x, y, n] covers n PEs eastward from
+// (x, y) when n > 0, -n southward when n < 0. East runs first, over the PEs sorted by row; the
+// PEs left alone then go into south runs.
+std::vector<std::array<int, 3>> pe_runs(std::vector<std::pair<int, int>> pes) {
+  std::vector<std::array<int, 3>> runs;
+  std::sort(pes.begin(), pes.end(), [](const auto& a, const auto& b) { return a.second != b.second ? a.second < b.second : a.first < b.first; });
+  std::vector<std::pair<int, int>> single;
+  for (size_t i = 0; i < pes.size();) {
+    size_t j = i + 1;
+    while (j < pes.size() && pes[j].second == pes[i].second && pes[j].first == pes[j - 1].first + 1) ++j;
+    if (j - i == 1) single.push_back(pes[i]);
+    else runs.push_back({pes[i].first, pes[i].second, static_cast<int>(j - i)});
+    i = j;
+  }
+  std::sort(single.begin(), single.end());
+  for (size_t i = 0; i < single.size();) {
+    size_t j = i + 1;
+    while (j < single.size() && single[j].first == single[i].first && single[j].second == single[j - 1].second + 1) ++j;
+    runs.push_back({single[i].first, single[i].second, j - i == 1 ? 1 : -static_cast<int>(j - i)});
+    i = j;
+  }
+  return runs;
+}
+
+// A JSON string (the library's escaping; bytes that are not UTF-8 replaced, as before).
+std::string jstr(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
+// The program is written as text directly, row by row (format /2): a 50 M-parameter model has
+// millions of data patches, routes and outputs, and a JSON document of them took ten times the
+// memory of the compile itself. Placements and single-position routes are written as runs of
+// PEs (pe_runs); data and output rows keep the order of their lists (the loader applies them in
+// it); a data patch of zeros stores no bytes.
 void save_program(const FabricProgram& prog, const std::string& dir) {
   fs::create_directories(fs::path(dir) / "images");
-  json j;
-  j["format"] = kFormat;
-  j["name"] = prog.name;
-  j["fabric"] = {{"min_width", prog.min_width}, {"min_height", prog.min_height}};
-  json images = json::array();
-  for (const ProgramImage& im : prog.images) {
+  std::string t;
+  t.reserve(64 * (prog.placements.size() + prog.routes.size() + prog.data.size() + prog.outputs.size()) / 2 + 4096);
+  auto num = [&](long long v) { t += std::to_string(v); };
+  t += "{\n \"format\": \"";
+  t += kFormat;
+  t += "\",\n \"name\": " + jstr(prog.name) + ",\n \"fabric\": {\"min_width\": " + std::to_string(prog.min_width) +
+       ", \"min_height\": " + std::to_string(prog.min_height) + "},\n \"images\": [";
+  for (size_t i = 0; i < prog.images.size(); ++i) {
+    const ProgramImage& im = prog.images[i];
+    t += i ? ",\n  " : "\n  ";
     if (!im.source.empty()) {
       const std::string rel = "images/" + im.name + ".s";
       write_file_atomic((fs::path(dir) / rel).string(), im.source);
-      images.push_back({{"name", im.name}, {"source", rel}});
+      t += "{\"name\": " + jstr(im.name) + ", \"source\": " + jstr(rel) + "}";
     } else {
       const std::string rel = "images/" + im.name + ".wsimg";
       save_image_file(im.image, (fs::path(dir) / rel).string());
-      images.push_back({{"name", im.name}, {"binary", rel}});
+      t += "{\"name\": " + jstr(im.name) + ", \"binary\": " + jstr(rel) + "}";
     }
   }
-  j["images"] = images;
-  json placements = json::array();
-  for (const Placement& p : prog.placements) {
-    placements.push_back({{"at", xy(p.x, p.y)}, {"image", prog.images[static_cast<size_t>(p.image)].name}});
+  // [x, y, n, image] and [x, y, n, color, rx, tx]: runs of PEs (pe_runs) with the same image,
+  // the same single-position route. A PE has one image; a PE's route for a color is its last
+  // one, so routes are grouped only when no (PE, color) is given twice (else a row per route,
+  // in order).
+  t += "],\n \"placement_rows\": [";
+  {
+    std::map<int, std::vector<std::pair<int, int>>> by;
+    for (const Placement& p : prog.placements) by[p.image].push_back({p.x, p.y});
+    bool first_row = true;
+    for (const auto& [image, pes] : by) {
+      for (const auto& r : pe_runs(pes)) {
+        t += first_row ? "\n[" : ",\n[";
+        first_row = false;
+        num(r[0]), t += ",", num(r[1]), t += ",", num(r[2]), t += ",", num(image), t += "]";
+      }
+    }
   }
-  j["placements"] = placements;
-  json routes = json::array();
-  for (const RouteSpec& r : prog.routes) routes.push_back(route_json(r));
-  j["routes"] = routes;
+  t += "],\n \"route_rows\": [";
+  {
+    std::unordered_set<uint64_t> seen;
+    bool twice = false;
+    for (const RouteSpec& r : prog.routes) {
+      twice = twice || !seen.insert((static_cast<uint64_t>(r.x) << 40) | (static_cast<uint64_t>(r.y) << 16) | static_cast<uint64_t>(r.color)).second;
+    }
+    std::map<std::tuple<int, uint8_t, uint8_t>, std::vector<std::pair<int, int>>> by;
+    bool first_row = true;
+    auto put = [&](int x, int y, int n, int color, uint8_t rx, uint8_t tx) {
+      t += first_row ? "\n[" : ",\n[";
+      first_row = false;
+      num(x), t += ",", num(y), t += ",", num(n), t += ",", num(color);
+      t += ",\"" + port_set_name(rx) + "\",\"" + port_set_name(tx) + "\"]";
+    };
+    for (const RouteSpec& r : prog.routes) {
+      if (r.route.npos != 1) continue;
+      if (twice) put(r.x, r.y, 1, r.color, r.route.pos[0].rx, r.route.pos[0].tx);
+      else by[{r.color, r.route.pos[0].rx, r.route.pos[0].tx}].push_back({r.x, r.y});
+    }
+    for (const auto& [key, pes] : by) {
+      for (const auto& r : pe_runs(pes)) put(r[0], r[1], r[2], std::get<0>(key), std::get<1>(key), std::get<2>(key));
+    }
+  }
+  t += "],\n \"routes\": [";
+  bool first = true;
+  for (const RouteSpec& r : prog.routes) {
+    if (r.route.npos == 1) continue;
+    t += first ? "\n  " : ",\n  ";
+    first = false;
+    t += route_json(r).dump();
+  }
+  // Data: [x, y, symbol, offset, bytes, file_offset] rows (file_offset -1: zeros, no bytes
+  // stored) while every patch names a symbol; a program with an address patch keeps the objects
+  // (the two lists would lose their relative order).
   std::string blob;
-  json data = json::array();
-  for (const DataPatch& d : prog.data) {
-    json e = {{"at", xy(d.x, d.y)}, {"file", "data.bin"}, {"file_offset", blob.size()}, {"bytes", d.bytes.size()}};
-    if (!d.symbol.empty()) e["symbol"] = d.symbol;
-    e[d.symbol.empty() ? "address" : "offset"] = d.offset;
-    blob.append(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size());
-    data.push_back(e);
+  const bool rows = std::all_of(prog.data.begin(), prog.data.end(), [](const DataPatch& d) { return !d.symbol.empty(); });
+  t += "],\n \"";
+  t += rows ? "data_rows" : "data";
+  t += "\": [";
+  for (size_t i = 0; i < prog.data.size(); ++i) {
+    const DataPatch& d = prog.data[i];
+    const bool zero = std::all_of(d.bytes.begin(), d.bytes.end(), [](uint8_t b) { return b == 0; });
+    t += i ? ",\n" : "\n";
+    if (rows) {
+      t += "[", num(d.x), t += ",", num(d.y), t += "," + jstr(d.symbol) + ",", num(d.offset), t += ",";
+      num(static_cast<long long>(d.bytes.size())), t += ",", num(zero ? -1 : static_cast<long long>(blob.size())), t += "]";
+    } else {
+      json e = {{"at", xy(d.x, d.y)}, {"file", "data.bin"}, {"file_offset", blob.size()}, {"bytes", d.bytes.size()}};
+      if (!d.symbol.empty()) e["symbol"] = d.symbol;
+      e[d.symbol.empty() ? "address" : "offset"] = d.offset;
+      t += e.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    if (!rows || !zero) blob.append(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size());
   }
-  j["data"] = data;
-  json outputs = json::array();
-  for (const OutputSpec& o : prog.outputs) {
-    outputs.push_back({{"name", o.name}, {"at", xy(o.x, o.y)}, {"symbol", o.symbol}, {"offset", o.offset},
-                       {"count", o.count}});
+  // [name, x, y, symbol, offset, count], in order (consecutive names form one vector).
+  t += "],\n \"output_rows\": [";
+  for (size_t i = 0; i < prog.outputs.size(); ++i) {
+    const OutputSpec& o = prog.outputs[i];
+    t += i ? ",\n[" : "\n[";
+    t += jstr(o.name) + ",", num(o.x), t += ",", num(o.y), t += "," + jstr(o.symbol) + ",", num(o.offset), t += ",", num(o.count), t += "]";
   }
-  j["outputs"] = outputs;
+  t += "]\n}\n";
   write_file_atomic((fs::path(dir) / "data.bin").string(), blob);
-  write_file_atomic((fs::path(dir) / "program.json").string(), j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  write_file_atomic((fs::path(dir) / "program.json").string(), t);
 }
 
 namespace {
@@ -392,8 +494,30 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number no double holds
     rd.fail("", std::string("not valid JSON (") + e.what() + ")");
   }
-  rd.only(j, "", {"format", "name", "fabric", "images", "placements", "routes", "data", "outputs"});
-  if (rd.str(j, "", "format") != kFormat) rd.fail("", std::string("'format' must be \"") + kFormat + "\"");
+  rd.only(j, "", {"format", "name", "fabric", "images", "placements", "routes", "data", "outputs", "placement_rows", "route_rows",
+                  "data_rows", "output_rows"});
+  const std::string format = rd.str(j, "", "format");
+  if (format != kFormat && format != kFormat1) rd.fail("", std::string("'format' must be \"") + kFormat + "\" (or \"" + kFormat1 + "\")");
+  if (format == kFormat1) {
+    for (const char* k : {"placement_rows", "route_rows", "data_rows", "output_rows"}) {
+      if (j.contains(k)) rd.fail("", std::string("'") + k + "' needs format \"" + kFormat + "\"");
+    }
+  }
+  // A row of a /2 list: an array of exactly `n` elements.
+  auto row = [&](const json& e, const std::string& w, size_t n) {
+    if (!e.is_array() || e.size() != n) rd.fail(w, "must be a list of " + std::to_string(n) + " elements");
+  };
+  auto row_int = [&](const json& e, const std::string& w, size_t i, int64_t lo, int64_t hi, const char* what) {
+    if (!e[i].is_number_integer() || e[i].get<int64_t>() < lo || e[i].get<int64_t>() > hi) {
+      rd.fail(w, std::string(what) + " (element " + std::to_string(i) + ") must be an integer in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "]");
+    }
+    return e[i].get<int64_t>();
+  };
+  auto row_str = [&](const json& e, const std::string& w, size_t i, const char* what) {
+    if (!e[i].is_string()) rd.fail(w, std::string(what) + " (element " + std::to_string(i) + ") must be a string");
+    return e[i].get<std::string>();
+  };
   FabricProgram p;
   if (j.contains("name")) p.name = rd.str(j, "", "name");
   if (j.contains("fabric")) {
@@ -436,6 +560,31 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
     const int im = p.find_image(name);
     if (im < 0) rd.fail(w, "unknown image '" + name + "'");
     p.place(x, y, im);
+  }
+  n = 0;
+  for (const json& e : list("placement_rows")) {
+    const std::string w = "placement_rows[" + std::to_string(n++) + "]";
+    row(e, w, 4);
+    const int64_t x = row_int(e, w, 0, 0, 100000, "x"), y = row_int(e, w, 1, 0, 100000, "y");
+    const int64_t count = row_int(e, w, 2, -100000, 100000, "n");
+    if (count == 0) rd.fail(w, "n (element 2) must not be 0");
+    const int64_t im = row_int(e, w, 3, 0, static_cast<int64_t>(p.images.size()) - 1, "image");
+    for (int64_t k = 0; k < std::abs(count); ++k) {
+      p.place(static_cast<int>(count > 0 ? x + k : x), static_cast<int>(count > 0 ? y : y + k), static_cast<int>(im));
+    }
+  }
+  n = 0;
+  for (const json& e : list("route_rows")) {
+    const std::string w = "route_rows[" + std::to_string(n++) + "]";
+    row(e, w, 6);
+    const int64_t x = row_int(e, w, 0, 0, 100000, "x"), y = row_int(e, w, 1, 0, 100000, "y");
+    const int64_t count = row_int(e, w, 2, -100000, 100000, "n");
+    if (count == 0) rd.fail(w, "n (element 2) must not be 0");
+    const int color = static_cast<int>(row_int(e, w, 3, 0, target.colors - 1, "color"));
+    const json ports = {{"rx", e[4]}, {"tx", e[5]}};
+    if (!e[4].is_string() || !e[5].is_string()) rd.fail(w, "rx and tx (elements 4 and 5) must be strings");
+    const ColorRoute r = ColorRoute::simple(rd.ports(ports, w, "rx"), rd.ports(ports, w, "tx"));
+    for (int64_t k = 0; k < std::abs(count); ++k) p.route(static_cast<int>(count > 0 ? x + k : x), static_cast<int>(count > 0 ? y : y + k), color, r);
   }
   n = 0;
   for (const json& e : list("routes")) {
@@ -518,12 +667,48 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
     p.data.push_back(std::move(d));
   }
   n = 0;
+  for (const json& e : list("data_rows")) {
+    const std::string w = "data_rows[" + std::to_string(n++) + "]";
+    row(e, w, 6);
+    DataPatch d;
+    d.x = static_cast<int>(row_int(e, w, 0, 0, 100000, "x"));
+    d.y = static_cast<int>(row_int(e, w, 1, 0, 100000, "y"));
+    d.symbol = row_str(e, w, 2, "symbol");
+    d.offset = static_cast<uint32_t>(row_int(e, w, 3, 0, UINT32_MAX, "offset"));
+    const auto len = static_cast<uint64_t>(row_int(e, w, 4, 0, UINT32_MAX, "bytes"));
+    const int64_t off = row_int(e, w, 5, -1, INT64_MAX, "file_offset");
+    if (off < 0) {
+      d.bytes.assign(len, 0);
+    } else {
+      if (!have_blob) {
+        blob = read_text(dir / "data.bin", "data file");
+        have_blob = true;
+      }
+      if (static_cast<uint64_t>(off) > blob.size() || len > blob.size() - static_cast<uint64_t>(off)) {
+        rd.fail(w, std::to_string(len) + " bytes at offset " + std::to_string(off) + " are past the end of 'data.bin' (" +
+                       std::to_string(blob.size()) + " bytes)");
+      }
+      d.bytes.assign(blob.begin() + static_cast<std::ptrdiff_t>(off), blob.begin() + static_cast<std::ptrdiff_t>(off + static_cast<int64_t>(len)));
+    }
+    p.data.push_back(std::move(d));
+  }
+  n = 0;
   for (const json& e : list("outputs")) {
     const std::string w = "outputs[" + std::to_string(n++) + "]";
     rd.only(e, w, {"name", "at", "symbol", "offset", "count"});
     const auto [x, y] = rd.pos(e, w);
     p.output(rd.str(e, w, "name"), x, y, rd.str(e, w, "symbol"), static_cast<uint32_t>(rd.count(e, w, "count", 0, UINT32_MAX)),
              static_cast<uint32_t>(rd.count(e, w, "offset", 0, UINT32_MAX)));
+  }
+  n = 0;
+  for (const json& e : list("output_rows")) {
+    const std::string w = "output_rows[" + std::to_string(n++) + "]";
+    row(e, w, 6);
+    const std::string name = row_str(e, w, 0, "name");
+    const int x = static_cast<int>(row_int(e, w, 1, 0, 100000, "x")), y = static_cast<int>(row_int(e, w, 2, 0, 100000, "y"));
+    const std::string sym = row_str(e, w, 3, "symbol");
+    const auto off = static_cast<uint32_t>(row_int(e, w, 4, 0, UINT32_MAX, "offset"));
+    p.output(name, x, y, sym, static_cast<uint32_t>(row_int(e, w, 5, 0, UINT32_MAX, "count")), off);
   }
   return p;
 }

@@ -461,7 +461,7 @@ TEST(BadInput, ProgramIntegersOutOfRangeAreErrorsNotWrapped) {
   const fs::path d = scratch();
   ASSERT_EQ(wafersim({"kernel", "gemv", "--kernel.w", "2", "--kernel.h", "2", "--kernel.m", "32", "--kernel.n", "32", "-o", (d / "prog").string()}).rc, kOk);
   const nlohmann::json j = nlohmann::json::parse(slurp(d / "prog" / "program.json"));
-  ASSERT_FALSE(j["outputs"].empty());
+  ASSERT_FALSE(j["output_rows"].empty());  // [name, x, y, symbol, offset, count] (docs/program.md)
   struct Case {
     std::string name;
     std::function<void(nlohmann::json&)> change;
@@ -469,8 +469,8 @@ TEST(BadInput, ProgramIntegersOutOfRangeAreErrorsNotWrapped) {
   };
   const std::vector<Case> cases = {
       {"min_width_2^63", [](nlohmann::json& k) { k["fabric"]["min_width"] = uint64_t{1} << 63; }, "'min_width' must be an integer in [0, 4096]"},
-      {"output_count_2^32", [](nlohmann::json& k) { k["outputs"][0]["count"] = uint64_t{1} << 32; }, "'count' must be an integer in [0, 4294967295]"},
-      {"output_offset_2^63", [](nlohmann::json& k) { k["outputs"][0]["offset"] = uint64_t{1} << 63; }, "'offset' must be an integer in [0, 4294967295]"},
+      {"output_count_2^32", [](nlohmann::json& k) { k["output_rows"][0][5] = uint64_t{1} << 32; }, "output_rows[0]: count (element 5) must be an integer in [0, 4294967295]"},
+      {"output_offset_2^63", [](nlohmann::json& k) { k["output_rows"][0][4] = uint64_t{1} << 63; }, "output_rows[0]: offset (element 4) must be an integer in [0, 4294967295]"},
   };
   for (const Case& c : cases) {
     nlohmann::json k = j;

@@ -1,8 +1,12 @@
 // The fabric-program loader and its directory form: what it accepts and every bad input it
 // must reject with a message naming the place.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -140,6 +144,92 @@ TEST_F(ProgramFile, RoundTripsThroughTheDirectoryForm) {
   ASSERT_EQ(p.data.size(), 1u);
   EXPECT_EQ(p.data[0].bytes, q.data[0].bytes);
   EXPECT_EQ(p.min_width, 3);
+}
+
+// Format /2 (docs/program.md): placements and routes as runs of PEs east and south, data and
+// outputs as rows in order, zero patches without bytes. A program of every shape reads back as
+// the same placements and routes (as sets: a PE has one image, a (PE, color) one route) and the
+// same data and outputs in the same order; with a route given twice, the rows keep the order so
+// that the last still wins; with an address patch, the data stay objects.
+TEST_F(ProgramFile, CompactRowsReadBackAsTheSameProgram) {
+  auto key_routes = [](const FabricProgram& p) {
+    std::map<std::tuple<int, int, int>, std::string> m;
+    for (const RouteSpec& r : p.routes) {
+      std::string v = std::to_string(r.route.npos) + (r.route.hold ? "h" : "");
+      for (int i = 0; i < r.route.npos; ++i) v += ":" + std::to_string(r.route.pos[i].rx) + "/" + std::to_string(r.route.pos[i].tx);
+      m[{r.x, r.y, r.color}] = v;  // the last one wins, as on the fabric
+    }
+    return m;
+  };
+  auto key_places = [](const FabricProgram& p) {
+    std::set<std::tuple<int, int, int>> s;
+    for (const Placement& q : p.placements) s.insert({q.x, q.y, q.image});
+    return s;
+  };
+  for (const bool twice : {false, true}) {
+    for (const bool address : {false, true}) {
+      FabricProgram q;
+      const AsmTarget t;
+      const int h = q.add_image("h", kHalt, t), s2 = q.add_image("s", kSend, t);
+      for (int y = 0; y < 6; ++y) {
+        for (int x = 0; x < 7; ++x) {
+          if ((x + 2 * y) % 5 == 0) continue;  // holes: runs of every length, east and south
+          q.place(x, y, (x * y) % 3 == 0 ? h : s2);
+          q.route(x, y, 1, W, E | R);
+          if (x == 3) q.route(x, y, 2, N, S);
+          q.set_f32(x, y, "buf", {static_cast<float>(x), static_cast<float>(y), 0, 1});
+          q.set_f32(x, y, "buf", {0, 0});  // zeros: no bytes stored
+          q.output("o" + std::to_string(y), x, y, "buf", 2, 1);
+        }
+      }
+      ColorRoute sw;
+      sw.npos = 2;
+      sw.pos[0] = {W, E};
+      sw.pos[1] = {W, R};
+      q.route(1, 1, 3, sw);
+      if (twice) q.route(2, 2, 1, N, S);  // a second route for (2, 2) color 1: it wins
+      if (address) q.set_data(0, 1, "", {1, 2, 3, 4}, 4096);
+      std::filesystem::remove_all(dir);
+      save_program(q, dir);
+      std::ifstream f(dir + "/program.json");
+      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      EXPECT_NE(text.find("\"wafersim-program/2\""), std::string::npos);
+      EXPECT_NE(text.find("\"placement_rows\""), std::string::npos);
+      EXPECT_EQ(text.find("\"data_rows\"") == std::string::npos, address) << "address patches keep the object form";
+      const FabricProgram p = load_program_file(dir, t);
+      EXPECT_EQ(key_places(p), key_places(q));
+      EXPECT_EQ(key_routes(p), key_routes(q));
+      ASSERT_EQ(p.data.size(), q.data.size());
+      for (size_t i = 0; i < p.data.size(); ++i) {
+        EXPECT_EQ(p.data[i].x, q.data[i].x);
+        EXPECT_EQ(p.data[i].y, q.data[i].y);
+        EXPECT_EQ(p.data[i].symbol, q.data[i].symbol);
+        EXPECT_EQ(p.data[i].offset, q.data[i].offset);
+        EXPECT_EQ(p.data[i].bytes, q.data[i].bytes) << i;
+      }
+      ASSERT_EQ(p.outputs.size(), q.outputs.size());
+      for (size_t i = 0; i < p.outputs.size(); ++i) {
+        EXPECT_EQ(std::tie(p.outputs[i].name, p.outputs[i].x, p.outputs[i].y, p.outputs[i].symbol, p.outputs[i].offset, p.outputs[i].count),
+                  std::tie(q.outputs[i].name, q.outputs[i].x, q.outputs[i].y, q.outputs[i].symbol, q.outputs[i].offset, q.outputs[i].count));
+      }
+      if (!twice) {  // 34 placements and 41 routes in runs: fewer than half a line each
+        const size_t a = text.find("\"placement_rows\""), b = text.find("\"routes\"");
+        ASSERT_LT(a, b);
+        EXPECT_LT(std::count(text.begin() + static_cast<long>(a), text.begin() + static_cast<long>(b), '\n'), 37);
+      }
+    }
+  }
+  // Bad rows are named.
+  write("program.json", R"({"format": "wafersim-program/2", "images": [{"name": "h", "source": "images/h.s"}],
+    "placement_rows": [[0, 0, 0, 0]]})");
+  EXPECT_NE(error().find("placement_rows[0]: n (element 2) must not be 0"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/2", "images": [{"name": "h", "source": "images/h.s"}],
+    "placement_rows": [[0, 0, 1, 0]], "data_rows": [[0, 0, "buf", 0, 16, 99999999]]})");
+  EXPECT_NE(error().find("data_rows[0]: 16 bytes at offset 99999999 are past the end of 'data.bin'"), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/1", "route_rows": []})");
+  EXPECT_NE(error().find("'route_rows' needs format \"wafersim-program/2\""), std::string::npos) << error();
+  write("program.json", R"({"format": "wafersim-program/2", "output_rows": [["y", 0, 0, "buf", 0]]})");
+  EXPECT_NE(error().find("output_rows[0]: must be a list of 6 elements"), std::string::npos) << error();
 }
 
 TEST_F(ProgramFile, HandWrittenJsonWithValuesAndSwitchPositions) {
