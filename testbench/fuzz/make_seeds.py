@@ -390,12 +390,15 @@ def kernel_seeds(wafersim, tmp):
             with open(os.path.join(pdir, im["source"]), "w") as f:
                 f.write(src)
             put("fuzz_asm", f"{new}.s", src)
-        for p in prog["placements"]:
+        for p in prog.get("placements", []):  # format 1; format 2's placement_rows name images by index
             p["image"] = rename[p["image"]]
         data = open(os.path.join(out, "data.bin"), "rb").read()
-        for d in prog["data"]:
+        for d in prog.get("data", []):
             if d.get("file") == "data.bin":
                 d["file_offset"] += len(blob)
+        for d in prog.get("data_rows", []):  # [x, y, symbol, offset, bytes, file_offset]; -1: zeros
+            if d[5] >= 0:
+                d[5] += len(blob)
         blob += data
         put("fuzz_program", f"kernel-{tag}.json", json.dumps(prog, indent=1) + "\n")
     for name, src in [("send", SEND), ("recv", RECV)]:
