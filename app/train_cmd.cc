@@ -158,6 +158,7 @@ int compile_command(const std::vector<std::string>& args, std::ostream& out, std
     if (c.validate_only) {
       out << "graph IR: " << g.ir_summary << "; checked\n";
       out << "graph IR after passes: " << g.ir_rewritten << (g.ir_passes.empty() ? "" : " (" + g.ir_passes + ")") << "; checked\n";
+      if (!g.ir_fused.empty()) out << "recognised: " << g.ir_fused << "\n";
       out << "training graph: " << g.ir_training << "\n";
     }
     if (!g.unsupported.empty()) require_supported(g);

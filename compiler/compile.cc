@@ -38,6 +38,19 @@ KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
     const ir::Graph rewritten = passes::run_passes(ir, &log);
     g.ir_rewritten = rewritten.summary();
     for (const std::string& l : log) g.ir_passes += (g.ir_passes.empty() ? "" : ", ") + l;
+    // The patterns the passes recognised: each fused kind, how many, from how many nodes.
+    std::map<std::string, std::pair<int, size_t>> fused;
+    std::vector<std::string> order;
+    for (const ir::Op& o : rewritten.ops) {
+      if (o.kind != "Dense" && o.kind != "LayerNorm" && o.kind != "Gelu" && o.kind != "Conv2d") continue;
+      if (!fused.count(o.kind)) order.push_back(o.kind);
+      ++fused[o.kind].first;
+      fused[o.kind].second += o.sources.size();
+    }
+    for (const std::string& k : order) {
+      g.ir_fused += (g.ir_fused.empty() ? "" : ", ") + std::to_string(fused[k].first) + " " + k + " (from " +
+                    std::to_string(fused[k].second) + " node" + (fused[k].second == 1 ? "" : "s") + ")";
+    }
     // Autodiff (step 3): the training graph, or what it lacks (not an error: today's kernels
     // decide what trains).
     try {

@@ -122,6 +122,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     f.value = n.outputs.empty() ? "" : n.outputs[0];
     f.known = false;
   };
+  // A node after an unsupported one is not blamed for it: the chain goes on through it unchecked.
+  auto follow = [&](const OnnxNode& n) { f.value = n.outputs[0]; };
   auto uses_flow = [&](const OnnxNode& n) { return !n.inputs.empty() && n.inputs[0] == f.value; };
   const OnnxNode* softmax_node = nullptr;  // a Softmax/LogSoftmax, absorbed only after the last layer
   size_t softmax_layers = 0;
@@ -174,7 +176,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       continue;
     }
     if (op == "Gemm" || op == "MatMul") {
-      if (!f.known) { unsupported(n, "follows an unsupported node"); continue; }
+      if (!f.known) { follow(n); continue; }
       if (f.pending_matmul) { unsupported(n, "a MatMul needs its bias Add before the next layer"); continue; }
       DenseKernel d;
       d.name = n.name;
@@ -242,7 +244,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       continue;
     }
     if (op == "Add") {
-      if (!f.known) { unsupported(n, "follows an unsupported node"); continue; }
+      if (!f.known) { follow(n); continue; }
       if (!f.pending_matmul) { unsupported(n, "an Add is supported only as the bias of a MatMul"); continue; }
       const OnnxTensor* b = n.inputs.size() > 1 ? float_init(m, n.inputs[1], n) : nullptr;
       DenseKernel& d = g.layers.back();
@@ -258,7 +260,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       continue;
     }
     if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
-      if (!f.known) { unsupported(n, "follows an unsupported node"); continue; }
+      if (!f.known) { follow(n); continue; }
       if (f.dense < 0 || f.activated) { unsupported(n, "an activation must directly follow a dense layer"); continue; }
       DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
       d.act = op == "Relu" ? Activation::kRelu : op == "Sigmoid" ? Activation::kSigmoid : Activation::kTanh;

@@ -43,6 +43,7 @@ struct KernelGraph {
   std::string ir_summary;                // the graph IR it was checked against (compile.cc)
   std::string ir_rewritten;              // the same after the rewrite passes (compiler/passes/)
   std::string ir_passes;                 // what each pass did ("fuse_dense: 3, dead_code: 1")
+  std::string ir_fused;                  // the patterns recognised ("2 Dense (from 4 nodes), 1 LayerNorm (from 9 nodes)")
   std::string ir_training;               // autodiff's training graph, or "autodiff: no gradient rule yet for ..." 
 
   int classes() const { return layers.empty() ? 0 : layers.back().out; }
