@@ -218,6 +218,13 @@ std::vector<OutputValues> read_outputs(const Fabric& fabric, const FabricProgram
     }
     const auto* core = dynamic_cast<const PeCore*>(fabric.agent(o.x, o.y));
     if (!core) throw ConfigError("output '" + o.name + "': PE " + at(o.x, o.y) + " has no core");
+    // A binary image's symbol table is not bounded by the image's bytes: what an output reads
+    // must lie in the core's SRAM.
+    const uint64_t first = s.addr + uint64_t{o.offset} * s.elem_bytes, bytes = uint64_t{count} * s.elem_bytes;
+    if (first + bytes > core->sram_bytes()) {
+      throw ConfigError("output '" + o.name + "' at PE " + at(o.x, o.y) + " reads " + std::to_string(bytes) + " bytes of symbol '" + o.symbol +
+                        "' at address " + std::to_string(first) + ", past the core's " + std::to_string(core->sram_bytes()) + " bytes of SRAM");
+    }
     if (res.empty() || res.back().name != o.name) res.push_back({o.name, {}});
     std::vector<uint8_t> raw(size_t{count} * s.elem_bytes);
     core->read_bytes(s.addr + o.offset * s.elem_bytes, raw.data(), static_cast<uint32_t>(raw.size()));
