@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
+#include "compiler/ops/op_class.h"
 #include "compiler/passes/editor.h"
 
 namespace wafersim::compiler {
@@ -52,13 +54,6 @@ class Builder {
  private:
   ir::Graph& m_g;
 };
-
-OnnxAttr str_attr(const std::string& s) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kString;
-  a.s = s;
-  return a;
-}
 
 std::string src(const ir::Op& o) { return o.sources.empty() ? o.kind : o.sources.front(); }
 
@@ -124,87 +119,60 @@ TrainGraph autodiff(const ir::Graph& forward) {
     return sum;
   };
   std::map<std::string, std::vector<std::string>> missing;  // op kind -> nodes without a rule
+  // The context each op class's gradient rule works through (compiler/ops/op_class.h).
+  class Context : public ops::GradContext {
+   public:
+    Context(ir::Graph& g, Builder& b, const std::vector<bool>& needs, std::map<int, std::vector<std::pair<int, int>>>& contrib,
+            std::map<int, std::vector<ParamGrad>>& pgrad, std::map<std::string, std::vector<std::string>>& missing)
+        : m_g(g), m_b(b), m_needs(needs), m_contrib(contrib), m_pgrad(pgrad), m_missing(missing) {}
+    void at(int op, int dy, const std::string& source, const std::string& node) {
+      m_op = op;
+      m_dy = dy;
+      m_source = source;
+      m_node = node;
+    }
+    const ir::Graph& graph() const override { return m_g; }
+    int dy() const override { return m_dy; }
+    bool wants(int t) const override {
+      return t >= 0 && m_needs[static_cast<size_t>(t)] && m_g.tensors[static_cast<size_t>(t)].kind == ir::TensorKind::kValue;
+    }
+    bool is_param(int t) const override { return t >= 0 && m_g.tensors[static_cast<size_t>(t)].kind == ir::TensorKind::kParameter; }
+    std::vector<int64_t> shape(int t) const override { return m_b.shape(t); }
+    int emit(const std::string& kind, std::vector<int> inputs, const std::vector<int64_t>& shape, ops::Attrs attrs) override {
+      return m_b.op1(kind, std::move(inputs), shape, ir::Role::kBackward, m_source, std::move(attrs));
+    }
+    void give(int t, int grad) override { m_contrib[t].push_back({m_op, grad}); }
+    void param_grad(int p, const std::string& kind, std::vector<int> inputs, ops::Attrs attrs) override {
+      m_pgrad[p].push_back({m_op, kind, std::move(inputs), std::move(attrs)});
+    }
+    void no_rule(const std::string& what) override { m_missing[what].push_back(m_node); }
+
+   private:
+    ir::Graph& m_g;
+    Builder& m_b;
+    const std::vector<bool>& m_needs;
+    std::map<int, std::vector<std::pair<int, int>>>& m_contrib;
+    std::map<int, std::vector<ParamGrad>>& m_pgrad;
+    std::map<std::string, std::vector<std::string>>& m_missing;
+    int m_op = -1, m_dy = -1;
+    std::string m_source, m_node;
+  };
+  Context ctx(g, b, needs, contrib, pgrad, missing);
   for (int i = t.forward_ops - 1; i >= 0; --i) {
     const ir::Op o = g.ops[static_cast<size_t>(i)];  // a copy: ops grows below
     const int y = o.outputs.empty() ? -1 : o.outputs[0];
     if (y < 0 || !contrib.count(y)) continue;  // nothing of the loss flows through it
     const int dy = grad_of(y, src(o));
-    const std::string s = src(o) + "/grad";
-    auto give = [&](int x, int dx) { contrib[x].push_back({i, dx}); };
-    auto wants = [&](int x) { return x >= 0 && needs[static_cast<size_t>(x)] && g.tensors[static_cast<size_t>(x)].kind == ir::TensorKind::kValue; };
-    auto is_param = [&](int x) { return x >= 0 && g.tensors[static_cast<size_t>(x)].kind == ir::TensorKind::kParameter; };
-    if (o.kind == "Dense") {
-      const OnnxAttr* act = o.attr("activation");
-      const std::string a = act ? act->s : "none";
-      const OnnxAttr* al = o.attr("alpha");
-      const OnnxAttr* be = o.attr("beta");
-      if ((al && al->f != 1) || (be && be->f != 1 && o.inputs[2] >= 0)) {
-        missing["Dense with Gemm's alpha or beta other than 1"].push_back(src(o));
-        if (wants(o.inputs[0])) give(o.inputs[0], dy);
-        continue;
+    ctx.at(i, dy, src(o) + "/grad", src(o));
+    const size_t before = missing.size() + std::accumulate(missing.begin(), missing.end(), size_t{0}, [](size_t n, const auto& m) { return n + m.second.size(); });
+    if (const ops::OpClass* c = o.domain.empty() ? ops::find(o.kind) : nullptr) c->gradient(o, ctx);
+    else ctx.no_rule(o.kind);
+    const size_t after = missing.size() + std::accumulate(missing.begin(), missing.end(), size_t{0}, [](size_t n, const auto& m) { return n + m.second.size(); });
+    if (after != before) {
+      // Go on above it (with a stand-in gradient) so that every op without a rule is named.
+      for (int x : o.inputs) {
+        if (ctx.wants(x)) ctx.give(x, dy);
       }
-      int dz = dy;
-      if (a != "none") {
-        std::map<std::string, OnnxAttr> at = {{"activation", *act}};
-        if (const OnnxAttr* al = o.attr("activation_alpha")) at["activation_alpha"] = *al;
-        dz = b.op1("ActivationGrad", {-1, y, dy}, b.shape(y), ir::Role::kBackward, s, at);
-      }
-      const int x = o.inputs[0], w = o.inputs[1], bias = o.inputs[2];
-      std::map<std::string, OnnxAttr> at;
-      for (const char* k : {"transB", "in_tiles", "out_tiles"}) {
-        if (const OnnxAttr* v = o.attr(k)) at[k] = *v;
-      }
-      if (wants(x)) give(x, b.op1("DenseGradInput", {dz, w}, b.shape(x), ir::Role::kBackward, s, at));
-      if (is_param(w)) pgrad[w].push_back({i, "DenseGradWeight", {dz, x}, at});
-      if (is_param(bias)) pgrad[bias].push_back({i, "DenseGradBias", {dz}, {}});
-      continue;
-    }
-    if (o.kind == "Add") {
-      for (int k = 0; k < 2; ++k) {
-        const int x = o.inputs[static_cast<size_t>(k)];
-        if (k == 1 && x == o.inputs[0]) {  // x + x
-          if (wants(x)) give(x, dy);
-          continue;
-        }
-        const bool same = b.shape(x) == b.shape(y);
-        if (wants(x)) give(x, same ? dy : b.op1("SumTo", {dy}, b.shape(x), ir::Role::kBackward, s));
-        if (is_param(x)) pgrad[x].push_back({i, "SumToGrad", {dy}, {}});
-      }
-      continue;
-    }
-    if (o.kind == "Relu" || o.kind == "Sigmoid" || o.kind == "Tanh" || o.kind == "LeakyRelu" || o.kind == "Gelu") {
-      std::string a = o.kind == "Relu" ? "relu" : o.kind == "Sigmoid" ? "sigmoid" : o.kind == "Tanh" ? "tanh" : o.kind == "LeakyRelu" ? "leaky_relu" : "gelu";
-      std::map<std::string, OnnxAttr> at;
-      if (o.kind == "Gelu") {
-        const OnnxAttr* ap = o.attr("approximate");
-        if (ap && ap->s == "tanh") a = "gelu_tanh";
-      }
-      if (o.kind == "LeakyRelu") {
-        OnnxAttr al;
-        al.kind = OnnxAttr::kFloat;
-        al.f = o.attr("alpha") ? o.attr("alpha")->f : 0.01f;
-        at["activation_alpha"] = al;
-      }
-      at["activation"] = str_attr(a);
-      if (wants(o.inputs[0])) give(o.inputs[0], b.op1("ActivationGrad", {o.inputs[0], y, dy}, b.shape(y), ir::Role::kBackward, s, at));
-      continue;
-    }
-    if (o.kind == "LayerNorm") {
-      const int x = o.inputs[0], scale = o.inputs[1], bias = o.inputs[2];
-      std::map<std::string, OnnxAttr> at = {{"axis", *o.attr("axis")}, {"epsilon", *o.attr("epsilon")}};
-      if (wants(x)) give(x, b.op1("LayerNormGrad", {x, scale, dy}, b.shape(x), ir::Role::kBackward, s, at));
-      if (is_param(scale)) pgrad[scale].push_back({i, "LayerNormGradScale", {x, dy}, at});
-      if (is_param(bias)) pgrad[bias].push_back({i, "LayerNormGradBias", {dy}, at});
-      continue;
-    }
-    if (o.kind == "Flatten" || o.kind == "Reshape" || o.kind == "Identity" || o.kind == "Dropout") {
-      if (wants(o.inputs[0])) give(o.inputs[0], b.op1("ReshapeAs", {dy}, b.shape(o.inputs[0]), ir::Role::kBackward, s));
-      continue;
-    }
-    missing[o.kind].push_back(src(o));
-    // Go on above it (with a stand-in gradient) so that every op without a rule is named.
-    for (int x : o.inputs) {
-      if (wants(x)) give(x, dy);
     }
   }
   if (!missing.empty()) {

@@ -1,6 +1,6 @@
 // The host reference of a training graph (docs/graph-compiler.md, step 3): it interprets the IR
 // op by op on whole minibatches in fp32, every op in a fixed order of operations (documented
-// per op in graph_reference.cc) that the wafer's kernels share, so that tests can hold a
+// with each op class in compiler/ops/) that the wafer's kernels share, so that tests can hold a
 // kernel's firmware to it bit for bit. On a dense chain whose Dense ops carry the tiles of a
 // layer-pipelined Plan (set_dense_tiles), it is today's Reference (compiler/reference.cc) bit
 // for bit; on other graphs (residual adds, LayerNorm, GELU, LeakyReLU) it agrees with PyTorch
