@@ -339,9 +339,13 @@ std::string emit_softmax_loss(kernels::PeAsm& a, int no, const std::string& dAcc
   return dLV;
 }
 
-void emit_act_bwd(kernels::PeAsm& a, Activation act, const std::string& dG, const std::string& dY, const std::string& dTmp,
+void emit_act_bwd(kernels::PeAsm& a, Activation act, float alpha, const std::string& dG, const std::string& dY, const std::string& dTmp,
                   const std::string& dOnes) {
   switch (act) {
+    case Activation::kLeakyRelu:  // t = (y > 0 ? g : 0); g = (g - t) alpha + t (reference.cc)
+      a << "vdrelu.fp32 " + dTmp + ", " + dY + ", " + dG << "vsub.fp32 " + dG + ", " + dG + ", " + dTmp
+        << "lif r13, " + kernels::f32_literal(alpha) << "vmuls.fp32 " + dG + ", " + dG + ", r13" << "vadd.fp32 " + dG + ", " + dG + ", " + dTmp;
+      break;
     case Activation::kRelu: a << "vdrelu.fp32 " + dG + ", " + dY + ", " + dG; break;
     case Activation::kSigmoid:
       a << "vsub.fp32 " + dTmp + ", " + dOnes + ", " + dY << "vmul.fp32 " + dTmp + ", " + dTmp + ", " + dY
@@ -355,9 +359,12 @@ void emit_act_bwd(kernels::PeAsm& a, Activation act, const std::string& dG, cons
   }
 }
 
-void emit_act_fwd(kernels::PeAsm& a, Activation act, const std::string& dY, const std::string& dPre, const std::string& dTmp,
+void emit_act_fwd(kernels::PeAsm& a, Activation act, float alpha, const std::string& dY, const std::string& dPre, const std::string& dTmp,
                   const std::string& dOnes) {
   switch (act) {
+    case Activation::kLeakyRelu:  // max(z, alpha z) (reference.cc)
+      a << "lif r13, " + kernels::f32_literal(alpha) << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vmax.fp32 " + dY + ", " + dPre + ", " + dTmp;
+      break;
     case Activation::kRelu: a << "vrelu.fp32 " + dY + ", " + dPre; break;
     case Activation::kSigmoid:
       a << "lif r13, -1.0" << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vexp.fp32 " + dTmp + ", " + dTmp
@@ -394,7 +401,7 @@ struct RootColors {
 // With replicas (`sum` set), `batch` is the copy's samples of a minibatch, `scale` the
 // minibatch's (the loss gradient's 1 / scale), and the bias gradients go to a buffer GB that
 // the update sums over the copies (emit_sum) before VB += GB.
-std::string root_source(int no, Activation act, bool last, const RootColors& c, int batch, int depth, int lookahead,
+std::string root_source(int no, Activation act, float alpha, bool last, const RootColors& c, int batch, int depth, int lookahead,
                         const TrainHyper& h, int scale, const SumSpec* sum) {
   PeAsm a;
   bind_sum_queues(a, sum);
@@ -514,14 +521,14 @@ std::string root_source(int no, Activation act, bool last, const RootColors& c, 
       a << "ysent:" << "beq r5, r7, ys_x" << arm_fwd << "ys_x:" << "exit";
     }
     a << "dxgot:";
-    emit_act_bwd(a, act, dG, dYb, dT, dOnes);
+    emit_act_bwd(a, act, alpha, dG, dYb, dT, dOnes);
     a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";
     a << "jmp gcommon";
   }
 
   a << "fwdgot:";
   if (!last) {
-    emit_act_fwd(a, act, dYf, dAcc, dT, dOnes);
+    emit_act_fwd(a, act, alpha, dYf, dAcc, dT, dOnes);
     a << "vmov.fp32 " + dYO + ", " + dYf + ", async=1, done=activate:2";
     a << "addi r3, r3, " + S(4LL * no) << "bne r3, r12, fw_nw" << "li r3, yring" << "fw_nw:" << "dbase " + dYf + ", r3";
     a << "addi r5, r5, 1" << "exit";
@@ -670,10 +677,11 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
         }
         const int no = lp.out_len(b);
         const Activation act = g.layers[static_cast<size_t>(l)].act;
+        const float alpha = g.layers[static_cast<size_t>(l)].act_alpha;
         SumSpec sp;
         if (R > 1) sp = sum_spec(lp.root_xy(b), rep);
         const int img = kernels::intern_image(prog, tag + "_root",
-                                              root_source(no, act, last, c, batch, plan.ring_depth, plan.lookahead(l), h,
+                                              root_source(no, act, alpha, last, c, batch, plan.ring_depth, plan.lookahead(l), h,
                                                           plan.batch, R > 1 ? &sp : nullptr),
                                               t);
         const auto [x, y] = plan.at(lp.root_xy(b), rep);

@@ -21,9 +21,9 @@ void emit_softmax_grad(kernels::PeAsm& a, int batch, const std::string& dG);
 // y = act(pre) (dY from dPre), and the derivative applied in place to the gradient dG given the
 // output dY, as every root computes them (the host reference matches: compiler/reference.cc).
 // dTmp is scratch and dOnes a vector of 1.0 of the same length (sigmoid and tanh only).
-void emit_act_fwd(kernels::PeAsm& a, Activation act, const std::string& dY, const std::string& dPre,
+void emit_act_fwd(kernels::PeAsm& a, Activation act, float alpha, const std::string& dY, const std::string& dPre,
                   const std::string& dTmp, const std::string& dOnes);
-void emit_act_bwd(kernels::PeAsm& a, Activation act, const std::string& dG, const std::string& dY,
+void emit_act_bwd(kernels::PeAsm& a, Activation act, float alpha, const std::string& dG, const std::string& dY,
                   const std::string& dTmp, const std::string& dOnes);
 
 }  // namespace wafersim::compiler

@@ -70,6 +70,7 @@ const char* activation_name(Activation a) {
     case Activation::kRelu: return "relu";
     case Activation::kSigmoid: return "sigmoid";
     case Activation::kTanh: return "tanh";
+    case Activation::kLeakyRelu: return "leaky_relu";
     default: return "none";
   }
 }
@@ -259,11 +260,19 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       f.value = n.outputs[0];
       continue;
     }
-    if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
+    if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "LeakyRelu") {
       if (!f.known) { follow(n); continue; }
       if (f.dense < 0 || f.activated) { unsupported(n, "an activation must directly follow a dense layer"); continue; }
+      float alpha = 0;
+      if (op == "LeakyRelu") {
+        const OnnxAttr* a = n.attr("alpha");
+        alpha = a && a->kind == OnnxAttr::kFloat ? a->f : 0.01f;
+        // The PEs take max(z, alpha z), which is LeakyRelu for a slope in [0, 1] only.
+        if (!(alpha >= 0 && alpha <= 1)) { unsupported(n, "alpha = " + num(alpha) + "; the kernels take a slope in [0, 1]"); continue; }
+      }
       DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
-      d.act = op == "Relu" ? Activation::kRelu : op == "Sigmoid" ? Activation::kSigmoid : Activation::kTanh;
+      d.act = op == "Relu" ? Activation::kRelu : op == "Sigmoid" ? Activation::kSigmoid : op == "Tanh" ? Activation::kTanh : Activation::kLeakyRelu;
+      d.act_alpha = alpha;
       d.act_node = n.name;
       g.notes.push_back(node_ref(n) + " fused into " + d.name);
       f.pending_matmul = false;

@@ -11,7 +11,7 @@
 
 namespace wafersim::compiler {
 
-enum class Activation { kNone, kRelu, kSigmoid, kTanh };
+enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu };
 const char* activation_name(Activation a);
 
 // One fused kernel: y = act(W x + b), with W stored here as out x in, row-major, in fp32.
@@ -22,6 +22,7 @@ struct DenseKernel {
   float alpha = 1, beta = 1;   // Gemm scales, folded into w and b (and unfolded on write-back)
   int in = 0, out = 0;
   Activation act = Activation::kNone;
+  float act_alpha = 0;      // LeakyRelu's slope below 0 (in [0, 1])
   std::string act_node;     // the fused activation's node name
   std::vector<float> w;     // out x in
   std::vector<float> b;     // out

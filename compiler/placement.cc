@@ -42,6 +42,7 @@ double act_cost(Activation a) {
   switch (a) {
     case Activation::kSigmoid: return 5;
     case Activation::kTanh: return 7;
+    case Activation::kLeakyRelu: return 2;
     default: return 1;
   }
 }

@@ -5,8 +5,9 @@
 
 namespace wafersim::compiler {
 
-float act_fwd(Activation a, float v) {
+float act_fwd(Activation a, float v, float alpha) {
   switch (a) {
+    case Activation::kLeakyRelu: return std::fmax(v, v * alpha);
     case Activation::kRelu: return (v > 0 || std::isnan(v)) ? v : 0.0f;
     case Activation::kSigmoid: {
       float t = v * -1.0f;
@@ -26,8 +27,14 @@ float act_fwd(Activation a, float v) {
   }
 }
 
-float act_bwd(Activation a, float y, float g) {
+float act_bwd(Activation a, float y, float g, float alpha) {
   switch (a) {
+    case Activation::kLeakyRelu: {
+      const float t = y > 0 ? g : 0.0f;
+      float u = g - t;
+      u = u * alpha;
+      return u + t;
+    }
     case Activation::kRelu: return y > 0 ? g : 0.0f;
     case Activation::kSigmoid: {
       float t = 1.0f - y;
@@ -92,7 +99,8 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
           sum = a == 0 ? p : sum + p;
         }
         const float pre = sum + B[static_cast<size_t>(o)];
-        y[static_cast<size_t>(o)] = last ? pre : act_fwd(m_g.layers[static_cast<size_t>(l.index)].act, pre);
+        const DenseKernel& dk = m_g.layers[static_cast<size_t>(l.index)];
+        y[static_cast<size_t>(o)] = last ? pre : act_fwd(dk.act, pre, dk.act_alpha);
       }
     }
     if (inputs) inputs->push_back(cur);
@@ -159,9 +167,10 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
       }
       if (li > 0) {
         const Activation act = m_g.layers[static_cast<size_t>(li) - 1].act;
+        const float alpha = m_g.layers[static_cast<size_t>(li) - 1].act_alpha;
         const auto& yprev = out[static_cast<size_t>(li) - 1];
         g.assign(dx.size(), 0.0f);
-        for (size_t k = 0; k < dx.size(); ++k) g[k] = act_bwd(act, yprev[k], dx[k]);
+        for (size_t k = 0; k < dx.size(); ++k) g[k] = act_bwd(act, yprev[k], dx[k], alpha);
       }
     }
   }

@@ -44,8 +44,10 @@ class Reference {
 };
 
 // An activation and its derivative (given the output y and the gradient g) as the PEs compute them.
-float act_fwd(Activation a, float v);
-float act_bwd(Activation a, float y, float g);
+// `alpha`: LeakyRelu's slope (max(v, alpha v) forward; backward t = (y > 0 ? g : 0), then
+// (g - t) alpha + t, as the PEs compute them).
+float act_fwd(Activation a, float v, float alpha = 0);
+float act_bwd(Activation a, float y, float g, float alpha = 0);
 
 // Softmax cross-entropy as the loss root computes it: returns the loss and writes the gradient
 // (p - onehot) * (1 / batch) into g.

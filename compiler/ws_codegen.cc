@@ -460,8 +460,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13" << "li r14, X" + S(l)
          << "dbase " + dAllY + ", r14";
       const Activation act = p.act[static_cast<size_t>(l) - 1];
-      if (needs_ones(act)) as << "dlen " + dTmp + ", r13" << "dlen " + dOnes + ", r13";
-      emit_act_bwd(as, act, dAll, dAllY, dTmp, dOnes);
+      if (needs_ones(act) || act == Activation::kLeakyRelu) as << "dlen " + dTmp + ", r13";
+      if (needs_ones(act)) as << "dlen " + dOnes + ", r13";
+      emit_act_bwd(as, act, p.act_alpha[static_cast<size_t>(l) - 1], dAll, dAllY, dTmp, dOnes);
       read_next();
       gather_above();
       // This row's slice in output order: feature k of every sample (stride: the slice length).
@@ -581,7 +582,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
        << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB;
     if (l + 1 < L) {
-      emit_act_fwd(as, p.act[static_cast<size_t>(l)], dY, dTm, dTmp, dOnes);
+      emit_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_alpha[static_cast<size_t>(l)], dY, dTm, dTmp, dOnes);
       as << "vmov.fp32 " + dRetO + ", " + dY;
     } else {
       as << "vmov.fp32 " + dZo + ", " + dTm << "daddb " + dZo + ", " + S(M4);

@@ -202,6 +202,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   for (const DenseKernel& d : g.layers) {
     p.width.push_back(d.out);
     p.act.push_back(d.act);
+    p.act_alpha.push_back(d.act_alpha);
   }
   if (o.columns < 0) throw CompileError("ws columns must be >= 0 (got " + S(o.columns) + ")");
   if (o.columns > 0) {

@@ -123,6 +123,7 @@ struct WsPlan {
   std::vector<std::vector<int>> off;
   std::vector<int> width;                   // features at each boundary, size layers + 1
   std::vector<Activation> act;              // per layer
+  std::vector<float> act_alpha;             // per layer: LeakyRelu's slope
   long row_bytes = 0, root_bytes = 0;       // SRAM need of a feature-row PE and of a root PE
   // The roots keep every layer's db and send each layer's west in one asynchronous send (where
   // SRAM holds them), else they send each output's db as it is summed (ws_codegen.cc).

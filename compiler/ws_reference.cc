@@ -31,7 +31,7 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
         sum = a == 0 ? part : sum + part;
       }
       const float pre = sum + b[static_cast<size_t>(l)][static_cast<size_t>(o)];
-      y[static_cast<size_t>(o)] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre) : pre;
+      y[static_cast<size_t>(o)] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_alpha[static_cast<size_t>(l)]) : pre;
     }
     acts.push_back(std::move(y));
   }
@@ -83,7 +83,7 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
           const float bo = b[static_cast<size_t>(l)][static_cast<size_t>(o)];
           for (size_t s = 0; s < kBlock; ++s) {
             const float pre = sum[s] + bo;
-            next[static_cast<size_t>(o) * kBlock + s] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre) : pre;
+            next[static_cast<size_t>(o) * kBlock + s] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_alpha[static_cast<size_t>(l)]) : pre;
           }
         }
         in.swap(next);
@@ -165,7 +165,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
         }
       }
       const auto& y = acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
-      for (int k = 0; k < ni; ++k) dx[static_cast<size_t>(k)] = act_bwd(p.act[static_cast<size_t>(l) - 1], y[static_cast<size_t>(k)], dx[static_cast<size_t>(k)]);
+      for (int k = 0; k < ni; ++k) dx[static_cast<size_t>(k)] = act_bwd(p.act[static_cast<size_t>(l) - 1], y[static_cast<size_t>(k)], dx[static_cast<size_t>(k)], p.act_alpha[static_cast<size_t>(l) - 1]);
       dy[static_cast<size_t>(s)] = std::move(dx);
     }
   }

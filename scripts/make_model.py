@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Builds a fully connected network with PyTorch and exports it to ONNX, the compiler's input.
 
-Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh] [--seed 1]
+Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu] [--seed 1]
                              [--opset 13] [--batch 1] [--loss none|graph]
                              [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
@@ -28,7 +28,8 @@ except ImportError as e:
     sys.exit(f"make_model.py: {e}: needs apt-get install python3-torch python3-onnx "
              "and /usr/bin/python3")
 
-ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
+# leaky_relu: slope 0.1 below zero (the kernels take any slope in [0, 1]; torch's default is 0.01).
+ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "leaky_relu": lambda: nn.LeakyReLU(0.1)}
 
 
 def widths(text):

@@ -59,6 +59,7 @@ SHAPES = [
     ("tanh_op17", [16, 10, 8, 4], "tanh", 17, 2, 0.2, 0.8),
     ("sigmoid_op11", [12, 6, 3], "sigmoid", 11, 3, 0.5, 0.9),
     ("relu_replicas4", [20, 12, 5], "relu", 13, 4, 0.1, 0.9),
+    ("leaky_op13", [20, 12, 8, 5], "leaky_relu", 13, 5, 0.1, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -77,6 +78,7 @@ SIM_SEED = 7
 WS_CASES = [
     ("ws_sgd_tanh", [20, 12, 5], "tanh", 13, 4, "sgd", 0.1, 0.9),
     ("ws_adam_relu", [16, 10, 8, 4], "relu", 17, 5, "adam", 0.01, 0.0),
+    ("ws_sgd_leaky", [20, 12, 8, 5], "leaky_relu", 13, 7, "sgd", 0.1, 0.9),
     # The grid layout: bands of rows on both edges fed through relays, rows with empty slices.
     ("ws_grid_sgd_sigmoid", [30, 9, 4], "sigmoid", 13, 6, "sgd", 0.1, 0.9, ["--ws.layout", "grid", "--ws.rows", "12"]),
 ]
@@ -189,6 +191,8 @@ def run_onnx(model, x):
             out = i[0] + i[1]
         elif n.op_type == "Relu":
             out = np.maximum(i[0], np.float32(0))
+        elif n.op_type == "LeakyRelu":
+            out = np.where(i[0] > 0, i[0], i[0] * np.float32(a.get("alpha", 0.01)))
         elif n.op_type == "Tanh":
             out = np.tanh(i[0])
         elif n.op_type == "Sigmoid":

@@ -1,5 +1,5 @@
-// Elementwise activations: Relu, Sigmoid, Tanh (as the PEs compute them: compiler/reference.cc),
-// LeakyRelu, Gelu (erf and tanh forms), standalone or fused into Dense (its `activation`), and
+// Elementwise activations: Relu, Sigmoid, Tanh, LeakyRelu (as the PEs compute them:
+// compiler/reference.cc; LeakyRelu as max(z, alpha z), a slope in [0, 1]), Gelu (erf and tanh forms), standalone or fused into Dense (its `activation`), and
 // ActivationGrad, their gradient from the pre-activation z, the output y and dy.
 #include <cmath>
 
@@ -16,7 +16,7 @@ float act_forward(const std::string& a, float z, float alpha) {
   if (a == "relu") return act_fwd(Activation::kRelu, z);
   if (a == "sigmoid") return act_fwd(Activation::kSigmoid, z);
   if (a == "tanh") return act_fwd(Activation::kTanh, z);
-  if (a == "leaky_relu") return z > 0 ? z : alpha * z;
+  if (a == "leaky_relu") return act_fwd(Activation::kLeakyRelu, z, alpha);
   if (a == "gelu") return 0.5f * z * (1.0f + std::erf(z * kSqrtHalf));
   if (a == "gelu_tanh") return 0.5f * z * (1.0f + std::tanh(kGeluC * (z + kGeluK * z * z * z)));
   return z;
@@ -26,7 +26,7 @@ float act_backward(const std::string& a, float z, float y, float g, float alpha)
   if (a == "relu") return act_bwd(Activation::kRelu, y, g);
   if (a == "sigmoid") return act_bwd(Activation::kSigmoid, y, g);
   if (a == "tanh") return act_bwd(Activation::kTanh, y, g);
-  if (a == "leaky_relu") return z > 0 ? g : alpha * g;
+  if (a == "leaky_relu") return act_bwd(Activation::kLeakyRelu, y, g, alpha);
   if (a == "gelu") {
     const float cdf = 0.5f * (1.0f + std::erf(z * kSqrtHalf));
     const float pdf = std::exp(-0.5f * z * z) * 0.39894228040143268f;

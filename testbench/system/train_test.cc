@@ -130,6 +130,11 @@ TEST(Training, SigmoidFourLayersOnGridsMatchesReference) {
   check_against_reference(MlpSpec{{40, 24, 16, 12, 5}, "Sigmoid", 5, 13}, 40, 5, 60, 2, "sigmoid4");
 }
 
+// LeakyRelu (slope 0.01, ONNX's default): max(z, alpha z) forward, (g - t) alpha + t backward.
+TEST(Training, LeakyReluOnGridsMatchesReference) {
+  check_against_reference(MlpSpec{{40, 24, 16, 12, 5}, "LeakyRelu", 5, 13}, 40, 5, 60, 2, "leaky4");
+}
+
 TEST(Training, WideGridsMatchReference) {
   check_against_reference(MlpSpec{{64, 48, 10}, "Relu", 9, 13}, 40, 8, 40, 2, "wide");
 }

@@ -325,6 +325,14 @@ TEST(WsTraining, SeveralSamplesPerColumnAndSigmoid) {
   check_ws(MlpSpec{{12, 7, 5, 3}, "Sigmoid", 5, 13}, 12, 20, 4, o, 3, "ws_m4");
 }
 
+TEST(WsTraining, LeakyReluMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  check_ws(MlpSpec{{12, 7, 5, 3}, "LeakyRelu", 5, 13}, 12, 20, 4, o, 3, "ws_leaky");
+}
+
 // One SystemC kernel per process: one configuration per test.
 void systems_tanh(int n) {
   WsOptions o;

@@ -37,7 +37,7 @@ std::vector<int> parts(int n, int p) {
 }
 
 TEST(GraphReference, DenseChainIsTheReferenceBitForBit) {
-  for (const char* act : {"Relu", "Sigmoid", "Tanh"}) {
+  for (const char* act : {"Relu", "Sigmoid", "Tanh", "LeakyRelu"}) {
     const std::string path = test_tmp_dir() + "/graph_ref_" + act + ".onnx";
     const std::vector<int> widths = {13, 9, 7, 4};
     write_mlp(path, MlpSpec{widths, act, 5, 13});
