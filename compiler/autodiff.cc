@@ -16,16 +16,7 @@ class Builder {
   explicit Builder(ir::Graph& g) : m_g(g) {}
 
   int tensor(const std::string& base, ir::TensorKind kind, const std::vector<int64_t>& shape) {
-    std::string name = base;
-    for (int k = 1; m_g.by_name.count(name); ++k) name = base + "_" + std::to_string(k);
-    ir::Tensor t;
-    t.name = name;
-    t.kind = kind;
-    t.elem_type = kOnnxFloat;
-    t.shape = shape;
-    t.shape_known = true;
-    m_g.tensors.push_back(std::move(t));
-    return m_g.by_name[name] = static_cast<int>(m_g.tensors.size()) - 1;
+    return passes::new_tensor(m_g, base, kind, shape);
   }
   // An op of `kind` whose outputs have the given shapes; returns the output tensors.
   std::vector<int> op(const std::string& kind, std::vector<int> inputs, const std::vector<std::vector<int64_t>>& shapes, ir::Role role,

@@ -7,13 +7,6 @@
 namespace wafersim::compiler {
 namespace {
 
-OnnxAttr ints_attr(const std::vector<int>& v) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kInts;
-  a.ints.assign(v.begin(), v.end());
-  return a;
-}
-
 using ops::numel;
 
 }  // namespace
@@ -23,8 +16,8 @@ void set_dense_tiles(ir::Graph& g, const Plan& plan) {
   for (ir::Op& o : g.ops) {
     if (o.kind != "Dense") continue;
     if (l >= plan.layers.size()) throw std::logic_error("set_dense_tiles: more Dense ops than the plan's layers");
-    o.attrs["in_tiles"] = ints_attr(plan.layers[l].in_off);
-    o.attrs["out_tiles"] = ints_attr(plan.layers[l].out_off);
+    o.attrs["in_tiles"] = ir::attr_ints({plan.layers[l].in_off.begin(), plan.layers[l].in_off.end()});
+    o.attrs["out_tiles"] = ir::attr_ints({plan.layers[l].out_off.begin(), plan.layers[l].out_off.end()});
     ++l;
   }
 }

@@ -568,30 +568,33 @@ FabricProgram load_program_file(const std::string& path, const AsmTarget& target
     if (im < 0) rd.fail(w, "unknown image '" + name + "'");
     p.place(x, y, im);
   }
+  // The PEs of a run [x, y, n, ...]: n eastward from (x, y) when n > 0, -n southward when n < 0.
+  auto run_pes = [&](const json& e, const std::string& w) {
+    const int64_t x = row_int(e, w, 0, 0, 100000, "x"), y = row_int(e, w, 1, 0, 100000, "y");
+    const int64_t count = row_int(e, w, 2, -100000, 100000, "n");
+    if (count == 0) rd.fail(w, "n (element 2) must not be 0");
+    std::vector<std::pair<int, int>> pes;
+    for (int64_t k = 0; k < std::abs(count); ++k) pes.emplace_back(static_cast<int>(count > 0 ? x + k : x), static_cast<int>(count > 0 ? y : y + k));
+    return pes;
+  };
   n = 0;
   for (const json& e : list("placement_rows")) {
     const std::string w = "placement_rows[" + std::to_string(n++) + "]";
     row(e, w, 4);
-    const int64_t x = row_int(e, w, 0, 0, 100000, "x"), y = row_int(e, w, 1, 0, 100000, "y");
-    const int64_t count = row_int(e, w, 2, -100000, 100000, "n");
-    if (count == 0) rd.fail(w, "n (element 2) must not be 0");
+    const auto pes = run_pes(e, w);
     const int64_t im = row_int(e, w, 3, 0, static_cast<int64_t>(p.images.size()) - 1, "image");
-    for (int64_t k = 0; k < std::abs(count); ++k) {
-      p.place(static_cast<int>(count > 0 ? x + k : x), static_cast<int>(count > 0 ? y : y + k), static_cast<int>(im));
-    }
+    for (const auto& [x, y] : pes) p.place(x, y, static_cast<int>(im));
   }
   n = 0;
   for (const json& e : list("route_rows")) {
     const std::string w = "route_rows[" + std::to_string(n++) + "]";
     row(e, w, 6);
-    const int64_t x = row_int(e, w, 0, 0, 100000, "x"), y = row_int(e, w, 1, 0, 100000, "y");
-    const int64_t count = row_int(e, w, 2, -100000, 100000, "n");
-    if (count == 0) rd.fail(w, "n (element 2) must not be 0");
+    const auto pes = run_pes(e, w);
     const int color = static_cast<int>(row_int(e, w, 3, 0, target.colors - 1, "color"));
     const json ports = {{"rx", e[4]}, {"tx", e[5]}};
     if (!e[4].is_string() || !e[5].is_string()) rd.fail(w, "rx and tx (elements 4 and 5) must be strings");
     const ColorRoute r = ColorRoute::simple(rd.ports(ports, w, "rx"), rd.ports(ports, w, "tx"));
-    for (int64_t k = 0; k < std::abs(count); ++k) p.route(static_cast<int>(count > 0 ? x + k : x), static_cast<int>(count > 0 ? y : y + k), color, r);
+    for (const auto& [x, y] : pes) p.route(x, y, color, r);
   }
   n = 0;
   for (const json& e : list("routes")) {

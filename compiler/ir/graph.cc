@@ -130,6 +130,34 @@ int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t d
 
 }  // namespace
 
+OnnxAttr attr_int(int64_t v) {
+  OnnxAttr a;
+  a.kind = OnnxAttr::kInt;
+  a.i = v;
+  return a;
+}
+
+OnnxAttr attr_float(float v) {
+  OnnxAttr a;
+  a.kind = OnnxAttr::kFloat;
+  a.f = v;
+  return a;
+}
+
+OnnxAttr attr_str(const std::string& s) {
+  OnnxAttr a;
+  a.kind = OnnxAttr::kString;
+  a.s = s;
+  return a;
+}
+
+OnnxAttr attr_ints(std::vector<int64_t> v) {
+  OnnxAttr a;
+  a.kind = OnnxAttr::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
 std::string shape_str(const std::vector<int64_t>& d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) {

@@ -102,6 +102,12 @@ void verify(const Graph& g);
 // known). A rule that finds the inputs inconsistent throws CompileError.
 bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>* shape);
 
+// Attribute values of the ops the passes and autodiff make.
+OnnxAttr attr_int(int64_t v);
+OnnxAttr attr_float(float v);
+OnnxAttr attr_str(const std::string& s);
+OnnxAttr attr_ints(std::vector<int64_t> v);
+
 // "[N, 6, 16]", "[6, 2N, 8]": a shape as messages and reports write it.
 std::string shape_str(const std::vector<int64_t>& d);
 

@@ -57,8 +57,8 @@ class Activations : public OpClass {
 
   void gradient(const ir::Op& o, GradContext& c) const override {
     if (o.kind == "ActivationGrad") return c.no_rule(o.kind);
-    Attrs at = {{"activation", str_attr(act_of(o))}};
-    if (o.kind == "LeakyRelu") at["activation_alpha"] = float_attr(attr_f(o, "alpha", 0.01f));
+    Attrs at = {{"activation", ir::attr_str(act_of(o))}};
+    if (o.kind == "LeakyRelu") at["activation_alpha"] = ir::attr_float(attr_f(o, "alpha", 0.01f));
     if (c.wants(o.inputs[0])) c.give(o.inputs[0], c.emit("ActivationGrad", {o.inputs[0], o.outputs[0], c.dy()}, c.shape(o.outputs[0]), at));
   }
 

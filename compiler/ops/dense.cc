@@ -40,7 +40,7 @@ class Dense : public OpClass {
     int dz = c.dy();
     const std::string act = attr_s(o, "activation", "none");
     if (act != "none") {
-      Attrs at = {{"activation", str_attr(act)}};
+      Attrs at = {{"activation", ir::attr_str(act)}};
       if (const OnnxAttr* a = o.attr("activation_alpha")) at["activation_alpha"] = *a;
       dz = c.emit("ActivationGrad", {-1, y, dz}, c.shape(y), at);
     }

@@ -64,8 +64,6 @@ std::vector<const OpClass*> all();
 int64_t numel(const std::vector<int64_t>& s);
 std::string attr_s(const ir::Op& o, const char* key, const char* dflt);
 float attr_f(const ir::Op& o, const char* key, float dflt);
-OnnxAttr str_attr(const std::string& s);
-OnnxAttr float_attr(float v);
 // y = act(z) and dz from (z, y, dy) for the activations of Dense and of the standalone ops.
 float act_forward(const std::string& act, float z, float alpha);
 float act_backward(const std::string& act, float z, float y, float g, float alpha);

@@ -70,18 +70,4 @@ float attr_f(const ir::Op& o, const char* key, float dflt) {
   return a && a->kind == OnnxAttr::kFloat ? a->f : dflt;
 }
 
-OnnxAttr str_attr(const std::string& s) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kString;
-  a.s = s;
-  return a;
-}
-
-OnnxAttr float_attr(float v) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kFloat;
-  a.f = v;
-  return a;
-}
-
 }  // namespace wafersim::compiler::ops

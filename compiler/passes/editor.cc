@@ -18,16 +18,20 @@ void Editor::rename_uses(int from, int to) {
 }
 
 int Editor::add_tensor(const std::string& base, ir::TensorKind kind, const std::vector<int64_t>& shape) {
+  return new_tensor(m_g, base, kind, shape);
+}
+
+int new_tensor(ir::Graph& g, const std::string& base, ir::TensorKind kind, const std::vector<int64_t>& shape) {
   std::string name = base;
-  for (int k = 1; m_g.by_name.count(name); ++k) name = base + "_" + std::to_string(k);
+  for (int k = 1; g.by_name.count(name); ++k) name = base + "_" + std::to_string(k);
   ir::Tensor t;
   t.name = name;
   t.kind = kind;
   t.elem_type = kOnnxFloat;
   t.shape = shape;
   t.shape_known = true;
-  m_g.tensors.push_back(std::move(t));
-  return m_g.by_name[name] = static_cast<int>(m_g.tensors.size()) - 1;
+  g.tensors.push_back(std::move(t));
+  return g.by_name[name] = static_cast<int>(g.tensors.size()) - 1;
 }
 
 void Editor::make_constant(int t, OnnxTensor value, std::vector<int64_t> batch_multiple) {
@@ -47,6 +51,17 @@ void Editor::make_constant(int t, OnnxTensor value, std::vector<int64_t> batch_m
   if (std::all_of(outs.begin(), outs.end(), [&](int o) { return o < 0 || m_g.tensors[static_cast<size_t>(o)].kind != ir::TensorKind::kValue; })) {
     remove(op);
   }
+}
+
+void Editor::fuse(std::vector<int> group, ir::Op fused) {
+  std::sort(group.begin(), group.end());
+  fused.sources.clear();
+  for (int op : group) {
+    const auto& src = m_g.ops[static_cast<size_t>(op)].sources;
+    fused.sources.insert(fused.sources.end(), src.begin(), src.end());
+    if (op != group.back()) remove(op);
+  }
+  m_g.ops[static_cast<size_t>(group.back())] = std::move(fused);
 }
 
 void Editor::finish() {

@@ -26,6 +26,9 @@ class Editor {
   // Op `op`'s output `t` becomes a constant of `value` (with its batch multiples); the op is removed
   // once every output is a constant.
   void make_constant(int t, OnnxTensor value, std::vector<int64_t> batch_multiple = {});
+  // The ops of `group` become `fused` (its sources: theirs, in op order), at the place of the
+  // last of them; the others are removed.
+  void fuse(std::vector<int> group, ir::Op fused);
   // Compacts the graph (see above).
   void finish();
 
@@ -33,6 +36,10 @@ class Editor {
   ir::Graph& m_g;
   std::vector<bool> m_dead;
 };
+
+// A new tensor in g named after `base` (made unique: base_1, base_2, ...), of the given kind and
+// shape (fp32, the shape known).
+int new_tensor(ir::Graph& g, const std::string& base, ir::TensorKind kind, const std::vector<int64_t>& shape);
 
 // Producers, consumers and names rebuilt from the ops, dropping nothing (for a graph built op by
 // op, such as autodiff's).

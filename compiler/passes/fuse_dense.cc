@@ -26,13 +26,6 @@ int sole_reader(const ir::Graph& g, int t) {
   return c.size() == 1 && only_use(g, t, c[0]) ? c[0] : -1;
 }
 
-OnnxAttr str_attr(const std::string& s) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kString;
-  a.s = s;
-  return a;
-}
-
 // The activation op `op` as a Dense/Conv2d attribute, or "" if it is none of them.
 std::string activation_of(const ir::Op& o) {
   if (!o.domain.empty() || o.inputs.size() != 1) return "";
@@ -65,17 +58,13 @@ int fuse_dense(ir::Graph& g) {
       f.attrs = o.attrs;
       f.attrs.erase("transA");
       if (!f.attrs.count("transB")) {
-        OnnxAttr tb;
-        tb.kind = OnnxAttr::kInt;
-        f.attrs["transB"] = tb;
+        f.attrs["transB"] = ir::attr_int(0);
       }
     } else if (o.kind == "MatMul") {
       if (o.inputs.size() != 2 || !is_param(g, o.inputs[1]) || g.tensors[static_cast<size_t>(o.inputs[1])].shape.size() != 2) continue;
       f.kind = "Dense";
       f.inputs = {o.inputs[0], o.inputs[1], -1};
-      OnnxAttr tb;
-      tb.kind = OnnxAttr::kInt;
-      f.attrs["transB"] = tb;
+      f.attrs["transB"] = ir::attr_int(0);
       const int y = o.outputs[0];
       const int64_t width = g.tensors[static_cast<size_t>(o.inputs[1])].shape[1];
       if (const int add = sole_reader(g, y); add >= 0 && g.ops[static_cast<size_t>(add)].kind == "Add") {
@@ -102,26 +91,15 @@ int fuse_dense(ir::Graph& g) {
       const ir::Op& ao = g.ops[static_cast<size_t>(a)];
       act = activation_of(ao);
       if (act == "leaky_relu") {
-        OnnxAttr al;
-        al.kind = OnnxAttr::kFloat;
         const OnnxAttr* given = ao.attr("alpha");
-        al.f = given ? given->f : 0.01f;
-        f.attrs["activation_alpha"] = al;
+        f.attrs["activation_alpha"] = ir::attr_float(given ? given->f : 0.01f);
       }
       group.push_back(a);
       y = ao.outputs[0];
     }
-    f.attrs["activation"] = str_attr(act);
+    f.attrs["activation"] = ir::attr_str(act);
     f.outputs = {y};
-    for (int op : group) {
-      const auto& src = g.ops[static_cast<size_t>(op)].sources;
-      f.sources.insert(f.sources.end(), src.begin(), src.end());
-    }
-    const int last = *std::max_element(group.begin(), group.end());
-    for (int op : group) {
-      if (op != last) e.remove(op);
-    }
-    g.ops[static_cast<size_t>(last)] = std::move(f);
+    e.fuse(group, std::move(f));
     ++n;
   }
   if (n) e.finish();

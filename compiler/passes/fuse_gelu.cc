@@ -127,19 +127,8 @@ int fuse_gelu(ir::Graph& g) {
     gelu.kind = "Gelu";
     gelu.inputs = {x};
     gelu.outputs = {y};
-    OnnxAttr approx;
-    approx.kind = OnnxAttr::kString;
-    approx.s = f.kind == "Erf" ? "none" : "tanh";
-    gelu.attrs["approximate"] = approx;
-    int last = group.front();
-    for (int op : group) last = std::max(last, op);
-    std::sort(group.begin(), group.end());
-    for (int op : group) {
-      const auto& src = g.ops[static_cast<size_t>(op)].sources;
-      gelu.sources.insert(gelu.sources.end(), src.begin(), src.end());
-      if (op != last) e.remove(op);
-    }
-    g.ops[static_cast<size_t>(last)] = std::move(gelu);
+    gelu.attrs["approximate"] = ir::attr_str(f.kind == "Erf" ? "none" : "tanh");
+    e.fuse(group, std::move(gelu));
     ++n;
   }
   if (n) e.finish();

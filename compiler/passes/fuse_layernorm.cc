@@ -42,20 +42,6 @@ bool trailing_mean(const ir::Graph& g, int op, int* first_axis) {
   return true;
 }
 
-OnnxAttr int_attr(int64_t v) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kInt;
-  a.i = v;
-  return a;
-}
-
-OnnxAttr float_attr(float v) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kFloat;
-  a.f = v;
-  return a;
-}
-
 // The single reader of t, if t has exactly one and is no graph output; else -1.
 int sole_reader(const ir::Graph& g, int t) {
   const auto& c = g.tensors[static_cast<size_t>(t)].consumers;
@@ -88,8 +74,8 @@ int fuse_layernorm(ir::Graph& g) {
       int64_t axis = ax ? ax->i : -1;
       if (axis >= 0 && x.shape_known) axis -= static_cast<int64_t>(x.shape.size());
       if (axis >= 0) continue;  // rank unknown: cannot say which axes
-      ln.attrs["axis"] = int_attr(axis);
-      ln.attrs["epsilon"] = float_attr(ep ? ep->f : 1e-5f);
+      ln.attrs["axis"] = ir::attr_int(axis);
+      ln.attrs["epsilon"] = ir::attr_float(ep ? ep->f : 1e-5f);
       ln.sources = o.sources;
       g.ops[i] = std::move(ln);
       ++n;
@@ -138,15 +124,9 @@ int fuse_layernorm(ir::Graph& g) {
     ln.kind = "LayerNorm";
     ln.inputs = {x, scale, bias};
     ln.outputs = {y};
-    ln.attrs["axis"] = int_attr(axis);
-    ln.attrs["epsilon"] = float_attr(static_cast<float>(eps));
-    std::sort(group.begin(), group.end());
-    for (int op : group) {
-      const auto& src = g.ops[static_cast<size_t>(op)].sources;
-      ln.sources.insert(ln.sources.end(), src.begin(), src.end());
-    }
-    for (size_t k = 0; k + 1 < group.size(); ++k) e.remove(group[k]);
-    g.ops[static_cast<size_t>(group.back())] = std::move(ln);
+    ln.attrs["axis"] = ir::attr_int(axis);
+    ln.attrs["epsilon"] = ir::attr_float(static_cast<float>(eps));
+    e.fuse(group, std::move(ln));
     ++n;
   }
   if (n) e.finish();

@@ -168,19 +168,8 @@ class Rule {
   std::vector<std::unique_ptr<compiler::OnnxTensor>> m_data;
 };
 
-OnnxAttr ints(std::vector<int64_t> v) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-OnnxAttr one(int64_t v) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kInt;
-  a.i = v;
-  return a;
-}
+OnnxAttr ints(std::vector<int64_t> v) { return ir::attr_ints(std::move(v)); }
+OnnxAttr one(int64_t v) { return ir::attr_int(v); }
 
 using Shape = std::vector<int64_t>;
 

@@ -25,24 +25,9 @@ using compiler::OnnxTensor;
 namespace ir = compiler::ir;
 namespace passes = compiler::passes;
 
-OnnxAttr I(int64_t v) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kInt;
-  a.i = v;
-  return a;
-}
-OnnxAttr Is(std::vector<int64_t> v) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-OnnxAttr F(float v) {
-  OnnxAttr a;
-  a.kind = OnnxAttr::kFloat;
-  a.f = v;
-  return a;
-}
+OnnxAttr I(int64_t v) { return ir::attr_int(v); }
+OnnxAttr Is(std::vector<int64_t> v) { return ir::attr_ints(std::move(v)); }
+OnnxAttr F(float v) { return ir::attr_float(v); }
 
 // A graph written op by op, as an importer would leave it.
 class Builder {
