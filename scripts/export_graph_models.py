@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Exports models beyond a chain of dense layers with torch.onnx.export (Debian's python3-torch):
-a residual MLP, an MLP with LayerNorm and GELU, one with GELU's tanh form, a LeakyReLU MLP, a small CNN and a
+a residual MLP, an MLP with LayerNorm and GELU, one with GELU's tanh form, a LeakyReLU MLP, a small CNN, one with LeakyReLU and AveragePool, and a
 TransformerEncoderLayer, each at the opsets given. The graph compiler's tests import them into
 the IR (docs/graph-compiler.md); today's kernels refuse them with the grouped message.
 
@@ -75,6 +75,18 @@ class SmallCnn(nn.Module):
         return self.fc(torch.flatten(h, 1))
 
 
+class CnnLeakyAvg(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.pool = nn.AvgPool2d(2)
+        self.fc = nn.Linear(4 * 6 * 6, 10)
+
+    def forward(self, x):
+        h = self.pool(nn.functional.leaky_relu(self.conv(x), 0.1))
+        return self.fc(torch.flatten(h, 1))
+
+
 class Encoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -91,6 +103,7 @@ MODELS = {
     "gelu_tanh": (GeluTanh, (2, 16)),
     "leaky": (Leaky, (2, 16)),
     "cnn": (SmallCnn, (2, 1, 12, 12)),
+    "cnn_leaky_avg": (CnnLeakyAvg, (2, 1, 12, 12)),
     "encoder": (Encoder, (2, 6, 16)),
 }
 

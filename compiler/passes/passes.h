@@ -15,7 +15,7 @@ namespace wafersim::compiler::passes {
 // Each returns the number of rewrites it made (folded ops and inferred shapes, fused groups,
 // removed ops).
 int fold_constants(ir::Graph& g);  // ops over constants (and Shape of known shapes) become constants; shapes re-inferred
-int simplify(ir::Graph& g);        // Identity, inference Dropout, same-type Cast, same-shape Reshape/Flatten: renames
+int simplify(ir::Graph& g);        // Identity, inference Dropout, same-type Cast, same-shape Reshape/Flatten, zero Pad: renames
 int fuse_layernorm(ir::Graph& g);  // LayerNormalization, or its decomposed form -> LayerNorm
 int fuse_gelu(ir::Graph& g);       // the Erf form and the tanh form -> Gelu (attribute `approximate`)
 int fuse_dense(ir::Graph& g);      // Gemm, MatMul + Add of parameters, Conv; + one activation -> Dense, Conv2d

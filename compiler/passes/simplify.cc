@@ -1,6 +1,6 @@
 // simplify: ops that change nothing become renames: Identity, Dropout as it runs in training on
 // the wafer (none: it is an identity, as kernel_graph.cc notes), a Cast to the type the value
-// has, a Reshape or Flatten to the shape the value has. Their readers read the input instead.
+// has, a Reshape or Flatten to the shape the value has, a Pad of zeros on every side. Their readers read the input instead.
 // An op whose output is a graph output stays (the output keeps its name). An Identity of a
 // parameter is how torch.onnx.export shares initializers that were equal at export (two zero
 // biases, say): each is its own parameter in training, so the output becomes a parameter of
@@ -31,6 +31,14 @@ int simplify(ir::Graph& g) {
       noop = to && x.elem_type != 0 && to->i == x.elem_type;
     } else if (o.kind == "Reshape" || o.kind == "Flatten") {
       noop = x.shape_known && y.shape_known && x.shape == y.shape;
+    } else if (o.kind == "Pad") {
+      // All pads 0 (torch writes one before an AvgPool2d), from the attribute (opset < 11) or a
+      // constant input.
+      std::vector<int64_t> pads;
+      if (const OnnxAttr* a = o.attr("pads"); a && a->kind == OnnxAttr::kInts) pads = a->ints;
+      else if (o.inputs.size() > 1 && o.inputs[1] >= 0 && g.tensors[static_cast<size_t>(o.inputs[1])].data && !g.tensors[static_cast<size_t>(o.inputs[1])].symbolic())
+        pads = g.tensors[static_cast<size_t>(o.inputs[1])].data->i64;
+      noop = !pads.empty() && std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
     }
     if (!noop) continue;
     if (std::find(g.outputs.begin(), g.outputs.end(), out) != g.outputs.end()) continue;

@@ -1,6 +1,6 @@
 // The graph compiler's host reference (compiler/graph_reference.h) against PyTorch: models
 // beyond a dense chain (a residual MLP, LayerNorm + GELU at opsets 13 and 17, GELU's tanh form,
-// LeakyReLU), exported and trained for three minibatches by scripts/torch_graph_reference.py
+// LeakyReLU, a CNN with Conv, MaxPool and GlobalAveragePool, one with LeakyReLU and AveragePool), exported and trained for three minibatches by scripts/torch_graph_reference.py
 // (SGD with momentum, mean cross-entropy); the same data through autodiff and the reference give
 // the same per-sample losses and parameters within fp32 rounding.
 #include <gtest/gtest.h>
@@ -63,7 +63,8 @@ TEST_P(GraphVsTorch, LossesAndParametersAgree) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GraphVsTorch,
                          ::testing::Values(std::make_pair("residual", 13), std::make_pair("norm_gelu", 13), std::make_pair("norm_gelu", 17),
-                                           std::make_pair("gelu_tanh", 13), std::make_pair("leaky", 11)),
+                                           std::make_pair("gelu_tanh", 13), std::make_pair("leaky", 11), std::make_pair("cnn", 13),
+                                           std::make_pair("cnn_leaky_avg", 17)),
                          [](const auto& info) { return std::string(info.param.first) + "_op" + std::to_string(info.param.second); });
 
 }  // namespace
