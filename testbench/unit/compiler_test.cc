@@ -168,7 +168,7 @@ TEST(Compiler, ValidateOnlyPrintsEachDenseKernelWithItsFusion) {
   EXPECT_FALSE(std::filesystem::exists(test_tmp_dir() + "/out")) << "validate-only writes nothing";
 }
 
-// Conv and LeakyRelu are not in the kernel library: both are listed in one run, grouped by op, by
+// Conv and Softplus are not in the kernel library: both are listed in one run, grouped by op, by
 // name; the nodes after the Conv that are supported (Flatten, the Gemms) are not blamed for
 // following it (issue 37).
 TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
@@ -178,7 +178,7 @@ TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
   g.node("Conv", "/conv/Conv", {"input", "conv.weight"}, "c");
   g.node("Flatten", "/flatten/Flatten", {"c"}, "flat");
   g.linear("fc1", "flat", "h", 4, 8);
-  g.node("LeakyRelu", "/act1/LeakyRelu", {"h"}, "a");
+  g.node("Softplus", "/act1/Softplus", {"h"}, "a");
   g.linear("fc2", "a", "logits", 8, 4);
   g.output("logits", 4);
   const CmdResult r = compile({g.save("conv"), "--validate-only"});
@@ -186,7 +186,7 @@ TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
   EXPECT_TRUE(contains(r.err, "2 unsupported nodes of 2 op types:")) << r.err;
   EXPECT_FALSE(contains(r.err, "Gemm")) << r.err;
   EXPECT_TRUE(contains(r.err, "Conv (1 node): op Conv is not in the kernel library: node '/conv/Conv'")) << r.err;
-  EXPECT_TRUE(contains(r.err, "LeakyRelu (1 node): op LeakyRelu is not in the kernel library: node '/act1/LeakyRelu'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "Softplus (1 node): op Softplus is not in the kernel library: node '/act1/Softplus'")) << r.err;
   EXPECT_FALSE(contains(r.out, "every node is supported")) << r.out;
 }
 
