@@ -50,7 +50,8 @@ std::string src(const ir::Op& o) { return o.sources.empty() ? o.kind : o.sources
 
 }  // namespace
 
-TrainGraph autodiff(const ir::Graph& forward) {
+TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer) {
+  if (optimizer != "sgd" && optimizer != "adam") throw CompileError("autodiff: optimizer '" + optimizer + "' is unknown (sgd or adam)");
   TrainGraph t;
   t.g = forward;
   ir::Graph& g = t.g;
@@ -182,8 +183,10 @@ TrainGraph autodiff(const ir::Graph& forward) {
     par.value = static_cast<int>(p);
     const std::string name = g.tensors[p].name;  // a copy: tensors grow below
     const std::vector<int64_t> shape = g.tensors[p].shape;
-    par.state = b.tensor("momentum:" + name, ir::TensorKind::kState, shape);
-    int v = par.state;
+    const bool adam = optimizer == "adam";
+    par.state = b.tensor((adam ? "exp_avg:" : "momentum:") + name, ir::TensorKind::kState, shape);
+    if (adam) par.state2 = b.tensor("exp_avg_sq:" + name, ir::TensorKind::kState, shape);
+    int v = adam ? b.op1("Zeros", {}, shape, ir::Role::kBackward, name + "/grad") : par.state;
     auto& list = pgrad[par.value];
     std::stable_sort(list.begin(), list.end(), [](const ParamGrad& x, const ParamGrad& y) { return x.op < y.op; });
     for (const ParamGrad& pg : list) {
@@ -191,9 +194,11 @@ TrainGraph autodiff(const ir::Graph& forward) {
       in.push_back(v);
       v = b.op1(pg.kind, in, shape, ir::Role::kBackward, name + "/grad", pg.attrs);
     }
-    const auto up = b.op("SgdMomentum", {par.value, v}, {shape, shape}, ir::Role::kUpdate, name + "/update");
+    const auto up = adam ? b.op("AdamUpdate", {par.value, v, par.state, par.state2}, {shape, shape, shape}, ir::Role::kUpdate, name + "/update")
+                         : b.op("SgdMomentum", {par.value, v}, {shape, shape}, ir::Role::kUpdate, name + "/update");
     par.new_value = up[0];
     par.new_state = up[1];
+    if (adam) par.new_state2 = up[2];
     t.params.push_back(par);
   }
   if (t.params.empty()) throw CompileError(g.path + ": autodiff: the model has no parameter to train");
@@ -201,6 +206,7 @@ TrainGraph autodiff(const ir::Graph& forward) {
   for (const auto& par : t.params) {
     g.outputs.push_back(par.new_value);
     g.outputs.push_back(par.new_state);
+    if (par.new_state2 >= 0) g.outputs.push_back(par.new_state2);
   }
   passes::reindex(g);
   ir::verify(g);

@@ -37,14 +37,18 @@ struct TrainGraph {
   int forward_ops = 0;       // ops [0, forward_ops) are the forward graph's
   int data = -1, labels = -1, logits = -1, loss = -1;
   struct Param {
-    int value = -1, state = -1;        // the parameter and its momentum
-    int new_value = -1, new_state = -1;  // after the step (SgdMomentum's outputs)
+    int value = -1, state = -1;          // the parameter and its momentum (Adam: exp_avg)
+    int new_value = -1, new_state = -1;  // after the step (the update's outputs)
+    int state2 = -1, new_state2 = -1;    // Adam's exp_avg_sq
   };
   std::vector<Param> params;  // in the forward graph's tensor order
 };
 
+// `optimizer`: "sgd" (with momentum, as above) or "adam" (torch.optim.Adam as MemoryX runs it:
+// each parameter's contributions add up from zeros (a Zeros op) into the step's gradient, then
+// AdamUpdate(W, G, exp_avg, exp_avg_sq) with states "exp_avg:NAME" and "exp_avg_sq:NAME").
 // Throws CompileError naming the op kinds that have no gradient rule yet (grouped), a graph
-// output that is not [N, classes], or a model with no parameter.
-TrainGraph autodiff(const ir::Graph& forward);
+// output that is not [N, classes], a model with no parameter, or an unknown optimizer.
+TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer = "sgd");
 
 }  // namespace wafersim::compiler

@@ -27,6 +27,7 @@ struct ModelState {
 struct TrainHyper {
   float lr = 0.01f;
   float momentum = 0.9f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // Adam's (the graph reference; MemoryX has its own)
 };
 
 // The program and where to find each piece of state in it.

@@ -38,8 +38,12 @@ GraphReference::GraphReference(const TrainGraph& t, const TrainHyper& h) : m_t(t
 
 const std::vector<float>& GraphReference::param(const std::string& name) const { return m_val[static_cast<size_t>(m_t.g.find(name))]; }
 
-const std::vector<float>& GraphReference::momentum(const std::string& name) const {
-  return m_val[static_cast<size_t>(m_t.g.find("momentum:" + name))];
+const std::vector<float>& GraphReference::momentum(const std::string& name) const { return state("momentum", name); }
+
+const std::vector<float>& GraphReference::state(const std::string& what, const std::string& name) const {
+  const int t = m_t.g.find(what + ":" + name);
+  if (t < 0) throw std::invalid_argument("GraphReference: no state '" + what + ":" + name + "'");
+  return m_val[static_cast<size_t>(t)];
 }
 
 std::vector<float> GraphReference::logits(const std::vector<const float*>& xs) {
@@ -52,7 +56,9 @@ std::vector<float> GraphReference::step(const std::vector<const float*>& xs, con
   for (const auto& p : m_t.params) {
     m_val[static_cast<size_t>(p.value)] = m_val[static_cast<size_t>(p.new_value)];
     m_val[static_cast<size_t>(p.state)] = m_val[static_cast<size_t>(p.new_state)];
+    if (p.state2 >= 0) m_val[static_cast<size_t>(p.state2)] = m_val[static_cast<size_t>(p.new_state2)];
   }
+  ++m_step;
   return m_val[static_cast<size_t>(m_t.loss)];
 }
 
@@ -76,7 +82,7 @@ void GraphReference::run(const std::vector<const float*>& xs, const std::vector<
     auto& l = m_val[static_cast<size_t>(m_t.labels)];
     l.assign(labels->begin(), labels->end());
   }
-  ops::EvalContext ctx{m_val, m_shape, m_pre, m_h, B};
+  ops::EvalContext ctx{m_val, m_shape, m_pre, m_h, B, m_step};
   for (int i = 0; i < until; ++i) {
     const ir::Op& o = g.ops[static_cast<size_t>(i)];
     for (int y : o.outputs) {

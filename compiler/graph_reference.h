@@ -32,7 +32,8 @@ class GraphReference {
   std::vector<float> logits(const std::vector<const float*>& xs);
   // A parameter's values (by its name in the graph), and its momentum.
   const std::vector<float>& param(const std::string& name) const;
-  const std::vector<float>& momentum(const std::string& name) const;
+  const std::vector<float>& momentum(const std::string& name) const;  // SGD's; Adam's: state("exp_avg", name)
+  const std::vector<float>& state(const std::string& what, const std::string& name) const;
 
  private:
   void run(const std::vector<const float*>& xs, const std::vector<int>* labels, int until);
@@ -44,6 +45,7 @@ class GraphReference {
   std::vector<std::vector<int64_t>> m_shape;    // per tensor, the batch as a number
   std::map<int, std::vector<float>> m_pre;      // Dense outputs' pre-activations
   std::vector<int> m_labels;
+  int64_t m_step = 0;
 };
 
 }  // namespace wafersim::compiler

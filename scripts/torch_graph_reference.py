@@ -2,13 +2,14 @@
 """Trains a model of scripts/export_graph_models.py with PyTorch (SGD with momentum, softmax
 cross-entropy with mean reduction) for a few minibatches of seeded random data, and writes the
 exported ONNX model beside a JSON file of the data, the per-sample losses of every step and the
-parameters after the last step, under the module's parameter names. The graph compiler's host
+parameters after the last step, under the module's parameter names. With --optimizer adam,
+torch.optim.Adam with its defaults (betas 0.9 and 0.999, eps 1e-8). The graph compiler's host
 reference is held to these (testbench/system/graph_reference_test.cc).
 
     /usr/bin/python3 scripts/torch_graph_reference.py --model residual --opset 13 --out DIR
-        [--steps 3] [--batch 4] [--lr 0.05] [--momentum 0.9]
+        [--steps 3] [--batch 4] [--lr 0.05] [--momentum 0.9] [--optimizer sgd|adam]
 
-Writes DIR/MODEL_opOPSET.onnx and DIR/MODEL_opOPSET.json."""
+Writes DIR/MODEL_opOPSET.onnx and DIR/MODEL_opOPSET_OPTIMIZER.json."""
 import argparse
 import json
 import os
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd", help="torch.optim.SGD (momentum) or torch.optim.Adam (defaults)")
     a = ap.parse_args()
     subprocess.run([sys.executable, os.path.join(HERE, "export_graph_models.py"), "--out", a.out, "--models", a.model,
                     "--opsets", str(a.opset)], check=True, stdout=subprocess.DEVNULL)
@@ -38,7 +40,10 @@ def main():
     torch.manual_seed(7)  # the exported model's weights (export_graph_models.py)
     model = cls()
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    if a.optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     g = torch.Generator().manual_seed(11)
     sample = shape[1:]
     steps = []
@@ -54,9 +59,10 @@ def main():
         opt.step()
         steps.append({"x": x.flatten().tolist(), "labels": labels.tolist(), "losses": per.detach().tolist()})
     params = {n: p.detach().flatten().tolist() for n, p in model.named_parameters()}
-    out = os.path.join(a.out, f"{a.model}_op{a.opset}.json")
+    out = os.path.join(a.out, f"{a.model}_op{a.opset}_{a.optimizer}.json")
     with open(out + ".tmp", "w") as f:
-        json.dump({"lr": a.lr, "momentum": a.momentum, "batch": a.batch, "steps": steps, "params": params}, f)
+        json.dump({"lr": a.lr, "momentum": a.momentum, "optimizer": a.optimizer, "batch": a.batch, "steps": steps,
+                   "params": params}, f)
     os.replace(out + ".tmp", out)
 
 

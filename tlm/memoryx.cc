@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "compiler/optim.h"
 #include "hw/config.h"
 #include "tlm/model_util.h"
 #include "tlm/streamed.h"
@@ -23,18 +24,6 @@ struct MemoryXOptimizer {
 };
 
 namespace {
-
-// The double a float hyperparameter stands for: the shortest decimal that rounds to it
-// (0.9f -> 0.9). PyTorch computes Adam's per-step scalars in Python doubles from the values the
-// user wrote; from these, a config of 0.9 reproduces torch.optim.Adam(betas=(0.9, ...)) bit for
-// bit, where double(0.9f) = 0.89999997... would drift by several ulps within a few steps.
-double decimal_value(float x) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  double d = x;
-  std::from_chars(buf, r.ptr, d);
-  return d;
-}
 
 // x rounded to fp32 on its own. Needed only where a product feeds a plain add (SGD's momentum
 // term): -ffp-contract=fast or GNU mode on an FMA machine would otherwise fuse the two across
@@ -70,46 +59,16 @@ void sgd_update(const MemoryXConfig& c, TensorState& s, const std::vector<float>
   ++s.step;
 }
 
-// torch.optim.Adam (no weight decay, no amsgrad) as PyTorch 1.13's _single_tensor_adam and CPU
-// kernels round it. With t the tensor's step count after this step and b1, b2, lr the decimal
-// values of the config floats, the scalars are computed in double, then rounded once to fp32:
-//   a1 = fl32(1 - b1)   a2 = fl32(1 - b2)   neg_step = fl32(-lr / (1 - b1^t))
-//   s2 = fl32(sqrt(1 - b2^t))   and eps, b1, b2 as fp32
-// Per element, fp32 (no product here feeds a plain add, so no contraction can change it):
-//   m = fma(a1, g, fl(m * b1))           exp_avg.mul_(beta1).add_(grad, alpha=1-beta1)
-//   v = fma(fl(a2 * g), g, fl(v * b2))   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1-beta2)
-//   d = fl(fl(fl(sqrt(v)) / s2) + eps)   denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
-//   w = fl(w + fl(fl(neg_step * m) / d)) param.addcdiv_(exp_avg, denom, value=-step_size)
-// That is w -= lr * mhat / (sqrt(vhat) + eps) with mhat = m / (1 - b1^t), vhat = v / (1 - b2^t),
-// factored the way PyTorch factors it (bias corrections folded into the step size and s2).
+// torch.optim.Adam (no weight decay, no amsgrad) as PyTorch 1.13 rounds it: compiler/optim.h
+// (the graph compiler's host reference shares it).
 void adam_init(TensorState& s, size_t n) {
   s.exp_avg.assign(n, 0.0f);
   s.exp_avg_sq.assign(n, 0.0f);
 }
 
 void adam_update(const MemoryXConfig& c, TensorState& s, const std::vector<float>& g) {
-  const double b1 = decimal_value(c.beta1), b2 = decimal_value(c.beta2), lr = decimal_value(c.lr);
-  const double t = static_cast<double>(s.step + 1);
-  const float a1 = static_cast<float>(1.0 - b1), a2 = static_cast<float>(1.0 - b2);
-  const float neg_step = static_cast<float>(-(lr / (1.0 - std::pow(b1, t))));
-  const float s2 = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-  const float beta1 = c.beta1, beta2 = c.beta2, eps = c.eps;
-  std::vector<float>& m = s.exp_avg;
-  std::vector<float>& v = s.exp_avg_sq;
-  std::vector<float>& w = s.weights;
-  for (size_t i = 0; i < w.size(); ++i) {
-    const float m_decayed = m[i] * beta1;
-    m[i] = std::fma(a1, g[i], m_decayed);
-    const float v_decayed = v[i] * beta2;
-    const float a2g = a2 * g[i];
-    v[i] = std::fma(a2g, g[i], v_decayed);
-    const float root = std::sqrt(v[i]);
-    const float scaled = root / s2;
-    const float d = scaled + eps;
-    const float num = neg_step * m[i];
-    const float delta = num / d;
-    w[i] = w[i] + delta;
-  }
+  const compiler::AdamScalars a = compiler::adam_scalars(c.lr, c.beta1, c.beta2, c.eps, s.step + 1);
+  compiler::adam_step(a, s.weights.data(), s.exp_avg.data(), s.exp_avg_sq.data(), g.data(), s.weights.size());
   ++s.step;
 }
 

@@ -45,6 +45,7 @@ struct EvalContext {
   std::map<int, std::vector<float>>& pre;  // Dense outputs' pre-activations, for their gradients
   const TrainHyper& hyper;
   int batch = 0;
+  int64_t step = 0;  // minibatches done before this one
 };
 
 class OpClass {

@@ -11,7 +11,7 @@ std::unique_ptr<OpClass> make_add();
 std::unique_ptr<OpClass> make_layernorm();
 std::unique_ptr<OpClass> make_rename();
 std::unique_ptr<OpClass> make_softmax();
-std::unique_ptr<OpClass> make_sgd();
+std::unique_ptr<OpClass> make_optimizer();
 std::unique_ptr<OpClass> make_conv();
 
 namespace {
@@ -25,7 +25,7 @@ const std::vector<std::unique_ptr<OpClass>>& table() {
     v.push_back(make_layernorm());
     v.push_back(make_rename());
     v.push_back(make_softmax());
-    v.push_back(make_sgd());
+    v.push_back(make_optimizer());
     v.push_back(make_conv());
     return v;
   }();

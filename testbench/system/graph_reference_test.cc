@@ -1,7 +1,7 @@
 // The graph compiler's host reference (compiler/graph_reference.h) against PyTorch: models
 // beyond a dense chain (a residual MLP, LayerNorm + GELU at opsets 13 and 17, GELU's tanh form,
 // LeakyReLU, a CNN with Conv, MaxPool and GlobalAveragePool, one with LeakyReLU and AveragePool), exported and trained for three minibatches by scripts/torch_graph_reference.py
-// (SGD with momentum, mean cross-entropy); the same data through autodiff and the reference give
+// (SGD with momentum, or Adam; mean cross-entropy); the same data through autodiff and the reference give
 // the same per-sample losses and parameters within fp32 rounding.
 #include <gtest/gtest.h>
 
@@ -22,20 +22,26 @@ namespace {
 
 using namespace compiler;
 
-class GraphVsTorch : public ::testing::TestWithParam<std::pair<const char*, int>> {};
+struct Case {
+  const char* model;
+  int opset;
+  const char* optimizer;
+};
+
+class GraphVsTorch : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GraphVsTorch, LossesAndParametersAgree) {
-  const auto [model, opset] = GetParam();
+  const auto [model, opset, optimizer] = GetParam();
   const std::string dir = test_tmp_dir() + "/graph_vs_torch";
   const std::string cmd = std::string("/usr/bin/python3 ") + WAFERSIM_SOURCE_DIR + "/scripts/torch_graph_reference.py --model " + model +
-                          " --opset " + std::to_string(opset) + " --out " + dir + " > " + dir + ".log 2>&1";
+                          " --opset " + std::to_string(opset) + " --optimizer " + optimizer + " --out " + dir + " > " + dir + ".log 2>&1";
   std::system(("mkdir -p " + dir).c_str());
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string base = dir + "/" + model + "_op" + std::to_string(opset);
-  std::ifstream f(base + ".json");
+  std::ifstream f(base + "_" + optimizer + ".json");
   const nlohmann::json want = nlohmann::json::parse(f);
   const OnnxModel m = import_onnx(base + ".onnx");  // the IR's parameters point into it
-  const TrainGraph t = autodiff(passes::run_passes(ir::from_onnx(m)));
+  const TrainGraph t = autodiff(passes::run_passes(ir::from_onnx(m)), optimizer);
   GraphReference ref(t, TrainHyper{want["lr"].get<float>(), want["momentum"].get<float>()});
   const int batch = want["batch"].get<int>();
   for (const auto& step : want["steps"]) {
@@ -62,10 +68,12 @@ TEST_P(GraphVsTorch, LossesAndParametersAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GraphVsTorch,
-                         ::testing::Values(std::make_pair("residual", 13), std::make_pair("norm_gelu", 13), std::make_pair("norm_gelu", 17),
-                                           std::make_pair("gelu_tanh", 13), std::make_pair("leaky", 11), std::make_pair("cnn", 13),
-                                           std::make_pair("cnn_leaky_avg", 17)),
-                         [](const auto& info) { return std::string(info.param.first) + "_op" + std::to_string(info.param.second); });
+                         ::testing::Values(Case{"residual", 13, "sgd"}, Case{"norm_gelu", 13, "sgd"}, Case{"norm_gelu", 17, "sgd"},
+                                           Case{"gelu_tanh", 13, "sgd"}, Case{"leaky", 11, "sgd"}, Case{"cnn", 13, "sgd"},
+                                           Case{"cnn_leaky_avg", 17, "sgd"}, Case{"residual", 13, "adam"}, Case{"norm_gelu", 17, "adam"}),
+                         [](const auto& info) {
+                           return std::string(info.param.model) + "_op" + std::to_string(info.param.opset) + "_" + info.param.optimizer;
+                         });
 
 }  // namespace
 }  // namespace wafersim::test
