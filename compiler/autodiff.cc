@@ -50,7 +50,8 @@ std::string src(const ir::Op& o) { return o.sources.empty() ? o.kind : o.sources
 
 }  // namespace
 
-TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer) {
+TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer, const std::string& loss) {
+  if (loss != "softmax_xent" && loss != "mse") throw CompileError("autodiff: loss '" + loss + "' is unknown (softmax_xent or mse)");
   if (optimizer != "sgd" && optimizer != "adam") throw CompileError("autodiff: optimizer '" + optimizer + "' is unknown (sgd or adam)");
   TrainGraph t;
   t.g = forward;
@@ -67,8 +68,9 @@ TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer) {
   }
   if (t.data < 0 || g.outputs.empty()) throw CompileError(g.path + ": autodiff: the graph needs a float input and an output");
   t.logits = g.outputs[0];
+  t.regression = loss == "mse";
   if (const int p = g.tensors[static_cast<size_t>(t.logits)].producer;
-      p >= 0 && (g.ops[static_cast<size_t>(p)].kind == "Softmax" || g.ops[static_cast<size_t>(p)].kind == "LogSoftmax") &&
+      !t.regression && p >= 0 && (g.ops[static_cast<size_t>(p)].kind == "Softmax" || g.ops[static_cast<size_t>(p)].kind == "LogSoftmax") &&
       g.ops[static_cast<size_t>(p)].inputs[0] >= 0) {
     t.logits = g.ops[static_cast<size_t>(p)].inputs[0];
   }
@@ -87,10 +89,10 @@ TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer) {
     }
   }
   // The loss.
-  t.labels = b.tensor("labels", ir::TensorKind::kInput, {-1});
-  g.tensors[static_cast<size_t>(t.labels)].elem_type = kOnnxInt64;
+  t.labels = b.tensor(t.regression ? "targets" : "labels", ir::TensorKind::kInput, t.regression ? lg.shape : std::vector<int64_t>{-1});
+  g.tensors[static_cast<size_t>(t.labels)].elem_type = t.regression ? kOnnxFloat : kOnnxInt64;
   g.inputs.push_back(t.labels);
-  const auto lo = b.op("SoftmaxXent", {t.logits, t.labels}, {{-1}, lg.shape}, ir::Role::kLoss, "loss");
+  const auto lo = b.op(t.regression ? "MseLoss" : "SoftmaxXent", {t.logits, t.labels}, {{-1}, lg.shape}, ir::Role::kLoss, "loss");
   t.loss = lo[0];
   // Gradient contributions per value: (forward op, gradient tensor); per parameter: the ops that
   // will add into its momentum.

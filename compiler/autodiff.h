@@ -35,7 +35,8 @@ namespace wafersim::compiler {
 struct TrainGraph {
   ir::Graph g;               // forward ops first, then the loss, the backward ops and the updates
   int forward_ops = 0;       // ops [0, forward_ops) are the forward graph's
-  int data = -1, labels = -1, logits = -1, loss = -1;
+  int data = -1, labels = -1, logits = -1, loss = -1;  // labels: the targets of mse
+  bool regression = false;                             // loss "mse"
   struct Param {
     int value = -1, state = -1;          // the parameter and its momentum (Adam: exp_avg)
     int new_value = -1, new_state = -1;  // after the step (the update's outputs)
@@ -49,6 +50,8 @@ struct TrainGraph {
 // AdamUpdate(W, G, exp_avg, exp_avg_sq) with states "exp_avg:NAME" and "exp_avg_sq:NAME").
 // Throws CompileError naming the op kinds that have no gradient rule yet (grouped), a graph
 // output that is not [N, classes], a model with no parameter, or an unknown optimizer.
-TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer = "sgd");
+// `loss`: "softmax_xent" (labels: int64 [N]) or "mse" (targets: float, the output's shape; a
+// final Softmax is not absorbed then).
+TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer = "sgd", const std::string& loss = "softmax_xent");
 
 }  // namespace wafersim::compiler

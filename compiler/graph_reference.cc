@@ -47,12 +47,23 @@ const std::vector<float>& GraphReference::state(const std::string& what, const s
 }
 
 std::vector<float> GraphReference::logits(const std::vector<const float*>& xs) {
-  run(xs, nullptr, m_t.forward_ops);
+  run(xs, nullptr, nullptr, m_t.forward_ops);
   return m_val[static_cast<size_t>(m_t.logits)];
 }
 
 std::vector<float> GraphReference::step(const std::vector<const float*>& xs, const std::vector<int>& labels) {
-  run(xs, &labels, static_cast<int>(m_t.g.ops.size()));
+  if (m_t.regression) throw std::invalid_argument("GraphReference: a regression graph takes targets, not labels");
+  run(xs, &labels, nullptr, static_cast<int>(m_t.g.ops.size()));
+  return finish_step();
+}
+
+std::vector<float> GraphReference::step(const std::vector<const float*>& xs, const std::vector<const float*>& targets) {
+  if (!m_t.regression) throw std::invalid_argument("GraphReference: a classification graph takes labels, not targets");
+  run(xs, nullptr, &targets, static_cast<int>(m_t.g.ops.size()));
+  return finish_step();
+}
+
+std::vector<float> GraphReference::finish_step() {
   for (const auto& p : m_t.params) {
     m_val[static_cast<size_t>(p.value)] = m_val[static_cast<size_t>(p.new_value)];
     m_val[static_cast<size_t>(p.state)] = m_val[static_cast<size_t>(p.new_state)];
@@ -63,7 +74,8 @@ std::vector<float> GraphReference::step(const std::vector<const float*>& xs, con
 }
 
 // Each op as its class evaluates it (compiler/ops/: the order of operations is written there).
-void GraphReference::run(const std::vector<const float*>& xs, const std::vector<int>* labels, int until) {
+void GraphReference::run(const std::vector<const float*>& xs, const std::vector<int>* labels, const std::vector<const float*>* targets,
+                         int until) {
   const ir::Graph& g = m_t.g;
   const int B = static_cast<int>(xs.size());
   if (B < 1) throw std::invalid_argument("GraphReference: an empty minibatch");
@@ -81,6 +93,12 @@ void GraphReference::run(const std::vector<const float*>& xs, const std::vector<
   if (labels) {
     auto& l = m_val[static_cast<size_t>(m_t.labels)];
     l.assign(labels->begin(), labels->end());
+  }
+  if (targets) {
+    const size_t per = static_cast<size_t>(numel(m_shape[static_cast<size_t>(m_t.labels)]) / B);
+    auto& l = m_val[static_cast<size_t>(m_t.labels)];
+    l.clear();
+    for (const float* s : *targets) l.insert(l.end(), s, s + per);
   }
   ops::EvalContext ctx{m_val, m_shape, m_pre, m_h, B, m_step};
   for (int i = 0; i < until; ++i) {

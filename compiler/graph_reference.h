@@ -28,6 +28,8 @@ class GraphReference {
   // One minibatch (xs: pointers to samples of the data input's per-sample size); returns the
   // per-sample losses; the parameters and their momenta move on.
   std::vector<float> step(const std::vector<const float*>& xs, const std::vector<int>& labels);
+  // The same for a regression graph (loss "mse"): each sample's targets, the output's size.
+  std::vector<float> step(const std::vector<const float*>& xs, const std::vector<const float*>& targets);
   // The logits of the samples, row by row.
   std::vector<float> logits(const std::vector<const float*>& xs);
   // A parameter's values (by its name in the graph), and its momentum.
@@ -36,7 +38,8 @@ class GraphReference {
   const std::vector<float>& state(const std::string& what, const std::string& name) const;
 
  private:
-  void run(const std::vector<const float*>& xs, const std::vector<int>* labels, int until);
+  void run(const std::vector<const float*>& xs, const std::vector<int>* labels, const std::vector<const float*>* targets, int until);
+  std::vector<float> finish_step();
 
   const TrainGraph& m_t;
   TrainHyper m_h;

@@ -7,9 +7,9 @@ torch.optim.Adam with its defaults (betas 0.9 and 0.999, eps 1e-8). The graph co
 reference is held to these (testbench/system/graph_reference_test.cc).
 
     /usr/bin/python3 scripts/torch_graph_reference.py --model residual --opset 13 --out DIR
-        [--steps 3] [--batch 4] [--lr 0.05] [--momentum 0.9] [--optimizer sgd|adam]
+        [--steps 3] [--batch 4] [--lr 0.05] [--momentum 0.9] [--optimizer sgd|adam] [--loss softmax_xent|mse]
 
-Writes DIR/MODEL_opOPSET.onnx and DIR/MODEL_opOPSET_OPTIMIZER.json."""
+Writes DIR/MODEL_opOPSET.onnx and DIR/MODEL_opOPSET_OPTIMIZER_LOSS.json."""
 import argparse
 import json
 import os
@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd", help="torch.optim.SGD (momentum) or torch.optim.Adam (defaults)")
+    ap.add_argument("--loss", choices=["softmax_xent", "mse"], default="softmax_xent",
+                    help="cross-entropy against random labels, or mean squared error against random targets")
     a = ap.parse_args()
     subprocess.run([sys.executable, os.path.join(HERE, "export_graph_models.py"), "--out", a.out, "--models", a.model,
                     "--opsets", str(a.opset)], check=True, stdout=subprocess.DEVNULL)
@@ -51,15 +53,19 @@ def main():
         x = torch.randn((a.batch,) + tuple(sample), generator=g)
         with torch.no_grad():
             classes = model(x[:1]).shape[-1]
-        labels = torch.randint(0, classes, (a.batch,), generator=g)
         opt.zero_grad()
         logits = model(x)
-        per = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
-        per.mean().backward()
+        if a.loss == "mse":
+            labels = torch.randn((a.batch, classes), generator=g)
+            per = torch.nn.functional.mse_loss(logits, labels, reduction="none").mean(dim=1)
+        else:
+            labels = torch.randint(0, classes, (a.batch,), generator=g)
+            per = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+        per.mean().backward()  # = mse_loss(reduction="mean") over every element
         opt.step()
-        steps.append({"x": x.flatten().tolist(), "labels": labels.tolist(), "losses": per.detach().tolist()})
+        steps.append({"x": x.flatten().tolist(), "labels": labels.flatten().tolist(), "losses": per.detach().tolist()})
     params = {n: p.detach().flatten().tolist() for n, p in model.named_parameters()}
-    out = os.path.join(a.out, f"{a.model}_op{a.opset}_{a.optimizer}.json")
+    out = os.path.join(a.out, f"{a.model}_op{a.opset}_{a.optimizer}_{a.loss}.json")
     with open(out + ".tmp", "w") as f:
         json.dump({"lr": a.lr, "momentum": a.momentum, "optimizer": a.optimizer, "batch": a.batch, "steps": steps,
                    "params": params}, f)

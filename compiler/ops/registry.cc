@@ -12,6 +12,7 @@ std::unique_ptr<OpClass> make_layernorm();
 std::unique_ptr<OpClass> make_rename();
 std::unique_ptr<OpClass> make_softmax();
 std::unique_ptr<OpClass> make_optimizer();
+std::unique_ptr<OpClass> make_mse();
 std::unique_ptr<OpClass> make_conv();
 
 namespace {
@@ -26,6 +27,7 @@ const std::vector<std::unique_ptr<OpClass>>& table() {
     v.push_back(make_rename());
     v.push_back(make_softmax());
     v.push_back(make_optimizer());
+    v.push_back(make_mse());
     v.push_back(make_conv());
     return v;
   }();

@@ -1,7 +1,7 @@
 // The graph compiler's host reference (compiler/graph_reference.h) against PyTorch: models
 // beyond a dense chain (a residual MLP, LayerNorm + GELU at opsets 13 and 17, GELU's tanh form,
 // LeakyReLU, a CNN with Conv, MaxPool and GlobalAveragePool, one with LeakyReLU and AveragePool), exported and trained for three minibatches by scripts/torch_graph_reference.py
-// (SGD with momentum, or Adam; mean cross-entropy); the same data through autodiff and the reference give
+// (SGD with momentum, or Adam; mean cross-entropy, or mean squared error); the same data through autodiff and the reference give
 // the same per-sample losses and parameters within fp32 rounding.
 #include <gtest/gtest.h>
 
@@ -26,22 +26,23 @@ struct Case {
   const char* model;
   int opset;
   const char* optimizer;
+  const char* loss = "softmax_xent";
 };
 
 class GraphVsTorch : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GraphVsTorch, LossesAndParametersAgree) {
-  const auto [model, opset, optimizer] = GetParam();
+  const auto [model, opset, optimizer, loss] = GetParam();
   const std::string dir = test_tmp_dir() + "/graph_vs_torch";
   const std::string cmd = std::string("/usr/bin/python3 ") + WAFERSIM_SOURCE_DIR + "/scripts/torch_graph_reference.py --model " + model +
-                          " --opset " + std::to_string(opset) + " --optimizer " + optimizer + " --out " + dir + " > " + dir + ".log 2>&1";
+                          " --opset " + std::to_string(opset) + " --optimizer " + optimizer + " --loss " + loss + " --out " + dir + " > " + dir + ".log 2>&1";
   std::system(("mkdir -p " + dir).c_str());
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string base = dir + "/" + model + "_op" + std::to_string(opset);
-  std::ifstream f(base + "_" + optimizer + ".json");
+  std::ifstream f(base + "_" + optimizer + "_" + loss + ".json");
   const nlohmann::json want = nlohmann::json::parse(f);
   const OnnxModel m = import_onnx(base + ".onnx");  // the IR's parameters point into it
-  const TrainGraph t = autodiff(passes::run_passes(ir::from_onnx(m)), optimizer);
+  const TrainGraph t = autodiff(passes::run_passes(ir::from_onnx(m)), optimizer, loss);
   GraphReference ref(t, TrainHyper{want["lr"].get<float>(), want["momentum"].get<float>()});
   const int batch = want["batch"].get<int>();
   for (const auto& step : want["steps"]) {
@@ -49,7 +50,15 @@ TEST_P(GraphVsTorch, LossesAndParametersAgree) {
     const size_t per = x.size() / static_cast<size_t>(batch);
     std::vector<const float*> xs;
     for (int s = 0; s < batch; ++s) xs.push_back(x.data() + per * static_cast<size_t>(s));
-    const std::vector<float> losses = ref.step(xs, step["labels"].get<std::vector<int>>());
+    std::vector<float> losses;
+    if (t.regression) {
+      const std::vector<float> y = step["labels"].get<std::vector<float>>();
+      std::vector<const float*> ys;
+      for (int s = 0; s < batch; ++s) ys.push_back(y.data() + y.size() / static_cast<size_t>(batch) * static_cast<size_t>(s));
+      losses = ref.step(xs, ys);
+    } else {
+      losses = ref.step(xs, step["labels"].get<std::vector<int>>());
+    }
     const std::vector<float> torch_losses = step["losses"].get<std::vector<float>>();
     ASSERT_EQ(losses.size(), torch_losses.size());
     for (size_t s = 0; s < losses.size(); ++s) EXPECT_NEAR(losses[s], torch_losses[s], 2e-5f * (1 + std::fabs(torch_losses[s]))) << model << " sample " << s;
@@ -70,9 +79,11 @@ TEST_P(GraphVsTorch, LossesAndParametersAgree) {
 INSTANTIATE_TEST_SUITE_P(Models, GraphVsTorch,
                          ::testing::Values(Case{"residual", 13, "sgd"}, Case{"norm_gelu", 13, "sgd"}, Case{"norm_gelu", 17, "sgd"},
                                            Case{"gelu_tanh", 13, "sgd"}, Case{"leaky", 11, "sgd"}, Case{"cnn", 13, "sgd"},
-                                           Case{"cnn_leaky_avg", 17, "sgd"}, Case{"residual", 13, "adam"}, Case{"norm_gelu", 17, "adam"}),
+                                           Case{"cnn_leaky_avg", 17, "sgd"}, Case{"residual", 13, "adam"}, Case{"norm_gelu", 17, "adam"},
+                                           Case{"residual", 13, "sgd", "mse"}, Case{"cnn", 13, "adam", "mse"}),
                          [](const auto& info) {
-                           return std::string(info.param.model) + "_op" + std::to_string(info.param.opset) + "_" + info.param.optimizer;
+                           return std::string(info.param.model) + "_op" + std::to_string(info.param.opset) + "_" + info.param.optimizer +
+                                  (std::string(info.param.loss) == "mse" ? "_mse" : "");
                          });
 
 }  // namespace
