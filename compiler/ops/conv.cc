@@ -62,6 +62,24 @@ void window(const Geo& g, int64_t oy, int64_t ox, F f) {
   }
 }
 
+// Calls f(d, w index, x index) for every product of a convolution's backward pass: per sample,
+// output channel, row and column (d: its dz), per input channel and window element.
+template <typename F>
+void each_tap(const Geo& g, const std::vector<float>& dz, F f) {
+  for (int64_t n = 0; n < g.N; ++n) {
+    for (int64_t co = 0; co < g.Co; ++co) {
+      for (int64_t oy = 0; oy < g.Ho; ++oy) {
+        for (int64_t ox = 0; ox < g.Wo; ++ox) {
+          const float d = dz[g.y(n, co, oy, ox)];
+          for (int64_t ci = 0; ci < g.C; ++ci) {
+            window(g, oy, ox, [&](int64_t ky, int64_t kx, int64_t iy, int64_t ix) { f(d, g.w(co, ci, ky, kx), g.x(n, ci, iy, ix)); });
+          }
+        }
+      }
+    }
+  }
+}
+
 // AveragePool's divisor for output (oy, ox): the window's size, or the inputs in it.
 float avg_count(const ir::Op& o, const Geo& g, int64_t oy, int64_t ox) {
   const OnnxAttr* cip = o.attr("count_include_pad");
@@ -143,41 +161,12 @@ class Conv : public OpClass {
         }
         return;
       }
-      const auto& dz = V(dzi);
       out = V(o.inputs[2]);
-      for (int64_t n = 0; n < g.N; ++n) {
-        for (int64_t co = 0; co < g.Co; ++co) {
-          for (int64_t oy = 0; oy < g.Ho; ++oy) {
-            for (int64_t ox = 0; ox < g.Wo; ++ox) {
-              const float d = dz[g.y(n, co, oy, ox)];
-              for (int64_t ci = 0; ci < g.C; ++ci) {
-                window(g, oy, ox, [&](int64_t ky, int64_t kx, int64_t iy, int64_t ix) {
-                  float& v = out[g.w(co, ci, ky, kx)];
-                  v = std::fma(d, x[g.x(n, ci, iy, ix)], v);
-                });
-              }
-            }
-          }
-        }
-      }
+      each_tap(g, V(dzi), [&](float d, size_t wi, size_t xa) { out[wi] = std::fma(d, x[xa], out[wi]); });
     } else if (k == "Conv2dGradInput") {
       const auto &dz = V(o.inputs[0]), &w = V(o.inputs[1]);
       const Geo g = geo(o, S(y), S(o.inputs[0]), &S(o.inputs[1]));
-      for (int64_t n = 0; n < g.N; ++n) {
-        for (int64_t co = 0; co < g.Co; ++co) {
-          for (int64_t oy = 0; oy < g.Ho; ++oy) {
-            for (int64_t ox = 0; ox < g.Wo; ++ox) {
-              const float d = dz[g.y(n, co, oy, ox)];
-              for (int64_t ci = 0; ci < g.C; ++ci) {
-                window(g, oy, ox, [&](int64_t ky, int64_t kx, int64_t iy, int64_t ix) {
-                  float& v = out[g.x(n, ci, iy, ix)];
-                  v = std::fma(d, w[g.w(co, ci, ky, kx)], v);
-                });
-              }
-            }
-          }
-        }
-      }
+      each_tap(g, dz, [&](float d, size_t wi, size_t xa) { out[xa] = std::fma(d, w[wi], out[xa]); });
     } else if (k == "Conv2dGradBias") {
       const auto& dz = V(o.inputs[0]);
       out = V(o.inputs[1]);
