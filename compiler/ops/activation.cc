@@ -39,6 +39,14 @@ float act_backward(const std::string& a, float z, float y, float g, float alpha)
   return g;
 }
 
+int fused_activation_grad(const ir::Op& o, GradContext& c) {
+  const std::string act = attr_s(o, "activation", "none");
+  if (act == "none") return c.dy();
+  Attrs at = {{"activation", ir::attr_str(act)}};
+  if (const OnnxAttr* a = o.attr("activation_alpha")) at["activation_alpha"] = *a;
+  return c.emit("ActivationGrad", {-1, o.outputs[0], c.dy()}, c.shape(o.outputs[0]), at);
+}
+
 namespace {
 
 // The activation name of a standalone op.

@@ -98,19 +98,13 @@ class Conv : public OpClass {
   }
 
   void gradient(const ir::Op& o, GradContext& c) const override {
-    const int x = o.inputs[0], y = o.outputs[0];
+    const int x = o.inputs[0];
     Attrs at;
     for (const char* k : {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad", "count_include_pad"}) {
       if (const OnnxAttr* v = o.attr(k)) at[k] = *v;
     }
     if (o.kind == "Conv2d") {
-      int dz = c.dy();
-      const std::string act = attr_s(o, "activation", "none");
-      if (act != "none") {
-        Attrs aa = {{"activation", ir::attr_str(act)}};
-        if (const OnnxAttr* a = o.attr("activation_alpha")) aa["activation_alpha"] = *a;
-        dz = c.emit("ActivationGrad", {-1, y, dz}, c.shape(y), aa);
-      }
+      const int dz = fused_activation_grad(o, c);
       const int w = o.inputs[1], b = o.inputs.size() > 2 ? o.inputs[2] : -1;
       if (c.wants(x)) c.give(x, c.emit("Conv2dGradInput", {dz, w}, c.shape(x), at));
       if (c.is_param(w)) c.param_grad(w, "Conv2dGradWeight", {dz, x}, at);

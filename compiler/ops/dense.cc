@@ -36,14 +36,7 @@ class Dense : public OpClass {
     if ((al && al->f != 1) || (be && be->f != 1 && o.inputs[2] >= 0)) {
       return c.no_rule("Dense with Gemm's alpha or beta other than 1");
     }
-    const int y = o.outputs[0];
-    int dz = c.dy();
-    const std::string act = attr_s(o, "activation", "none");
-    if (act != "none") {
-      Attrs at = {{"activation", ir::attr_str(act)}};
-      if (const OnnxAttr* a = o.attr("activation_alpha")) at["activation_alpha"] = *a;
-      dz = c.emit("ActivationGrad", {-1, y, dz}, c.shape(y), at);
-    }
+    const int dz = fused_activation_grad(o, c);
     const int x = o.inputs[0], w = o.inputs[1], bias = o.inputs[2];
     Attrs at;
     for (const char* k : {"transB", "in_tiles", "out_tiles"}) {

@@ -68,5 +68,8 @@ float attr_f(const ir::Op& o, const char* key, float dflt);
 // y = act(z) and dz from (z, y, dy) for the activations of Dense and of the standalone ops.
 float act_forward(const std::string& act, float z, float alpha);
 float act_backward(const std::string& act, float z, float y, float g, float alpha);
+// The gradient before a fused activation (attributes activation, activation_alpha) of op `o`
+// (Dense, Conv2d) with output 0 and its gradient c.dy(): an ActivationGrad, or dy itself.
+int fused_activation_grad(const ir::Op& o, GradContext& c);
 
 }  // namespace wafersim::compiler::ops
