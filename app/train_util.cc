@@ -30,7 +30,11 @@ void print_graph(const KernelGraph& g, std::ostream& out) {
       << " dense kernel" << (g.layers.size() == 1 ? "" : "s") << ", " << g.parameters() << " parameters\n";
   for (const auto& l : g.layers) {
     out << "  " << l.name << ": dense " << l.out << " x " << l.in << (l.bias.empty() ? "" : " + bias")
-        << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "") << "\n";
+        << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "")
+        << (l.residual < 0 ? std::string()
+            : l.residual == 0 ? std::string(" + the model input (residual)")
+                              : " + the input of " + g.layers[static_cast<size_t>(l.residual)].name + " (residual)")
+        << "\n";
   }
   out << "  loss: softmax cross-entropy" << (g.loss_node.empty() ? " (chosen by --train.loss)" : " (node '" + g.loss_node + "')")
       << (g.output_softmax ? ", absorbing the graph's softmax" : "") << "\n";

@@ -48,6 +48,7 @@ struct Flow {
   bool activated = false;
   bool pending_matmul = false;  // output of a MatMul still waiting for its Add
   size_t rank = 2;      // of the value: the input's rank, then [batch, features]
+  bool residual = false;  // the output of a residual Add
 };
 
 // A Gemm flag (transA, transB): 0 or 1, nothing else.
@@ -73,6 +74,13 @@ const char* activation_name(Activation a) {
     case Activation::kLeakyRelu: return "leaky_relu";
     default: return "none";
   }
+}
+
+int KernelGraph::first_residual() const {
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].residual >= 0) return static_cast<int>(l);
+  }
+  return -1;
 }
 
 long long KernelGraph::parameters() const {
@@ -125,7 +133,12 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   };
   // A node after an unsupported one is not blamed for it: the chain goes on through it unchecked.
   auto follow = [&](const OnnxNode& n) { f.value = n.outputs[0]; };
-  auto uses_flow = [&](const OnnxNode& n) { return !n.inputs.empty() && n.inputs[0] == f.value; };
+  auto uses_flow = [&](const OnnxNode& n) {
+    return !n.inputs.empty() && (n.inputs[0] == f.value || (n.op_type == "Add" && n.inputs.size() > 1 && n.inputs[1] == f.value));
+  };
+  // Layer l's input value (boundary l), recorded when its Gemm or MatMul takes it: what a
+  // residual Add may add to a later layer's output.
+  std::map<std::string, int> boundary;
   const OnnxNode* softmax_node = nullptr;  // a Softmax/LogSoftmax, absorbed only after the last layer
   size_t softmax_layers = 0;
 
@@ -181,6 +194,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       if (f.pending_matmul) { unsupported(n, "a MatMul needs its bias Add before the next layer"); continue; }
       DenseKernel d;
       d.name = n.name;
+      boundary.emplace(f.value, static_cast<int>(g.layers.size()));
       const OnnxTensor* w = n.inputs.size() > 1 ? float_init(m, n.inputs[1], n) : nullptr;
       if (!w) { unsupported(n, "the weight (input 1) must be an initializer"); continue; }
       if (w->dims.size() != 2) { unsupported(n, "weight '" + w->name + "' has shape " + dims_str(w->dims) + "; need 2-D"); continue; }
@@ -246,7 +260,37 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     if (op == "Add") {
       if (!f.known) { follow(n); continue; }
-      if (!f.pending_matmul) { unsupported(n, "an Add is supported only as the bias of a MatMul"); continue; }
+      if (!f.pending_matmul) {
+        // A residual connection: the flow (a layer's output, activated or not) plus an earlier
+        // layer's input of the same width.
+        const std::string& other = n.inputs.size() > 1 ? (n.inputs[0] == f.value ? n.inputs[1] : n.inputs[0]) : "";
+        auto it = boundary.find(other);
+        if (it == boundary.end() || f.dense < 0) {
+          unsupported(n, "an Add is supported as the bias of a MatMul, or as a residual connection: a layer's output "
+                         "plus an earlier layer's input");
+          continue;
+        }
+        DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+        const int k = it->second, width = k == 0 ? g.in_features : g.layers[static_cast<size_t>(k) - 1].out;
+        if (f.residual) { unsupported(n, "a second Add after a residual connection; each layer output takes one"); continue; }
+        if (std::any_of(g.layers.begin(), g.layers.end(), [&](const DenseKernel& e) { return e.residual == k; })) {
+          unsupported(n, "'" + other + "' already feeds a residual connection; each layer input feeds at most one");
+          continue;
+        }
+        if (width != d.out) {
+          unsupported(n, "adds '" + other + "' (" + std::to_string(width) + " features) to the output of " + d.name + " (" +
+                             std::to_string(d.out) + "); a residual connection needs the same width");
+          continue;
+        }
+        d.residual = k;
+        d.residual_node = n.name;
+        g.notes.push_back(node_ref(n) + ": residual connection, " + (k == 0 ? std::string("the model input") : "the input of " + g.layers[static_cast<size_t>(k)].name) +
+                          " added to the output of " + d.name);
+        f.residual = true;
+        f.activated = true;
+        f.value = n.outputs[0];
+        continue;
+      }
       const OnnxTensor* b = n.inputs.size() > 1 ? float_init(m, n.inputs[1], n) : nullptr;
       DenseKernel& d = g.layers.back();
       if (!b || b->numel() != d.out) {
@@ -262,6 +306,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "LeakyRelu") {
       if (!f.known) { follow(n); continue; }
+      if (f.residual) {
+        unsupported(n, "an activation after a residual Add; the kernels add the residual after the activation (h + act(W h + b))");
+        continue;
+      }
       if (f.dense < 0 || f.activated) { unsupported(n, "an activation must directly follow a dense layer"); continue; }
       float alpha = 0;
       if (op == "LeakyRelu") {
@@ -326,7 +374,15 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   if (loss_option == "graph" && g.loss_node.empty() && !loss_refused) {
     throw CompileError(m.path + ": --train.loss graph, but the graph has no SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss");
   }
-  if (!g.layers.empty() && g.layers.back().act != Activation::kNone) {
+  // The checks of the last layer hold only when the chain was followed to its end (after an
+  // unsupported node the layers found are not all of them).
+  if (f.known && !g.layers.empty() && g.layers.back().residual >= 0) {
+    const DenseKernel& d = g.layers.back();
+    auto it = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const OnnxNode& n) { return n.name == d.residual_node; });
+    g.unsupported.push_back({d.residual_node, it == m.nodes.end() ? std::string("?") : it->op_type,
+                             "a residual Add into the logits; the last layer feeds softmax cross-entropy directly"});
+  }
+  if (f.known && !g.layers.empty() && g.layers.back().act != Activation::kNone) {
     const std::string& act = g.layers.back().act_node;
     auto it = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const OnnxNode& n) { return n.name == act; });
     g.unsupported.push_back({act, it == m.nodes.end() ? std::string("?") : it->op_type,

@@ -1,6 +1,8 @@
 // Pass 2: the ONNX graph matched to the kernels of the library. A supported model is a chain of
 // dense layers (Gemm, or MatMul + Add, each fused with the activation that follows it) ending in
-// softmax cross-entropy; Flatten, Reshape and Identity only rename values. Every node that does
+// softmax cross-entropy, where a layer's activated output may add an earlier layer's input of
+// the same width (a residual connection, h + act(W h + b): weight-streaming mode only so far);
+// Flatten, Reshape and Identity only rename values. Every node that does
 // not match is listed with its name, so --validate-only can report them all at once.
 #pragma once
 
@@ -24,6 +26,11 @@ struct DenseKernel {
   Activation act = Activation::kNone;
   float act_alpha = 0;      // LeakyRelu's slope below 0 (in [0, 1])
   std::string act_node;     // the fused activation's node name
+  // A residual connection: the activated output plus boundary `residual`'s values (0: the
+  // model input, l: layer l's input; at most this layer's own), which have this layer's width:
+  // y = act(W x + b) + x_k, the next layer's input. -1: none. `residual_node`: the Add.
+  int residual = -1;
+  std::string residual_node;
   std::vector<float> w;     // out x in
   std::vector<float> b;     // out
 };
@@ -48,6 +55,8 @@ struct KernelGraph {
   std::string ir_training;               // autodiff's training graph, or "autodiff: no gradient rule yet for ..." 
 
   int classes() const { return layers.empty() ? 0 : layers.back().out; }
+  // The first layer with a residual connection, or -1.
+  int first_residual() const;
   long long parameters() const;
 };
 

@@ -584,6 +584,12 @@ void replicate(Plan* c, const HwConfig& hw, const Bands& bands, int R, int band)
 Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt) {
   const int W = hw.fabric.width, H = hw.fabric.height;
   if (g.layers.empty()) throw CompileError("the model has no layers to place");
+  if (const int r = g.first_residual(); r >= 0) {
+    throw CompileError("the residual connection '" + g.layers[static_cast<size_t>(r)].residual_node + "' (into the output of " +
+                       g.layers[static_cast<size_t>(r)].name +
+                       ") runs in weight-streaming mode only; layer-pipelined mode takes plain chains of dense layers so far "
+                       "(use --mode weight-streaming)");
+  }
   if (opt.batch < 1) throw CompileError("train.batch must be at least 1");
   if (opt.ring_depth < 0 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be 0 (auto) or in 1..64");
   if (opt.in_flight < 1 || opt.in_flight > 2) throw CompileError("train.in_flight must be 1 or 2");

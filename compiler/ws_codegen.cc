@@ -95,6 +95,18 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     maxni = std::max(maxni, p.len(l, a));
     if (l + 1 < L && needs_ones(p.act[static_cast<size_t>(l)]) && p.len(l + 1, a) > 0) ones = true;
   }
+  // Residual connections (WsPlan::residual): into boundary t the row keeps the activated output
+  // R{t} apart from the sum X{t} = X{k} + R{t}, for the activation's derivative; G{k} holds the
+  // sum's gradient for its source k (k > 0: the model input needs none). Same slices (same width).
+  bool residual = false;
+  for (int t = 1; t < L; ++t) {
+    const int k = p.residual_source(t);
+    if (k < 0 || p.len(t, a) == 0) continue;
+    residual = true;
+    as.data(".align 16");
+    as.data(".space R" + S(t) + ", fp32, " + S(static_cast<long long>(p.len(t, a)) * m));
+    if (k > 0) as.data(".space G" + S(k) + ", fp32, " + S(static_cast<long long>(p.len(k, a)) * m));
+  }
   as.data(".space acc, fp32, " + S(m));
   bool by_feature = false;
   for (int l = 0; l < L; ++l) by_feature = by_feature || (p.len(l, a) > 0 && p.by_feature(l, a));
@@ -154,6 +166,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dAll = maxdx ? as.mem("dx", 1) : "", dAllY = as.mem("X0", 1);
   const std::string dTmp = as.mem("dy", 1), dOnes = ones ? as.mem("ones", 1) : "";
   const std::string dFence = as.mem("dummy", 1);
+  // A residual connection's sum (X{t} = X{k} + R{t}) and the sum's gradient kept (G{k}).
+  const std::string dRx = residual ? as.mem("X0", 1) : "", dRs = residual ? as.mem("X0", 1) : "";
+  const std::string dRr = residual ? as.mem("X0", 1) : "";
   // The second block's send (the first's is dEO, dEI).
   const std::string dBlkA = K > 1 ? as.mem("dwblk", 1) : "", dBlkB = K > 1 ? as.mem("dwblk", 1, 1) : "";
   const std::string dEO2 = K > 1 ? as.fout(eout, 1) : "", dEI2 = K > 1 && has_ein ? as.fin(ein, 1) : "";
@@ -280,12 +295,18 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as << "activate 3" << "exit";
   for (int q = 0; q + 1 < L; ++q) {
     if (!need(q)) continue;
-    const int j = q + 1, nO = p.len(j, a);
+    const int j = q + 1, nO = p.len(j, a), src = p.residual_source(j);
     as << "rd_" + S(q) + ":";
     as << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5"
-       << "li r6, X" + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
+       << std::string("li r6, ") + (src >= 0 ? "R" : "X") + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
        << "tr_" + S(q) + ":" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * m) << "daddb " + dTrD + ", 4"
        << "addi r8, r8, 1" << "bne r8, r13, tr_" + S(q);
+    if (src >= 0) {
+      // The residual connection: the next layer's input is the source's slice plus this one.
+      as << "li r13, " + S(static_cast<long long>(nO) * m) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "dlen " + dRr + ", r13"
+         << "li r13, X" + S(j) << "dbase " + dRx + ", r13" << "li r13, X" + S(src) << "dbase " + dRs + ", r13" << "li r13, R" + S(j)
+         << "dbase " + dRr + ", r13" << "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr;
+    }
     if (const int nx = next_read(q); nx >= 0) {
       window(nx);
       issue(nx);
@@ -457,8 +478,13 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       // dy of layer l-1 for this row's slice: dx times the derivative of layer l-1's activation,
       // taken at its output (this row's input of layer l); then through the root to every row.
       const long long n = static_cast<long long>(nI) * m;
-      as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13" << "li r14, X" + S(l)
+      const int src = p.residual_source(l), tgt = p.residual_target(l);
+      as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13" << std::string("li r14, ") + (src >= 0 ? "R" : "X") + S(l)
          << "dbase " + dAllY + ", r14";
+      // Residual connections: boundary l's gradient adds that of the sum it feeds (kept in
+      // G{l}); where boundary l is a sum, its gradient is also its source's share (into G{src}).
+      if (tgt >= 0) as << "dlen " + dRs + ", r13" << "li r14, G" + S(l) << "dbase " + dRs + ", r14" << "vadd.fp32 " + dAll + ", " + dAll + ", " + dRs;
+      if (src > 0) as << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14" << "vmov.fp32 " + dRs + ", " + dAll;
       const Activation act = p.act[static_cast<size_t>(l) - 1];
       if (needs_ones(act) || act == Activation::kLeakyRelu) as << "dlen " + dTmp + ", r13";
       if (needs_ones(act)) as << "dlen " + dOnes + ", r13";

@@ -203,6 +203,17 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     p.width.push_back(d.out);
     p.act.push_back(d.act);
     p.act_alpha.push_back(d.act_alpha);
+    p.residual.push_back(d.residual);
+  }
+  for (int l = 0; l < L; ++l) {
+    const int k = p.residual[static_cast<size_t>(l)];
+    if (k < 0) continue;
+    if (k > l || l + 1 >= L || p.width[static_cast<size_t>(k)] != p.width[static_cast<size_t>(l) + 1] ||
+        std::count(p.residual.begin(), p.residual.end(), k) > 1) {
+      throw CompileError("layer " + g.layers[static_cast<size_t>(l)].name + ": a residual connection from boundary " + S(k) +
+                         " must come from an earlier layer's input of the same width, fed to a later layer, "
+                         "and each boundary feeds at most one");
+    }
   }
   if (o.columns < 0) throw CompileError("ws columns must be >= 0 (got " + S(o.columns) + ")");
   if (o.columns > 0) {
@@ -222,6 +233,9 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       long x = 0, dx = 0, dy = 0, ni = 1;
       for (int l = 0; l < L; ++l) {
         x += p.len(l, a) * m;
+        // A residual connection: the row keeps layer l's activated output apart from the sum
+        // (R, for the activation's derivative) and the sum's gradient for the source (G).
+        if (const int k = p.residual[static_cast<size_t>(l)]; k >= 0) x += (p.len(l + 1, a) + (k > 0 ? p.len(k, a) : 0)) * m + 8;
         if (l > 0) dx = std::max(dx, p.len(l, a) * m);
         dy = std::max(dy, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
         ni = std::max(ni, static_cast<long>(p.len(l, a)));
@@ -452,8 +466,15 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // the datapath: it stalls through their bursts as the weights do, but where the buffers
       // on the way cover them.
       e.egress_cycles = std::max(e.egress_cycles, d.out * (channel_len(a) / p.channel_rate + (p.cols > 1 ? busy_b * (1.0 - cover(burst_b)) : 0.0)));
-      e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0);
-      e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0);
+      // A residual connection: forward, the output's slice plus the source's (a vadd once the
+      // outputs are back); backward, at boundary l, the source's dx plus the sum's gradient
+      // (a vadd) and the sum's gradient kept for its source (a vmov).
+      double res_f = 0, res_b = 0;
+      if (p.residual_source(l + 1) >= 0) res_f = p.len(l + 1, a) * m / add;
+      if (l > 0 && p.residual_target(l) >= 0) res_b += ni * m / add;
+      if (l > 0 && p.residual_source(l) > 0) res_b += ni * m;
+      e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0 + res_f);
+      e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0 + res_b);
     }
     // Down the columns to the root and back up to the first row: hop_latency per row for the
     // whole round trip (measured over io.spacing 8 to 32: a wavelet's buffer and hop overlap the

@@ -124,6 +124,18 @@ struct WsPlan {
   std::vector<int> width;                   // features at each boundary, size layers + 1
   std::vector<Activation> act;              // per layer
   std::vector<float> act_alpha;             // per layer: LeakyRelu's slope
+  // Per layer: -1, or the boundary k whose values its activated output adds (DenseKernel::
+  // residual): boundary l + 1 = act(layer l) + boundary k. Same width, so the same slices.
+  std::vector<int> residual;
+  // The boundary whose values boundary t adds (-1: none), and the boundary t that adds
+  // boundary k's (-1: none).
+  int residual_source(int t) const { return t >= 1 && t - 1 < static_cast<int>(residual.size()) ? residual[static_cast<size_t>(t) - 1] : -1; }
+  int residual_target(int k) const {
+    for (size_t l = 0; l < residual.size(); ++l) {
+      if (residual[l] == k) return static_cast<int>(l) + 1;
+    }
+    return -1;
+  }
   long row_bytes = 0, root_bytes = 0;       // SRAM need of a feature-row PE and of a root PE
   // The roots keep every layer's db and send each layer's west in one asynchronous send (where
   // SRAM holds them), else they send each output's db as it is summed (ws_codegen.cc).

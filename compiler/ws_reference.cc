@@ -9,9 +9,13 @@
 namespace wafersim::compiler {
 namespace {
 
-// Forward of one sample; acts[j] = input of layer j (acts[L] = logits).
+// Forward of one sample; acts[j] = input of layer j (acts[L] = logits). With a residual
+// connection into boundary t, acts[t] is the sum (source first, as the rows' vadd) and
+// (*outs)[t], if asked, the activated output before it.
 std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<std::vector<float>>& w,
-                                            const std::vector<std::vector<float>>& b, const float* x) {
+                                            const std::vector<std::vector<float>>& b, const float* x,
+                                            std::vector<std::vector<float>>* outs = nullptr) {
+  if (outs) outs->assign(static_cast<size_t>(p.layers) + 1, {});
   const int L = p.layers;
   std::vector<std::vector<float>> acts;
   acts.emplace_back(x, x + p.width[0]);
@@ -32,6 +36,12 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
       }
       const float pre = sum + b[static_cast<size_t>(l)][static_cast<size_t>(o)];
       y[static_cast<size_t>(o)] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_alpha[static_cast<size_t>(l)]) : pre;
+    }
+    if (const int k = p.residual_source(l + 1); k >= 0) {
+      std::vector<float> sum(y.size());
+      for (size_t i = 0; i < y.size(); ++i) sum[i] = acts[static_cast<size_t>(k)][i] + y[i];
+      if (outs) (*outs)[static_cast<size_t>(l) + 1] = std::move(y);
+      y = std::move(sum);
     }
     acts.push_back(std::move(y));
   }
@@ -56,6 +66,7 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
   // Thread t takes blocks t, t + T, ...; every sample's arithmetic is the same whoever runs it.
   auto work = [&](size_t first, size_t step) {
     std::vector<float> in, next;
+    std::vector<std::vector<float>> kept;  // boundaries a residual connection adds, feature-major
     alignas(32) float part[kBlock], sum[kBlock];
     for (size_t bi = first; bi < blocks; bi += step) {
       const size_t s0 = bi * kBlock, nb = std::min(kBlock, n - s0);
@@ -64,9 +75,11 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
       for (size_t s = 0; s < nb; ++s) {
         for (int k = 0; k < p.width[0]; ++k) in[static_cast<size_t>(k) * kBlock + s] = xs[s0 + s][k];
       }
+      kept.assign(static_cast<size_t>(L) + 1, {});
       for (int l = 0; l < L; ++l) {
         const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
         const float* W = w[static_cast<size_t>(l)].data();
+        if (p.residual_target(l) >= 0) kept[static_cast<size_t>(l)] = in;  // a residual connection's source
         const auto& off = p.off[static_cast<size_t>(l)];
         next.assign(static_cast<size_t>(no) * kBlock, 0.0f);
         for (int o = 0; o < no; ++o) {
@@ -85,6 +98,10 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
             const float pre = sum[s] + bo;
             next[static_cast<size_t>(o) * kBlock + s] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_alpha[static_cast<size_t>(l)]) : pre;
           }
+        }
+        if (const int k = p.residual_source(l + 1); k >= 0) {
+          const auto& src = kept[static_cast<size_t>(k)];
+          for (size_t i = 0; i < next.size(); ++i) next[i] = src[i] + next[i];
         }
         in.swap(next);
       }
@@ -108,11 +125,13 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
                            const std::vector<std::vector<float>>& b, const std::vector<const float*>& xs,
                            const std::vector<int>& labels) {
   const int L = p.layers, S = p.shard, C = p.cols;
-  std::vector<std::vector<std::vector<float>>> acts(static_cast<size_t>(S));
+  std::vector<std::vector<std::vector<float>>> acts(static_cast<size_t>(S)), outs(static_cast<size_t>(S));
+  // A residual connection's gradient of the sum (boundary t), kept per sample for its source.
+  std::vector<std::vector<std::vector<float>>> skip(static_cast<size_t>(S), std::vector<std::vector<float>>(static_cast<size_t>(L) + 1));
   std::vector<std::vector<float>> dy(static_cast<size_t>(S));  // per sample, gradient at the current layer's output
   std::vector<float> losses(static_cast<size_t>(S));
   for (int s = 0; s < S; ++s) {
-    acts[static_cast<size_t>(s)] = forward_all(p, w, b, xs[static_cast<size_t>(s)]);
+    acts[static_cast<size_t>(s)] = forward_all(p, w, b, xs[static_cast<size_t>(s)], &outs[static_cast<size_t>(s)]);
     losses[static_cast<size_t>(s)] = softmax_xent(acts[static_cast<size_t>(s)].back(), labels[static_cast<size_t>(s)], p.batch,
                                                   &dy[static_cast<size_t>(s)]);
   }
@@ -164,7 +183,15 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
           dx[static_cast<size_t>(k)] = std::fma(W[static_cast<size_t>(o) * ni + k], dy[static_cast<size_t>(s)][static_cast<size_t>(o)], dx[static_cast<size_t>(k)]);
         }
       }
-      const auto& y = acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
+      // Boundary l's gradient: through layer l, plus the sum's where l feeds a residual
+      // connection; where l is such a sum, that is also its source's share, and the derivative
+      // of the activation is taken at the output before the sum.
+      if (const int t = p.residual_target(l); t >= 0) {
+        const auto& g = skip[static_cast<size_t>(s)][static_cast<size_t>(t)];
+        for (int k = 0; k < ni; ++k) dx[static_cast<size_t>(k)] = dx[static_cast<size_t>(k)] + g[static_cast<size_t>(k)];
+      }
+      if (p.residual_source(l) >= 0) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dx;
+      const auto& y = p.residual_source(l) >= 0 ? outs[static_cast<size_t>(s)][static_cast<size_t>(l)] : acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
       for (int k = 0; k < ni; ++k) dx[static_cast<size_t>(k)] = act_bwd(p.act[static_cast<size_t>(l) - 1], y[static_cast<size_t>(k)], dx[static_cast<size_t>(k)], p.act_alpha[static_cast<size_t>(l) - 1]);
       dy[static_cast<size_t>(s)] = std::move(dx);
     }

@@ -2,10 +2,12 @@
 """Builds a fully connected network with PyTorch and exports it to ONNX, the compiler's input.
 
 Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu] [--seed 1]
-                             [--opset 13] [--batch 1] [--loss none|graph]
+                             [--opset 13] [--batch 1] [--loss none|graph] [--residual]
                              [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
   --act     activation between Linear layers (none after the last)
+  --residual  a hidden layer whose input and output widths are equal adds its input to its
+            activated output: h = h + act(fc(h)) (a residual MLP; the same parameter names)
   --seed    torch.manual_seed before the layers are built, so the initial weights repeat
   --opset   ONNX opset_version of the export
   --batch   batch size of the example input; the batch axis is exported as the symbol "batch"
@@ -42,7 +44,33 @@ def widths(text):
     return w
 
 
-def build(layers, act):
+class ResidualMlp(nn.Module):
+    """The network of build() where each hidden layer of equal widths is a residual block,
+    h = h + act(fc(h)); the same modules (flatten, fc1, act1, ...) and parameter names."""
+
+    def __init__(self, layers, act):
+        super().__init__()
+        self.widths = layers
+        self.flatten = nn.Flatten()
+        for i in range(len(layers) - 1):
+            setattr(self, f"fc{i + 1}", nn.Linear(layers[i], layers[i + 1]))
+            if i < len(layers) - 2:
+                setattr(self, f"act{i + 1}", ACTIVATIONS[act]())
+
+    def forward(self, x):
+        x = self.flatten(x)
+        n = len(self.widths) - 1
+        for i in range(n):
+            y = getattr(self, f"fc{i + 1}")(x)
+            if i == n - 1:
+                return y
+            y = getattr(self, f"act{i + 1}")(y)
+            x = x + y if self.widths[i] == self.widths[i + 1] else y
+
+
+def build(layers, act, residual=False):
+    if residual:
+        return ResidualMlp(layers, act)
     mods = collections.OrderedDict(flatten=nn.Flatten())
     for i in range(len(layers) - 1):
         mods[f"fc{i + 1}"] = nn.Linear(layers[i], layers[i + 1])
@@ -57,10 +85,13 @@ class WithLoss(nn.Module):
 
     def __init__(self, net):
         super().__init__()
+        object.__setattr__(self, "net", net)  # not a submodule: the parameters keep their names
         for name, mod in net.named_children():
             self.add_module(name, mod)
 
     def forward(self, x, labels):
+        if isinstance(self.net, ResidualMlp):
+            return F.cross_entropy(self.net(x), labels)
         for mod in self.children():
             x = mod(x)
         return F.cross_entropy(x, labels)
@@ -90,6 +121,7 @@ def main():
     ap.add_argument("--opset", type=int, default=13)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--loss", choices=["none", "graph"], default="none")
+    ap.add_argument("--residual", action="store_true")
     ap.add_argument("--out", default="models/fc_mnist.onnx")
     a = ap.parse_args()
     if a.batch < 1:
@@ -98,7 +130,7 @@ def main():
         ap.error("--loss graph needs --opset 12 or later (SoftmaxCrossEntropyLoss)")
 
     torch.manual_seed(a.seed)
-    net = build(a.layers, a.act)
+    net = build(a.layers, a.act, a.residual)
     x = torch.zeros(a.batch, a.layers[0])
     if a.loss == "graph":
         model, args = WithLoss(net), (x, torch.zeros(a.batch, dtype=torch.int64))

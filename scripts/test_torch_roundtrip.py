@@ -79,9 +79,13 @@ WS_CASES = [
     ("ws_sgd_tanh", [20, 12, 5], "tanh", 13, 4, "sgd", 0.1, 0.9),
     ("ws_adam_relu", [16, 10, 8, 4], "relu", 17, 5, "adam", 0.01, 0.0),
     ("ws_sgd_leaky", [20, 12, 8, 5], "leaky_relu", 13, 7, "sgd", 0.1, 0.9),
+    # Residual connections (h = h + act(fc(h)) where the widths agree): fc2, fc3 and fc4 here.
+    ("ws_sgd_residual", [20, 12, 12, 12, 12, 5], "tanh", 14, 8, "sgd", 0.1, 0.9),
     # The grid layout: bands of rows on both edges fed through relays, rows with empty slices.
     ("ws_grid_sgd_sigmoid", [30, 9, 4], "sigmoid", 13, 6, "sgd", 0.1, 0.9, ["--ws.layout", "grid", "--ws.rows", "12"]),
 ]
+# Cases built as residual MLPs (make_model.py --residual).
+RESIDUAL = {"ws_sgd_residual"}
 WS_SYSTEMS = 2
 WS_STEPS = 3
 WS_STATE_RTOL = 2e-6
@@ -141,7 +145,7 @@ def make_case(workdir, name, layers, act, opset, seed):
     d = os.path.join(workdir, name)
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(seed)
-    net = make_model.build(layers, act)
+    net = make_model.build(layers, act, name in RESIDUAL)
     model_path = os.path.join(d, "model.onnx")
     export(net, layers, opset, model_path)
     rng = np.random.default_rng(seed)

@@ -21,6 +21,9 @@ struct MlpSpec {
   std::string act = "Relu";
   uint64_t seed = 7;
   int64_t opset = 13;
+  // Hidden layers whose input and output widths agree add their input to their activated
+  // output (h = h + act(fc(h)), an Add as torch exports it; scripts/make_model.py --residual).
+  bool residual = false;
 };
 
 inline float lcg_uniform(uint64_t* s) {  // in [-1, 1)
@@ -85,6 +88,15 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       a->add_input(cur);
       cur = "/act" + std::to_string(l + 1) + "/" + spec.act + "_output_0";
       a->add_output(cur);
+      if (spec.residual && in == out) {
+        auto* r = g->add_node();
+        r->set_name("/Add_" + std::to_string(l + 1));
+        r->set_op_type("Add");
+        r->add_input(n->input(0));
+        r->add_input(cur);
+        cur = "/Add_" + std::to_string(l + 1) + "_output_0";
+        r->add_output(cur);
+      }
     }
   }
   g->mutable_node(g->node_size() - 1)->set_output(0, "logits");

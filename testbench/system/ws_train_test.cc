@@ -333,6 +333,19 @@ TEST(WsTraining, LeakyReluMatchesTheReference) {
   check_ws(MlpSpec{{12, 7, 5, 3}, "LeakyRelu", 5, 13}, 12, 20, 4, o, 3, "ws_leaky");
 }
 
+// Residual connections (h = h + act(fc(h))): from the model input (fc1), into a boundary that
+// is itself the source of the next one (fc2), and after a narrower layer (fc4); 4 feature rows
+// of 1 to 3 features for 4 samples a column run feature by feature. Bit for bit, 3 steps.
+TEST(WsTraining, ResidualConnectionsMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  MlpSpec spec{{10, 10, 10, 6, 6, 3}, "Tanh", 5, 13};
+  spec.residual = true;
+  check_ws(spec, 12, 20, 4, o, 3, "ws_residual");
+}
+
 // One SystemC kernel per process: one configuration per test.
 void systems_tanh(int n) {
   WsOptions o;
@@ -533,6 +546,16 @@ TEST(WsTraining, GridBandsWithEmptySlices) {
   SKIP_IF_KERNEL_STARTED();
   const WsOptions o = grid_options(8, 2, 20);
   check_ws(MlpSpec{{23, 11, 3, 4}, "Sigmoid", 5, 13}, 10, 40, 4, o, 3, "ws_grid");
+}
+
+// Residual connections on the grid: 20 rows for 11 features (empty slices skip the sum), sample
+// by sample (slices of 1 for 1 sample a column), relu.
+TEST(WsTraining, GridResidualWithEmptySlices) {
+  SKIP_IF_KERNEL_STARTED();
+  const WsOptions o = grid_options(4, 4, 20);
+  MlpSpec spec{{23, 11, 11, 11, 4}, "Relu", 6, 13};
+  spec.residual = true;
+  check_ws(spec, 10, 40, 4, o, 3, "ws_grid_residual");
 }
 
 // Two systems on the grid, one sample per column, the bands' East rows reducing their dW east.

@@ -569,6 +569,50 @@ TEST(Compiler, ReshapeThatMixesSamplesIsUnsupported) {
   EXPECT_TRUE(contains(r.err, "Reshape (1 node): reshape to [16, -1] does not keep one sample per row of 16 features: node '/Reshape'")) << r.err;
 }
 
+// Residual connections (h + act(W h + b)): matched to the layer whose output they add to,
+// weight-streaming mode only (layer-pipelined says so, auto takes weight streaming); an
+// activation after the Add, or an Add into the logits, is refused by name.
+TEST(Compiler, ResidualConnections) {
+  auto model = [](const std::string& name, bool act_after, bool into_logits) {
+    Graph g;
+    g.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+    g.linear("fc1", "input", "z1", 16, 8);
+    g.node("Relu", "/act1/Relu", {"z1"}, "h");
+    g.linear("fc2", "h", "z2", 8, 8);
+    if (into_logits) {
+      g.node("Add", "/Add", {"h", "z2"}, "logits");
+      g.output("logits", 8);
+      return g.save(name);
+    }
+    g.node("Relu", "/act2/Relu", {"z2"}, "r");
+    g.node("Add", "/Add", {"h", "r"}, "s");
+    std::string in = "s";
+    if (act_after) {
+      g.node("Relu", "/act3/Relu", {"s"}, "t");
+      in = "t";
+    }
+    g.linear("fc3", in, "logits", 8, 4);
+    g.output("logits", 4);
+    return g.save(name);
+  };
+  const std::string ok = model("residual", false, false);
+  CmdResult r = compile({ok, "--validate-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "/fc2/Gemm: dense 8 x 8 + bias + relu + the input of /fc2/Gemm (residual)")) << r.out;
+  r = compile({ok, "--mode", "layer-pipelined", "--compile-only"});
+  EXPECT_EQ(r.rc, kExitUsage) << r.out;
+  EXPECT_TRUE(contains(r.err, "the residual connection '/Add' (into the output of /fc2/Gemm) runs in weight-streaming mode only")) << r.err;
+  r = compile({ok, "--mode", "auto", "--compile-only", "--fabric.width", "12", "--fabric.height", "40"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "mode auto: weight streaming (the residual connection '/Add' runs in weight-streaming mode only)")) << r.out;
+  r = compile({model("residual_act", true, false), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage) << r.out;
+  EXPECT_TRUE(contains(r.err, "Relu (1 node): an activation after a residual Add")) << r.err;
+  r = compile({model("residual_logits", false, true), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage) << r.out;
+  EXPECT_TRUE(contains(r.err, "Add (1 node): a residual Add into the logits")) << r.err;
+}
+
 // Softmax (compiler/kernel_graph.cc): the loss absorbs a softmax of the last layer only; one
 // between two layers was once silently dropped, so the wafer would have trained a different
 // function than the model's.
