@@ -195,11 +195,6 @@ std::string resolve_mode(const TrainConfig& c, const KernelGraph& g, std::ostrea
     out << "mode auto: weight streaming (" << c.ws.systems << " systems; layer-pipelined runs on one)\n";
     return "weight-streaming";
   }
-  if (const int r = g.first_residual(); r >= 0) {
-    out << "mode auto: weight streaming (the residual connection '" << g.layers[static_cast<size_t>(r)].residual_node
-        << "' runs in weight-streaming mode only)\n";
-    return "weight-streaming";
-  }
   try {
     place_layers(g, c.hw, c.compile.place);
   } catch (const CompileError& e) {

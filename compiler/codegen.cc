@@ -388,6 +388,10 @@ namespace {
 
 struct RootColors {
   int fin = -1, yout = -1, dxin = -1, dyout = -1, label = -1, loss = -1;
+  // Residual connections (LayerPlan::residual): as the target, the source's values in and the
+  // sum's gradient out; as the source, its values out and the sum's gradient in.
+  int skin = -1, sgout = -1, skout = -1, sgin = -1;
+  int skip_depth = 0;  // slots of each ring that takes a residual stream in
 };
 
 // A root: the bias of its output slice, the activation (ring of outputs for the derivative),
@@ -401,6 +405,17 @@ struct RootColors {
 // With replicas (`sum` set), `batch` is the copy's samples of a minibatch, `scale` the
 // minibatch's (the loss gradient's 1 / scale), and the bias gradients go to a buffer GB that
 // the update sums over the copies (emit_sum) before VB += GB.
+// Residual connections (docs/compiler.md, "Residual connections"). A stream a root takes in is
+// read asynchronously into a ring of skip_depth slots as it comes (so its sender never waits
+// on this root's work), one sample's slice a slot; its completion task (6: the source's values,
+// 7: the sum's gradient) counts the slot and reads on while a slot is free. The target root,
+// after its activation (R, kept in yring for the derivative), adds the source's slice of the
+// sample, X = X_k + R, into xring (beside yring) and sends X on instead of R; backward, it sends
+// the sum's gradient (the incoming dx, before the derivative) to the source from `sgo`. The
+// source root sends its outputs once more to the target, and adds the sum's gradient to its
+// incoming dx before the derivative. Where the slice has not come yet, the task waits
+// (fwait, dwait) and the completion task goes on with it. The rings' write and read slots are
+// kept in SRAM (skw, skrd, sgw, sgrd; r15 scratch): the replicas' sum takes r1 and r2.
 std::string root_source(int no, Activation act, float alpha, bool last, const RootColors& c, int batch, int depth, int lookahead,
                         const TrainHyper& h, int scale, const SumSpec* sum) {
   PeAsm a;
@@ -408,6 +423,8 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   a.inq(c.fin);
   if (c.dxin >= 0) a.inq(c.dxin);
   if (c.label >= 0) a.inq(c.label);
+  if (c.skin >= 0) a.inq(c.skin);
+  if (c.sgin >= 0) a.inq(c.sgin);
   a.task("0, init, active");
   a.task("1, dysent");
   if (!last) a.task("2, ysent");
@@ -415,6 +432,10 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   a.task("4, fwdgot");
   const int F = lookahead;
   if (F > 0) a.task("5, update");
+  const bool target = c.skin >= 0, source = c.skout >= 0;
+  const int D = c.skip_depth;
+  if (target) a.task("6, skgot");
+  if (source) a.task("7, sggot");
   const std::string N = S(no);
   a.data(".space b, fp32, " + N);
   a.data(".space vb, fp32, " + N);
@@ -425,7 +446,25 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   if (sum) a.data(".space gb, fp32, " + N);
   const bool ones = act == Activation::kSigmoid || act == Activation::kTanh;
   if (ones) a.data(".space ones, fp32, " + N);
-  if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(depth) * no));
+  // With a residual connection into it, xring (the sums) follows yring: slot i at yring + X.
+  if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(target ? 2 : 1) * depth * no));
+  const long long xoff = 4LL * depth * no;
+  if (target) {
+    a.data(".space skr, fp32, " + S(static_cast<long long>(D) * no));
+    a.data(".space sgo, fp32, " + N);
+    a.data(".space skc, i32, 1");
+    a.data(".space skw, i32, 1");
+    a.data(".space skrd, i32, 1");
+    a.data(".space fwait, i32, 1");
+  }
+  if (source) {
+    a.data(".space sgr, fp32, " + S(static_cast<long long>(D) * no));
+    a.data(".space sgc, i32, 1");
+    a.data(".space sgw, i32, 1");
+    a.data(".space sgrd, i32, 1");
+    a.data(".space dwait, i32, 1");
+  }
+  if (target || source) a.data(".space sfence, fp32, 1");
   if (F > 0) a.data(".space drain, i32, 1");
   if (F > 0 && last) a.data(".space stash, fp32, " + S(static_cast<long long>(F) * no));
   if (last) {
@@ -452,6 +491,24 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
     dYf = a.mem("yring", n);
     dYb = a.mem("yring", n);
   }
+  std::string dSkIn, dSkW, dSkR, dXf, dSgo, dSgOut, dSkOut, dSgIn, dSgW, dSgR, dFence;
+  if (target) {
+    dSkIn = a.fin(c.skin, n);
+    dSkW = a.mem("skr", n);
+    dSkR = a.mem("skr", n);
+    dXf = a.mem("yring", n);
+    dSgo = a.mem("sgo", n);
+    dSgOut = a.fout(c.sgout, n);
+  }
+  if (source) {
+    dSkOut = a.fout(c.skout, n);
+    dSgIn = a.fin(c.sgin, n);
+    dSgW = a.mem("sgr", n);
+    dSgR = a.mem("sgr", n);
+  }
+  if (target || source) dFence = a.mem("sfence", 1);
+  const std::string arm_skip = target ? "vmov.fp32 " + dSkW + ", " + dSkIn + ", async=6, done=activate:6" : "";
+  const std::string arm_sg = source ? "vmov.fp32 " + dSgW + ", " + dSgIn + ", async=7, done=activate:7" : "";
   const std::string arm_fwd = "vadd.fp32 " + dAcc + ", " + dFin + ", " + dB + ", async=0, done=activate:4";
   const std::string arm_dx = last ? "" : "vmov.fp32 " + dG + ", " + dDXI + ", async=2, done=activate:3";
   a << "li r0, 0" << "li r5, 0" << "li r6, 0" << "li r7, " + S(batch);
@@ -462,9 +519,40 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
     a << "li r3, stash" << "li r12, stash+" + S(4LL * F * no);
   }
   if (ones) a << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
+  if (target) {
+    a << "li r15, skr" << "st32 [r0+skw], r15" << "st32 [r0+skrd], r15" << "dbase " + dSkW + ", r15" << "dbase " + dSkR + ", r15"
+      << arm_skip;
+  }
+  if (source) {
+    a << "li r15, sgr" << "st32 [r0+sgw], r15" << "st32 [r0+sgrd], r15" << "dbase " + dSgW + ", r15" << "dbase " + dSgR + ", r15"
+      << arm_sg;
+  }
   a << arm_fwd;
   if (!last) a << arm_dx;
   a << "exit";
+
+  // A residual stream's slot is in: count it, move to the next slot (the ring wraps), read on
+  // while a slot is free; a task that waited for it goes on.
+  auto ring_got = [&](const std::string& tag, const std::string& ring, const std::string& cnt, const std::string& wptr,
+                      const std::string& dW, const std::string& arm, const std::string& wait, const std::string& resume) {
+    a << tag + ":" << "ld32 r13, [r0+" + cnt + "]" << "addi r13, r13, 1" << "st32 [r0+" + cnt + "], r13" << "ld32 r15, [r0+" + wptr + "]"
+      << "addi r15, r15, " + S(4LL * no) << "li r14, " + ring + "+" + S(4LL * D * no) << "bne r15, r14, " + tag + "_w"
+      << "li r15, " + ring << tag + "_w:" << "st32 [r0+" + wptr + "], r15" << "dbase " + dW + ", r15" << "li r14, " + S(D)
+      << "beq r13, r14, " + tag + "_f" << arm
+      << tag + "_f:" << "ld32 r13, [r0+" + wait + "]" << "beq r13, r0, " + tag + "_x" << "st32 [r0+" + wait + "], r0" << "jmp " + resume
+      << tag + "_x:" << "exit";
+  };
+  // Takes the read slot's values (after `op` used them): the next slot, one fewer in the ring,
+  // and the read resumed if the ring was full.
+  auto ring_take = [&](const std::string& tag, const std::string& ring, const std::string& cnt, const std::string& rptr,
+                       const std::string& dR, const std::string& arm) {
+    a << "ld32 r15, [r0+" + rptr + "]" << "addi r15, r15, " + S(4LL * no) << "li r14, " + ring + "+" + S(4LL * D * no)
+      << "bne r15, r14, " + tag + "_r" << "li r15, " + ring << tag + "_r:" << "st32 [r0+" + rptr + "], r15" << "dbase " + dR + ", r15"
+      << "ld32 r13, [r0+" + cnt + "]" << "addi r13, r13, -1"
+      << "st32 [r0+" + cnt + "], r13" << "li r14, " + S(D - 1) << "bne r13, r14, " + tag + "_n" << arm << tag + "_n:";
+  };
+  if (target) ring_got("skgot", "skr", "skc", "skw", dSkW, arm_skip, "fwait", "fj_go");
+  if (source) ring_got("sggot", "sgr", "sgc", "sgw", dSgW, arm_sg, "dwait", "dj_go");
 
   auto bias_update = [&] {
     if (sum) {
@@ -521,6 +609,17 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
       a << "ysent:" << "beq r5, r7, ys_x" << arm_fwd << "ys_x:" << "exit";
     }
     a << "dxgot:";
+    if (source) {
+      // The sum's gradient of this sample, added to the incoming dx (waiting for it if need be).
+      a << "ld32 r13, [r0+sgc]" << "bne r13, r0, dj_go" << "li r13, 1" << "st32 [r0+dwait], r13" << "exit" << "dj_go:"
+        << "vadd.fp32 " + dG + ", " + dG + ", " + dSgR;
+      ring_take("dj", "sgr", "sgc", "sgrd", dSgR, arm_sg);
+    }
+    if (target) {
+      // The sum's gradient to the source, from sgo once the last send from it is through.
+      a << "vmov.fp32 " + dFence + ", " + dFence + ", async=5" << "vmov.fp32 " + dSgo + ", " + dG
+        << "vmov.fp32 " + dSgOut + ", " + dSgo + ", async=5";
+    }
     emit_act_bwd(a, act, alpha, dG, dYb, dT, dOnes);
     a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";
     a << "jmp gcommon";
@@ -529,7 +628,16 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   a << "fwdgot:";
   if (!last) {
     emit_act_fwd(a, act, alpha, dYf, dAcc, dT, dOnes);
-    a << "vmov.fp32 " + dYO + ", " + dYf + ", async=1, done=activate:2";
+    std::string dSend = dYf;
+    if (target) {
+      // X = X_k + R into xring's slot (waiting for the source's slice if need be), sent on.
+      a << "ld32 r13, [r0+skc]" << "bne r13, r0, fj_go" << "li r13, 1" << "st32 [r0+fwait], r13" << "exit" << "fj_go:"
+        << "addi r13, r3, " + S(xoff) << "dbase " + dXf + ", r13" << "vadd.fp32 " + dXf + ", " + dSkR + ", " + dYf;
+      ring_take("fj", "skr", "skc", "skrd", dSkR, arm_skip);
+      dSend = dXf;
+    }
+    a << "vmov.fp32 " + dYO + ", " + dSend + ", async=1, done=activate:2";
+    if (source) a << "vmov.fp32 " + dSkOut + ", " + dSend + ", async=4";
     a << "addi r3, r3, " + S(4LL * no) << "bne r3, r12, fw_nw" << "li r3, yring" << "fw_nw:" << "dbase " + dYf + ", r3";
     a << "addi r5, r5, 1" << "exit";
   } else {
@@ -675,6 +783,16 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
           c.label = r.color(r.copies[static_cast<size_t>(rep)].label);
           c.loss = r.color(r.copies[static_cast<size_t>(rep)].loss);
         }
+        if (lp.residual >= 1) {
+          c.skin = r.color(n.skip[static_cast<size_t>(b)]);
+          c.sgout = r.color(n.skip_grad[static_cast<size_t>(b)]);
+        }
+        if (const int t = plan.residual_target(l + 1); t >= 0) {
+          const LayerNets& tn = nets[static_cast<size_t>(t)];
+          c.skout = r.color(tn.skip[static_cast<size_t>(b)]);
+          c.sgin = r.color(tn.skip_grad[static_cast<size_t>(b)]);
+        }
+        c.skip_depth = plan.ring_depth + 4;
         const int no = lp.out_len(b);
         const Activation act = g.layers[static_cast<size_t>(l)].act;
         const float alpha = g.layers[static_cast<size_t>(l)].act_alpha;

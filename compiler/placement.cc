@@ -18,7 +18,8 @@ constexpr double kLossFixed = 120;   // per sample: the loss root's softmax book
 constexpr double kRelayFixed = 5;    // per PE a stream of the replicas' gradient sum passes: its ops' starts
 constexpr long kCodeBytes = 2048;    // a tile's code and scalar data, rounded up
 constexpr int kMinRing = 4;          // compile.ring_depth 0 (auto) takes at least this many
-constexpr double kSlack = 0.8;       // tiles above this share of the time per sample are split further
+constexpr double kSlack = 0.8;
+constexpr double kResidualFixed = 16;  // a residual connection's ring bookkeeping at a root, per sample       // tiles above this share of the time per sample are split further
 // Two neighbouring stages of nearly the same time couple (one waits for the other's bursts: a
 // layer-0 tile's backward pass holds up the channel all its rows share, a root waits for its
 // tiles' partial sums while they wait for its gradient) and run slower than the slower of them:
@@ -71,6 +72,13 @@ struct Search {
     if (grad) e.update_per_batch += 2.0 * ni * no / hw.core.add_fp32;
     const bool last = l + 1 == static_cast<int>(g.layers.size());
     e.root = kRootFixed + no * (2 + 2 * act_cost(d.act)) + (last ? kLossFixed + 8.0 * no : 0);
+    // A residual connection's target root adds the source's values (a vadd) and keeps and sends
+    // the sum's gradient (a vmov, a send); the source's root adds that gradient (a vadd) and
+    // sends its values once more.
+    if (d.residual >= 0) e.root += kResidualFixed + no * (0.5 + 2.0);
+    for (const DenseKernel& t : g.layers) {
+      if (t.residual == l + 1) e.root += kResidualFixed + no * (0.5 + 1.0);
+    }
     return e;
   }
 
@@ -197,6 +205,16 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
   const bool auto_ring = opt.ring_depth == 0;
   Search s{g, hw, opt, sram, auto_ring ? kMinRing : opt.ring_depth, grad};
   std::vector<int> p(static_cast<size_t>(L) + 1, 1);  // p[l] = layer l's p_in; p[l+1] its p_out; p[L] = 1
+  // A residual connection's two boundaries (the source k, the sum l + 1) take the same slices:
+  // the larger of their counts.
+  auto tie = [&](std::vector<int>& q) {
+    for (int l = 0; l < L; ++l) {
+      const int k = g.layers[static_cast<size_t>(l)].residual;
+      if (k < 1) continue;
+      const int v = std::max(q[static_cast<size_t>(k)], q[static_cast<size_t>(l) + 1]);
+      q[static_cast<size_t>(k)] = q[static_cast<size_t>(l) + 1] = v;
+    }
+  };
   auto pes_of = [&](const std::vector<int>& q) {
     long long n = 0;
     for (int l = 0; l < L; ++l) n += static_cast<long long>(q[static_cast<size_t>(l)]) * q[static_cast<size_t>(l) + 1] + q[static_cast<size_t>(l) + 1];
@@ -374,6 +392,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       if (pk >= lim) continue;
       std::vector<int> q = p;
       q[static_cast<size_t>(k)] = std::min(lim, std::max(pk + 1, pk + pk / 8));
+      tie(q);
       if (!fits(q)) continue;
       int dummy = 0;
       const double tq = objective(q, &dummy);
@@ -415,6 +434,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       for (int v = p[static_cast<size_t>(k)] + 1; v <= lim; ++v) {
         std::vector<int> q = p;
         q[static_cast<size_t>(k)] = v;
+        tie(q);
         if (!fits(q)) break;
         const double tq = tiles_time(q, l);
         if (tq >= tiles_time(p, l)) continue;
@@ -461,6 +481,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     lp.x0 = x;
     lp.y0 = y;
     lp.dx = l > 0;
+    lp.residual = d.residual;
     lp.est = s.estimate(l, lp.p_in, lp.p_out, &lp.tile_bytes);
     if (lp.a_type) y += lp.p_in + 1;
     else x += lp.p_in + 1;
@@ -584,11 +605,20 @@ void replicate(Plan* c, const HwConfig& hw, const Bands& bands, int R, int band)
 Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt) {
   const int W = hw.fabric.width, H = hw.fabric.height;
   if (g.layers.empty()) throw CompileError("the model has no layers to place");
-  if (const int r = g.first_residual(); r >= 0) {
-    throw CompileError("the residual connection '" + g.layers[static_cast<size_t>(r)].residual_node + "' (into the output of " +
-                       g.layers[static_cast<size_t>(r)].name +
-                       ") runs in weight-streaming mode only; layer-pipelined mode takes plain chains of dense layers so far "
-                       "(use --mode weight-streaming)");
+  // Residual connections (DenseKernel::residual): the source's roots send their values to the
+  // target's roots, which send the sum's gradient back (codegen.cc); both sides' slices must
+  // agree, so the search keeps their boundaries' partitions equal.
+  for (const DenseKernel& d : g.layers) {
+    if (d.residual < 0) continue;
+    const std::string what = "the residual connection '" + d.residual_node + "' (into the output of " + d.name + ")";
+    if (d.residual == 0) {
+      throw CompileError(what + " adds the model input, which layer-pipelined mode does not keep on the wafer; "
+                         "use --mode weight-streaming");
+    }
+    if (opt.in_flight > 1) {
+      throw CompileError(what + " with train.in_flight 2 is not supported in layer-pipelined mode yet; use train.in_flight 1 "
+                         "or --mode weight-streaming");
+    }
   }
   if (opt.batch < 1) throw CompileError("train.batch must be at least 1");
   if (opt.ring_depth < 0 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be 0 (auto) or in 1..64");

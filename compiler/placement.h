@@ -52,6 +52,9 @@ struct LayerPlan {
   std::vector<int> in_off, out_off;  // slice starts; size p + 1
   int x0 = 0, y0 = 0;                // tile (0, 0)
   bool dx = false;                   // computes input gradients (every layer but the first)
+  // A residual connection (DenseKernel::residual): -1, or the boundary k >= 1 whose values its
+  // roots add to their activated outputs; boundary k's partition is this layer's output's.
+  int residual = -1;
   KernelEstimate est;
   long tile_bytes = 0;               // largest tile's SRAM need
 
@@ -84,6 +87,13 @@ struct Plan {
   int replicas = 1;
   int band = 0, band_channels = 0;
   double reduce = 0;
+  // The layer whose roots add boundary k's values (a residual connection), or -1.
+  int residual_target(int k) const {
+    for (const LayerPlan& l : layers) {
+      if (l.residual == k) return l.index;
+    }
+    return -1;
+  }
   int samples_of(int r) const { return (batch - r + replicas - 1) / replicas; }  // copy r's samples of a minibatch
   std::pair<int, int> at(std::pair<int, int> xy, int r) const { return {xy.first, xy.second + r * band}; }
   int channel(int c, int r) const { return c + r * band_channels; }

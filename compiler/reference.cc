@@ -82,7 +82,9 @@ Reference::Reference(const KernelGraph& g, const Plan& plan, const TrainHyper& h
 std::vector<float> Reference::run_forward(const float* x, std::vector<std::vector<float>>* inputs,
                                           std::vector<std::vector<float>>* outputs, int stale_sample) const {
   std::vector<float> cur(x, x + m_plan.layers.front().in);
+  std::vector<std::vector<float>> kept(m_plan.layers.size());  // boundaries a residual connection adds
   for (const LayerPlan& l : m_plan.layers) {
+    if (m_plan.residual_target(l.index) >= 0) kept[static_cast<size_t>(l.index)] = cur;
     const ModelState& st = stale_sample >= 0 && stale_sample < m_plan.lookahead(l.index) ? m_before : m_s;
     const auto& W = st.w[static_cast<size_t>(l.index)];
     const auto& B = st.b[static_cast<size_t>(l.index)];
@@ -104,7 +106,12 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
       }
     }
     if (inputs) inputs->push_back(cur);
-    if (outputs) outputs->push_back(y);
+    if (outputs) outputs->push_back(y);  // the activated output: its derivative is taken there
+    if (l.residual >= 0) {
+      // The target root's vadd: the source's value plus the activated output.
+      const auto& src = kept[static_cast<size_t>(l.residual)];
+      for (size_t i = 0; i < y.size(); ++i) y[i] = src[i] + y[i];
+    }
     cur = std::move(y);
   }
   return cur;
@@ -132,6 +139,7 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
   std::vector<float> losses;
   for (int s = 0; s < batch; ++s) {
     std::vector<std::vector<float>> in, out;
+    std::vector<std::vector<float>> skip(static_cast<size_t>(L) + 1);  // a sum's gradient, by boundary
     const std::vector<float> logits = run_forward(xs[static_cast<size_t>(s)], &in, &out, after_lookahead ? s : -1);
     std::vector<float> g;
     losses.push_back(softmax_xent(logits, labels[static_cast<size_t>(s)], m_plan.batch, &g));
@@ -166,6 +174,14 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
         }
       }
       if (li > 0) {
+        // Residual connections at boundary li: the sum's gradient it feeds is added to dx (the
+        // source root's vadd); where li is a sum, dx is also its source's share (the target
+        // root's send, before the derivative).
+        if (const int t = m_plan.residual_target(li); t >= 0) {
+          const auto& sg = skip[static_cast<size_t>(t) + 1];
+          for (size_t k = 0; k < dx.size(); ++k) dx[k] = dx[k] + sg[k];
+        }
+        if (m_plan.layers[static_cast<size_t>(li) - 1].residual >= 0) skip[static_cast<size_t>(li)] = dx;
         const Activation act = m_g.layers[static_cast<size_t>(li) - 1].act;
         const float alpha = m_g.layers[static_cast<size_t>(li) - 1].act_alpha;
         const auto& yprev = out[static_cast<size_t>(li) - 1];

@@ -134,6 +134,26 @@ CopyNets route_copy(Builder& b, const Plan& base, int r, const HwConfig& hw) {
       n.dy.push_back(b.line(tag + ".dy" + std::to_string(bb), lp.root_xy(bb), tiles, true));
     }
   }
+  // Residual connections: from each source root to the target root of the same slice, along
+  // the source's row and then the target's column; the sum's gradient back the same way.
+  for (int l = 0; l < L; ++l) {
+    const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
+    if (lp.residual < 1) continue;
+    const LayerPlan& src = plan.layers[static_cast<size_t>(lp.residual) - 1];
+    LayerNets& n = out.layers[static_cast<size_t>(l)];
+    for (int bb = 0; bb < lp.p_out; ++bb) {
+      const auto from = src.root_xy(bb), to = lp.root_xy(bb);
+      std::vector<std::pair<int, int>> pts = run(from, {to.first, from.second});
+      if (to.second != from.second) {
+        auto col = run({to.first, from.second}, to);
+        pts.insert(pts.end(), col.begin() + 1, col.end());
+      }
+      const std::string tag = pre + "L" + std::to_string(l) + ".skip" + std::to_string(bb);
+      n.skip.push_back(b.line(tag, from, std::vector<std::pair<int, int>>(pts.begin() + 1, pts.end()), false));
+      std::reverse(pts.begin(), pts.end());
+      n.skip_grad.push_back(b.line(tag + "g", to, std::vector<std::pair<int, int>>(pts.begin() + 1, pts.end()), false));
+    }
+  }
   const auto lr = plan.layers.back().root_xy(0);
   const int lrow = ch_row(plan.loss_channel);
   out.label = b.add(pre + "label", edge_path(lrow, lr.first, lr.second, false));

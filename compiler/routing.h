@@ -29,6 +29,9 @@ struct LayerNets {
   std::vector<std::vector<int>> fchain; // [a][b]: tile (a, b)'s partial sum toward root b
   std::vector<int> dy;                  // [b]: root b's gradient to its tiles
   std::vector<std::vector<int>> dxchain;// [a][b]: tile (a, b)'s input gradient toward the previous root a
+  // A residual connection into this layer's outputs (LayerPlan::residual = k): [b] the source's
+  // root b (layer k-1's) to this layer's root b, and the sum's gradient back.
+  std::vector<int> skip, skip_grad;
 };
 
 // A copy's nets (replicas: Plan::replicas copies, each with its own).

@@ -60,6 +60,8 @@ SHAPES = [
     ("sigmoid_op11", [12, 6, 3], "sigmoid", 11, 3, 0.5, 0.9),
     ("relu_replicas4", [20, 12, 5], "relu", 13, 4, 0.1, 0.9),
     ("leaky_op13", [20, 12, 8, 5], "leaky_relu", 13, 5, 0.1, 0.9),
+    # Residual connections (h = h + act(fc(h)) where the widths agree): fc2, fc3 and fc5.
+    ("residual_op14", [20, 12, 12, 12, 8, 8, 5], "relu", 14, 9, 0.1, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -85,7 +87,7 @@ WS_CASES = [
     ("ws_grid_sgd_sigmoid", [30, 9, 4], "sigmoid", 13, 6, "sgd", 0.1, 0.9, ["--ws.layout", "grid", "--ws.rows", "12"]),
 ]
 # Cases built as residual MLPs (make_model.py --residual).
-RESIDUAL = {"ws_sgd_residual"}
+RESIDUAL = {"residual_op14", "ws_sgd_residual"}
 WS_SYSTEMS = 2
 WS_STEPS = 3
 WS_STATE_RTOL = 2e-6
@@ -343,7 +345,7 @@ def test_shape(wafersim, workdir, shape):
     xs = np.concatenate([x, rng.standard_normal((4, layers[0])).astype(np.float32)])
     with torch.no_grad():
         want = t_net(torch.from_numpy(xs)).numpy()
-        ck_net = make_model.build(layers, act)
+        ck_net = make_model.build(layers, act, name in RESIDUAL)
         ck_net.load_state_dict(loaded)
         via_torch = ck_net(torch.from_numpy(xs)).numpy()
     via_onnx = run_onnx(ck, xs)

@@ -135,6 +135,24 @@ TEST(Training, LeakyReluOnGridsMatchesReference) {
   check_against_reference(MlpSpec{{40, 24, 16, 12, 5}, "LeakyRelu", 5, 13}, 40, 5, 60, 2, "leaky4");
 }
 
+// Residual connections (h = h + act(fc(h))): fc2 and fc3 (boundary 2 is a sum and the next
+// one's source) and fc5, on grids of tiles; the source roots send their outputs to the target
+// roots, which send the sums' gradients back. Bit for bit against the reference.
+MlpSpec residual_spec() {
+  MlpSpec spec{{20, 12, 12, 12, 8, 8, 5}, "Tanh", 5, 13};
+  spec.residual = true;
+  return spec;
+}
+
+TEST(Training, ResidualConnectionsMatchReference) {
+  check_against_reference(residual_spec(), 40, 6, 60, 3, "residual");
+}
+
+// The same with two copies of the model (each its own residual streams).
+TEST(Training, ResidualConnectionsWithReplicasMatchReference) {
+  check_against_reference(residual_spec(), 40, 6, 60, 2, "residual_r2", 1, {}, 2);
+}
+
 TEST(Training, WideGridsMatchReference) {
   check_against_reference(MlpSpec{{64, 48, 10}, "Relu", 9, 13}, 40, 8, 40, 2, "wide");
 }

@@ -569,23 +569,26 @@ TEST(Compiler, ReshapeThatMixesSamplesIsUnsupported) {
   EXPECT_TRUE(contains(r.err, "Reshape (1 node): reshape to [16, -1] does not keep one sample per row of 16 features: node '/Reshape'")) << r.err;
 }
 
-// Residual connections (h + act(W h + b)): matched to the layer whose output they add to,
-// weight-streaming mode only (layer-pipelined says so, auto takes weight streaming); an
-// activation after the Add, or an Add into the logits, is refused by name.
+// Residual connections (h + act(W h + b)): matched to the layer whose output they add to, in
+// both modes; one from the model input runs in weight streaming only (layer-pipelined says so,
+// auto takes weight streaming); an activation after the Add, or an Add into the logits, is
+// refused by name.
 TEST(Compiler, ResidualConnections) {
-  auto model = [](const std::string& name, bool act_after, bool into_logits) {
+  auto model = [](const std::string& name, bool act_after, bool into_logits, bool from_input = false) {
     Graph g;
-    g.input("input", onnx::TensorProto::FLOAT, {-1, 16});
-    g.linear("fc1", "input", "z1", 16, 8);
-    g.node("Relu", "/act1/Relu", {"z1"}, "h");
-    g.linear("fc2", "h", "z2", 8, 8);
+    g.input("input", onnx::TensorProto::FLOAT, {-1, from_input ? 8 : 16});
+    g.linear("fc1", "input", "z1", from_input ? 8 : 16, 8);
+    g.node("Relu", "/act1/Relu", {"z1"}, "h1");
+    const std::string h = from_input ? "hs" : "h1";
+    if (from_input) g.node("Add", "/Add_0", {"input", "h1"}, "hs");
+    g.linear("fc2", h, "z2", 8, 8);
     if (into_logits) {
-      g.node("Add", "/Add", {"h", "z2"}, "logits");
+      g.node("Add", "/Add", {h, "z2"}, "logits");
       g.output("logits", 8);
       return g.save(name);
     }
     g.node("Relu", "/act2/Relu", {"z2"}, "r");
-    g.node("Add", "/Add", {"h", "r"}, "s");
+    g.node("Add", "/Add", {h, "r"}, "s");
     std::string in = "s";
     if (act_after) {
       g.node("Relu", "/act3/Relu", {"s"}, "t");
@@ -599,12 +602,21 @@ TEST(Compiler, ResidualConnections) {
   CmdResult r = compile({ok, "--validate-only"});
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "/fc2/Gemm: dense 8 x 8 + bias + relu + the input of /fc2/Gemm (residual)")) << r.out;
-  r = compile({ok, "--mode", "layer-pipelined", "--compile-only"});
+  for (const char* mode : {"layer-pipelined", "weight-streaming"}) {
+    r = compile({ok, "--mode", mode, "--compile-only", "--fabric.width", "24", "--fabric.height", "40"});
+    EXPECT_EQ(r.rc, 0) << mode << ": " << r.err;
+  }
+  const std::string from_input = model("residual_input", false, false, true);
+  r = compile({from_input, "--mode", "layer-pipelined", "--compile-only"});
   EXPECT_EQ(r.rc, kExitUsage) << r.out;
-  EXPECT_TRUE(contains(r.err, "the residual connection '/Add' (into the output of /fc2/Gemm) runs in weight-streaming mode only")) << r.err;
-  r = compile({ok, "--mode", "auto", "--compile-only", "--fabric.width", "12", "--fabric.height", "40"});
+  EXPECT_TRUE(contains(r.err, "the residual connection '/Add_0' (into the output of /fc1/Gemm) adds the model input, which "
+                              "layer-pipelined mode does not keep on the wafer")) << r.err;
+  r = compile({from_input, "--mode", "auto", "--compile-only", "--fabric.width", "24", "--fabric.height", "40"});
   EXPECT_EQ(r.rc, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "mode auto: weight streaming (the residual connection '/Add' runs in weight-streaming mode only)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "mode auto: weight streaming, because layer-pipelined does not fit: the residual connection '/Add_0'")) << r.out;
+  r = compile({ok, "--mode", "layer-pipelined", "--train.in_flight", "2", "--compile-only"});
+  EXPECT_EQ(r.rc, kExitUsage) << r.out;
+  EXPECT_TRUE(contains(r.err, "with train.in_flight 2 is not supported in layer-pipelined mode yet")) << r.err;
   r = compile({model("residual_act", true, false), "--validate-only"});
   EXPECT_EQ(r.rc, kExitUsage) << r.out;
   EXPECT_TRUE(contains(r.err, "Relu (1 node): an activation after a residual Add")) << r.err;
