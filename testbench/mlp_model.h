@@ -24,6 +24,9 @@ struct MlpSpec {
   // Hidden layers whose input and output widths agree add their input to their activated
   // output (h = h + act(fc(h)), an Add as torch exports it; scripts/make_model.py --residual).
   bool residual = false;
+  // Layers a residual block spans: 1, h + act(fc(h)); 2, h + act(fc2(act(fc1(h)))) where fc1's
+  // input and fc2's output widths agree (blocks do not overlap).
+  int residual_span = 1;
 };
 
 inline float lcg_uniform(uint64_t* s) {  // in [-1, 1)
@@ -56,6 +59,8 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
   flat->add_output("flat");
   std::string cur = "flat";
   const size_t L = spec.widths.size() - 1;
+  std::vector<std::string> inputs;  // each layer's input value
+  size_t block_end = 0;             // the first layer a new residual block may start at
   for (size_t l = 0; l < L; ++l) {
     const int in = spec.widths[l], out = spec.widths[l + 1];
     const std::string fc = "fc" + std::to_string(l + 1);
@@ -69,6 +74,7 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
     };
     add_init(fc + ".weight", {out, in}, static_cast<size_t>(in) * out);
     add_init(fc + ".bias", {out}, static_cast<size_t>(out));
+    inputs.push_back(cur);
     auto* n = g->add_node();
     n->set_name("/" + fc + "/Gemm");
     n->set_op_type("Gemm");
@@ -88,11 +94,13 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       a->add_input(cur);
       cur = "/act" + std::to_string(l + 1) + "/" + spec.act + "_output_0";
       a->add_output(cur);
-      if (spec.residual && in == out) {
+      const size_t span = static_cast<size_t>(spec.residual_span), first = l + 1 >= span ? l + 1 - span : L;
+      if (spec.residual && first < L && first >= block_end && spec.widths[first] == out) {
+        block_end = l + 1;
         auto* r = g->add_node();
         r->set_name("/Add_" + std::to_string(l + 1));
         r->set_op_type("Add");
-        r->add_input(n->input(0));
+        r->add_input(inputs[first]);
         r->add_input(cur);
         cur = "/Add_" + std::to_string(l + 1) + "_output_0";
         r->add_output(cur);

@@ -148,6 +148,15 @@ TEST(Training, ResidualConnectionsMatchReference) {
   check_against_reference(residual_spec(), 40, 6, 60, 3, "residual");
 }
 
+// Blocks of two layers (h + act(fc2(act(fc1(h))))): the source's roots are two layers before
+// the target's, their streams cross a layer's region.
+TEST(Training, TwoLayerResidualBlocksMatchReference) {
+  MlpSpec spec{{16, 10, 7, 10, 7, 10, 4}, "Relu", 8, 13};
+  spec.residual = true;
+  spec.residual_span = 2;
+  check_against_reference(spec, 40, 6, 60, 3, "residual_span2");
+}
+
 // The same with two copies of the model (each its own residual streams).
 TEST(Training, ResidualConnectionsWithReplicasMatchReference) {
   check_against_reference(residual_spec(), 40, 6, 60, 2, "residual_r2", 1, {}, 2);

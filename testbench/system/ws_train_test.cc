@@ -346,6 +346,18 @@ TEST(WsTraining, ResidualConnectionsMatchTheReference) {
   check_ws(spec, 12, 20, 4, o, 3, "ws_residual");
 }
 
+// Blocks of two layers (h + act(fc2(act(fc1(h))))): the sum's source is two boundaries back.
+TEST(WsTraining, TwoLayerResidualBlocksMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 6;
+  o.columns = 3;
+  MlpSpec spec{{16, 10, 7, 10, 7, 10, 4}, "Relu", 8, 13};
+  spec.residual = true;
+  spec.residual_span = 2;
+  check_ws(spec, 12, 20, 4, o, 3, "ws_residual_span2");
+}
+
 // One SystemC kernel per process: one configuration per test.
 void systems_tanh(int n) {
   WsOptions o;
