@@ -18,8 +18,9 @@ constexpr double kLossFixed = 120;   // per sample: the loss root's softmax book
 constexpr double kRelayFixed = 5;    // per PE a stream of the replicas' gradient sum passes: its ops' starts
 constexpr long kCodeBytes = 2048;    // a tile's code and scalar data, rounded up
 constexpr int kMinRing = 4;          // compile.ring_depth 0 (auto) takes at least this many
-constexpr double kSlack = 0.8;
-constexpr double kResidualFixed = 16;  // a residual connection's ring bookkeeping at a root, per sample       // tiles above this share of the time per sample are split further
+constexpr double kSlack = 0.8;       // tiles above this share of the time per sample are split further
+constexpr double kResidualFixed = 16;      // a residual connection's ring bookkeeping at a root, per sample
+constexpr int kResidualColorReserve = 8;   // colors of the tiles' own nets where residual streams cross them
 // Two neighbouring stages of nearly the same time couple (one waits for the other's bursts: a
 // layer-0 tile's backward pass holds up the channel all its rows share, a root waits for its
 // tiles' partial sums while they wait for its gradient) and run slower than the slower of them:
@@ -271,10 +272,19 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
   // The staircase fits the fabric and the budget, and the column-0 bus can color its rows'
   // inputs: every row fed through a bus router takes a color of its own there (routing.cc), and
   // the label's and loss's paths may need two more.
+  // A residual connection's slices each take two nets between the source's and the target's
+  // roots, and the slices' paths cross one another (the source roots lie on one line, the
+  // target roots on another, in orders that do not nest: routing.cc), so every such net needs a
+  // color of its own where they cross, beside the few nets of the tiles they pass: at most
+  // (colors - kResidualColorReserve) / 2 slices.
+  const int residual_cap = std::max(1, (hw.router.colors - kResidualColorReserve) / 2);
   auto fits = [&](const std::vector<int>& q) {
     int w = 0, h = 0;
     extent(q, &w, &h);
     if (w > W || h > H || pes_of(q) > budget) return false;
+    for (const DenseKernel& d : g.layers) {
+      if (d.residual >= 1 && q[static_cast<size_t>(d.residual)] > residual_cap) return false;
+    }
     std::vector<int> cross(static_cast<size_t>(H) + 1, 0);  // difference array over the bus rows
     const int y0 = top_row(q);
     for (int a = 0; a < q[0]; ++a) {

@@ -134,8 +134,43 @@ CopyNets route_copy(Builder& b, const Plan& base, int r, const HwConfig& hw) {
       n.dy.push_back(b.line(tag + ".dy" + std::to_string(bb), lp.root_xy(bb), tiles, true));
     }
   }
-  // Residual connections: from each source root to the target root of the same slice, along
-  // the source's row and then the target's column; the sum's gradient back the same way.
+  // Residual connections: from each source root to the target root of the same slice, and the
+  // sum's gradient back the same way. The roots of a slice lie on a line (a row or a column), so
+  // a path that runs along such a line would share its routers with every other slice's; and a
+  // net's color must be free at every router it crosses. Each slice takes, of the paths with one
+  // or two turns (through any row or column between the two roots), the one that meets the
+  // fewest nets on its way (then the shortest), and its routers count it twice (both
+  // directions) for the slices after it.
+  std::map<std::pair<int, int>, int> load;
+  for (const Net& net : b.r.nets) {
+    for (const Hop& h : net.hops) ++load[{h.x, h.y}];
+  }
+  auto path = [&](std::pair<int, int> from, std::pair<int, int> to, bool x_first, int mid) {
+    std::vector<std::pair<int, int>> pts{from};
+    auto go = [&](std::pair<int, int> p) {
+      auto seg = run(pts.back(), p);
+      pts.insert(pts.end(), seg.begin() + 1, seg.end());
+    };
+    if (x_first) {  // along the row to column mid, down or up to the target's row, along it
+      go({mid, from.second});
+      go({mid, to.second});
+      go(to);
+    } else {  // along the column to row mid, across to the target's column, along it
+      go({from.first, mid});
+      go({to.first, mid});
+      go(to);
+    }
+    return pts;
+  };
+  // Every slice's two roots carry its two nets whatever path it takes: counted from the start, so
+  // that no earlier slice's path takes them for free.
+  for (const LayerPlan& lp : plan.layers) {
+    if (lp.residual < 1) continue;
+    for (int bb = 0; bb < lp.p_out; ++bb) {
+      load[plan.layers[static_cast<size_t>(lp.residual) - 1].root_xy(bb)] += 2;
+      load[lp.root_xy(bb)] += 2;
+    }
+  }
   for (int l = 0; l < L; ++l) {
     const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
     if (lp.residual < 1) continue;
@@ -143,15 +178,30 @@ CopyNets route_copy(Builder& b, const Plan& base, int r, const HwConfig& hw) {
     LayerNets& n = out.layers[static_cast<size_t>(l)];
     for (int bb = 0; bb < lp.p_out; ++bb) {
       const auto from = src.root_xy(bb), to = lp.root_xy(bb);
-      std::vector<std::pair<int, int>> pts = run(from, {to.first, from.second});
-      if (to.second != from.second) {
-        auto col = run({to.first, from.second}, to);
-        pts.insert(pts.end(), col.begin() + 1, col.end());
+      load[from] -= 2;
+      load[to] -= 2;
+      std::vector<std::pair<int, int>> best;
+      std::pair<int, size_t> best_cost{0, 0};
+      for (const bool x_first : {false, true}) {
+        const int lo = x_first ? std::min(from.first, to.first) : std::min(from.second, to.second);
+        const int hi = x_first ? std::max(from.first, to.first) : std::max(from.second, to.second);
+        for (int mid = lo; mid <= hi; ++mid) {
+          auto pts = path(from, to, x_first, mid);
+          // The nets it meets on the way: a net's color must be free at every router it crosses.
+          int met = 0;
+          for (const auto& p : pts) met += load[p];
+          const std::pair<int, size_t> cost{met, pts.size()};
+          if (best.empty() || cost < best_cost) {
+            best = std::move(pts);
+            best_cost = cost;
+          }
+        }
       }
+      for (const auto& p : best) load[p] += 2;
       const std::string tag = pre + "L" + std::to_string(l) + ".skip" + std::to_string(bb);
-      n.skip.push_back(b.line(tag, from, std::vector<std::pair<int, int>>(pts.begin() + 1, pts.end()), false));
-      std::reverse(pts.begin(), pts.end());
-      n.skip_grad.push_back(b.line(tag + "g", to, std::vector<std::pair<int, int>>(pts.begin() + 1, pts.end()), false));
+      n.skip.push_back(b.line(tag, from, std::vector<std::pair<int, int>>(best.begin() + 1, best.end()), false));
+      std::reverse(best.begin(), best.end());
+      n.skip_grad.push_back(b.line(tag + "g", to, std::vector<std::pair<int, int>>(best.begin() + 1, best.end()), false));
     }
   }
   const auto lr = plan.layers.back().root_xy(0);
