@@ -1,5 +1,7 @@
 #include "compiler/codegen.h"
 
+#include "compiler/reference.h"
+
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -379,6 +381,67 @@ void emit_act_fwd(kernels::PeAsm& a, Activation act, float alpha, const std::str
   }
 }
 
+namespace {
+
+std::string lit(float v) { return kernels::f32_literal(v); }
+
+// |z| into dA, erf(|z| / sqrt 2) into dE, e^(-z^2 / 2) into dX (reference.cc gelu_parts); dT scratch.
+void emit_gelu_parts(kernels::PeAsm& a, const std::string& dZ, const std::string& dA, const std::string& dE,
+                     const std::string& dX, const std::string& dT, const std::string& dOnes) {
+  a << "lif r13, -1.0" << "vmuls.fp32 " + dA + ", " + dZ + ", r13" << "vmax.fp32 " + dA + ", " + dZ + ", " + dA;
+  a << "lif r13, " + lit(gelu::kP) << "vmuls.fp32 " + dT + ", " + dA + ", r13" << "vadd.fp32 " + dT + ", " + dT + ", " + dOnes
+    << "vrecip.fp32 " + dT + ", " + dT;
+  a << "lif r13, " + lit(gelu::kA5) << "vmuls.fp32 " + dE + ", " + dT + ", r13";
+  for (const float c : {gelu::kA4, gelu::kA3, gelu::kA2, gelu::kA1}) {
+    a << "lif r13, " + lit(c) << "vfmacs.fp32 " + dE + ", " + dE + ", " + dOnes + ", r13" << "vmul.fp32 " + dE + ", " + dE + ", " + dT;
+  }
+  a << "vmul.fp32 " + dX + ", " + dZ + ", " + dZ << "lif r13, -0.5" << "vmuls.fp32 " + dX + ", " + dX + ", r13" << "vexp.fp32 " + dX + ", " + dX;
+  a << "vmul.fp32 " + dE + ", " + dE + ", " + dX << "lif r13, -1.0" << "vfmacs.fp32 " + dE + ", " + dOnes + ", " + dE + ", r13";
+}
+
+// sigma(2 c (z + k z^3)) into dS (reference.cc gelu_sigma).
+void emit_gelu_sigma(kernels::PeAsm& a, const std::string& dZ, const std::string& dS, const std::string& dOnes) {
+  a << "vmul.fp32 " + dS + ", " + dZ + ", " + dZ << "lif r13, " + lit(gelu::kK) << "vmuls.fp32 " + dS + ", " + dS + ", r13"
+    << "lif r13, 1.0" << "vfmacs.fp32 " + dS + ", " + dS + ", " + dOnes + ", r13" << "vmul.fp32 " + dS + ", " + dS + ", " + dZ
+    << "lif r13, " + lit(-gelu::kTwoC) << "vmuls.fp32 " + dS + ", " + dS + ", r13" << "vexp.fp32 " + dS + ", " + dS
+    << "vadd.fp32 " + dS + ", " + dS + ", " + dOnes << "vrecip.fp32 " + dS + ", " + dS;
+}
+
+}  // namespace
+
+void emit_gelu_fwd(kernels::PeAsm& a, Activation act, const std::string& dY, const std::string& dZ, const std::string (&t)[4],
+                   const std::string& dOnes) {
+  if (act == Activation::kGeluTanh) {
+    emit_gelu_sigma(a, dZ, t[0], dOnes);
+    a << "vmul.fp32 " + dY + ", " + dZ + ", " + t[0];
+    return;
+  }
+  emit_gelu_parts(a, dZ, t[0], t[1], t[2], t[3], dOnes);
+  a << "vmul.fp32 " + dY + ", " + t[0] + ", " + t[1] << "vadd.fp32 " + dY + ", " + dZ + ", " + dY << "lif r13, 0.5"
+    << "vmuls.fp32 " + dY + ", " + dY + ", r13";
+}
+
+void emit_gelu_bwd(kernels::PeAsm& a, Activation act, const std::string& dG, const std::string& dZ, const std::string (&t)[4],
+                   const std::string& dOnes) {
+  if (act == Activation::kGeluTanh) {
+    emit_gelu_sigma(a, dZ, t[0], dOnes);
+    a << "vmul.fp32 " + t[1] + ", " + dZ + ", " + dZ << "lif r13, " + lit(gelu::kThreeK) << "vmuls.fp32 " + t[1] + ", " + t[1] + ", r13"
+      << "lif r13, 1.0" << "vfmacs.fp32 " + t[1] + ", " + t[1] + ", " + dOnes + ", r13" << "lif r13, " + lit(gelu::kTwoC)
+      << "vmuls.fp32 " + t[1] + ", " + t[1] + ", r13";
+    a << "vsub.fp32 " + t[2] + ", " + dOnes + ", " + t[0] << "vmul.fp32 " + t[2] + ", " + t[0] + ", " + t[2]
+      << "vmul.fp32 " + t[2] + ", " + t[2] + ", " + t[1] << "vmul.fp32 " + t[2] + ", " + t[2] + ", " + dZ
+      << "vadd.fp32 " + t[2] + ", " + t[0] + ", " + t[2] << "vmul.fp32 " + dG + ", " + dG + ", " + t[2];
+    return;
+  }
+  emit_gelu_parts(a, dZ, t[0], t[1], t[2], t[3], dOnes);
+  // sign(z) erf: (z > 0 ? erf : 0) 2 - erf; Phi = 0.5 that + 0.5; z phi = z e / sqrt(2 pi).
+  a << "vdrelu.fp32 " + t[3] + ", " + dZ + ", " + t[1] << "lif r13, 2.0" << "vmuls.fp32 " + t[3] + ", " + t[3] + ", r13"
+    << "vsub.fp32 " + t[3] + ", " + t[3] + ", " + t[1] << "lif r13, 0.5" << "vmuls.fp32 " + t[3] + ", " + t[3] + ", r13"
+    << "vfmacs.fp32 " + t[3] + ", " + t[3] + ", " + dOnes + ", r13";
+  a << "vmul.fp32 " + t[2] + ", " + dZ + ", " + t[2] << "lif r13, " + lit(gelu::kInvSqrt2Pi) << "vmuls.fp32 " + t[2] + ", " + t[2] + ", r13"
+    << "vadd.fp32 " + t[3] + ", " + t[3] + ", " + t[2] << "vmul.fp32 " + dG + ", " + dG + ", " + t[3];
+}
+
 void emit_softmax_grad(kernels::PeAsm& a, int batch, const std::string& dG) {
   a << "li r14, g" << "add r14, r14, r10" << "ld32 r13, [r14]" << "lif r9, 1.0" << "fsub r13, r13, r9" << "st32 [r14], r13";
   a << "lif r13, " + kernels::f32_literal(1.0f / static_cast<float>(batch)) << "vmuls.fp32 " + dG + ", " + dG + ", r13";
@@ -444,10 +507,15 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   a.data(".space t, fp32, " + N);
   a.data(".space nupd, fp32, 1");
   if (sum) a.data(".space gb, fp32, " + N);
-  const bool ones = act == Activation::kSigmoid || act == Activation::kTanh;
+  // A GELU keeps z for its derivative (yring) and sends y from the second half of the ring.
+  const bool gelu = act_needs_pre(act);
+  const bool ones = act == Activation::kSigmoid || act == Activation::kTanh || gelu;
   if (ones) a.data(".space ones, fp32, " + N);
-  // With a residual connection into it, xring (the sums) follows yring: slot i at yring + X.
-  if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(target ? 2 : 1) * depth * no));
+  if (gelu) a.data(".space ga, fp32, " + N + "\n.space gb, fp32, " + N + "\n.space gc, fp32, " + N);
+  // With a residual connection into it or a GELU, xring (the sums, or y) follows yring: slot i
+  // at yring + X.
+  const bool xring = target || gelu;
+  if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(xring ? 2 : 1) * depth * no));
   const long long xoff = 4LL * depth * no;
   if (target) {
     a.data(".space skr, fp32, " + S(static_cast<long long>(D) * no));
@@ -492,11 +560,13 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
     dYb = a.mem("yring", n);
   }
   std::string dSkIn, dSkW, dSkR, dXf, dSgo, dSgOut, dSkOut, dSgIn, dSgW, dSgR, dFence;
+  if (xring && !last) dXf = a.mem("yring", n);
+  std::string t4[4];
+  if (gelu) t4[1] = a.mem("ga", n), t4[2] = a.mem("gb", n), t4[3] = a.mem("gc", n);
   if (target) {
     dSkIn = a.fin(c.skin, n);
     dSkW = a.mem("skr", n);
     dSkR = a.mem("skr", n);
-    dXf = a.mem("yring", n);
     dSgo = a.mem("sgo", n);
     dSgOut = a.fout(c.sgout, n);
   }
@@ -620,19 +690,32 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
       a << "vmov.fp32 " + dFence + ", " + dFence + ", async=5" << "vmov.fp32 " + dSgo + ", " + dG
         << "vmov.fp32 " + dSgOut + ", " + dSgo + ", async=5";
     }
-    emit_act_bwd(a, act, alpha, dG, dYb, dT, dOnes);
+    if (gelu) {
+      t4[0] = dT;
+      emit_gelu_bwd(a, act, dG, dYb, t4, dOnes);
+    } else {
+      emit_act_bwd(a, act, alpha, dG, dYb, dT, dOnes);
+    }
     a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";
     a << "jmp gcommon";
   }
 
   a << "fwdgot:";
   if (!last) {
-    emit_act_fwd(a, act, alpha, dYf, dAcc, dT, dOnes);
     std::string dSend = dYf;
+    if (gelu) {
+      // z kept for the derivative, y = gelu(z) into xring's slot and sent from there.
+      t4[0] = dT;
+      a << "vmov.fp32 " + dYf + ", " + dAcc << "addi r13, r3, " + S(xoff) << "dbase " + dXf + ", r13";
+      emit_gelu_fwd(a, act, dXf, dAcc, t4, dOnes);
+      dSend = dXf;
+    } else {
+      emit_act_fwd(a, act, alpha, dYf, dAcc, dT, dOnes);
+    }
     if (target) {
       // X = X_k + R into xring's slot (waiting for the source's slice if need be), sent on.
       a << "ld32 r13, [r0+skc]" << "bne r13, r0, fj_go" << "li r13, 1" << "st32 [r0+fwait], r13" << "exit" << "fj_go:"
-        << "addi r13, r3, " + S(xoff) << "dbase " + dXf + ", r13" << "vadd.fp32 " + dXf + ", " + dSkR + ", " + dYf;
+        << "addi r13, r3, " + S(xoff) << "dbase " + dXf + ", r13" << "vadd.fp32 " + dXf + ", " + dSkR + ", " + dSend;
       ring_take("fj", "skr", "skc", "skrd", dSkR, arm_skip);
       dSend = dXf;
     }

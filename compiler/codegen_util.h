@@ -26,4 +26,12 @@ void emit_act_fwd(kernels::PeAsm& a, Activation act, float alpha, const std::str
 void emit_act_bwd(kernels::PeAsm& a, Activation act, float alpha, const std::string& dG, const std::string& dY,
                   const std::string& dTmp, const std::string& dOnes);
 
+// The GELUs (act_needs_pre): y = gelu(z) into dY, and the derivative taken at z applied in place to
+// dG, as reference.cc computes them (its gelu namespace says how). t[0..3] are scratch vectors
+// and dOnes a vector of 1.0, all of the same length as dZ (the tanh form uses t[0..2]).
+void emit_gelu_fwd(kernels::PeAsm& a, Activation act, const std::string& dY, const std::string& dZ,
+                   const std::string (&t)[4], const std::string& dOnes);
+void emit_gelu_bwd(kernels::PeAsm& a, Activation act, const std::string& dG, const std::string& dZ,
+                   const std::string (&t)[4], const std::string& dOnes);
+
 }  // namespace wafersim::compiler

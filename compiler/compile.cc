@@ -23,12 +23,42 @@ std::string fmt(double v, int prec = 1) {
 
 }  // namespace
 
+namespace {
+
+// The GELUs of the graph as the passes find them (folding, renames, then fuse_gelu), for the
+// kernel graph to take each as one activation. None where the graph does not import.
+std::vector<FusedActivation> fused_gelus(const OnnxModel& m) {
+  std::vector<FusedActivation> out;
+  try {
+    ir::Graph g = ir::from_onnx(m);
+    passes::fold_constants(g);
+    passes::simplify(g);
+    passes::fuse_layernorm(g);
+    passes::fuse_gelu(g);
+    for (const ir::Op& op : g.ops) {
+      if (op.kind != "Gelu" || op.inputs.empty() || op.outputs.empty() || op.inputs[0] < 0 || op.outputs[0] < 0) continue;
+      FusedActivation fa;
+      const OnnxAttr* ap = op.attr("approximate");
+      fa.act = ap && ap->s == "tanh" ? Activation::kGeluTanh : Activation::kGelu;
+      fa.nodes = op.sources;
+      fa.input = g.tensors[static_cast<size_t>(op.inputs[0])].name;
+      fa.output = g.tensors[static_cast<size_t>(op.outputs[0])].name;
+      out.push_back(std::move(fa));
+    }
+  } catch (const std::exception&) {
+    out.clear();  // validate_model reports the import's problem
+  }
+  return out;
+}
+
+}  // namespace
+
 KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
   // The graph IR (docs/graph-compiler.md, step 1): every model is imported into it and
   // checked, then rewritten by the passes (step 2). Where the kernels already refuse nodes, their message says more than an IR check
   // that fails on the same nodes (a Flatten that mixes samples gives the next Gemm a wrong
   // shape, say), so it goes first.
-  KernelGraph g = build_kernel_graph(m, o.loss);
+  KernelGraph g = build_kernel_graph(m, o.loss, fused_gelus(m));
   try {
     const ir::Graph ir = ir::from_onnx(m);
     ir::verify(ir);

@@ -72,6 +72,8 @@ const char* activation_name(Activation a) {
     case Activation::kSigmoid: return "sigmoid";
     case Activation::kTanh: return "tanh";
     case Activation::kLeakyRelu: return "leaky_relu";
+    case Activation::kGelu: return "gelu";
+    case Activation::kGeluTanh: return "gelu_tanh";
     default: return "none";
   }
 }
@@ -89,7 +91,12 @@ long long KernelGraph::parameters() const {
   return n;
 }
 
-KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option) {
+KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option, const std::vector<FusedActivation>& fused) {
+  std::map<std::string, size_t> group_of;  // a fused GELU's node -> its group
+  for (size_t i = 0; i < fused.size(); ++i) {
+    for (const std::string& n : fused[i].nodes) group_of[n] = i;
+  }
+  std::set<size_t> groups_seen;
   if (loss_option != "softmax_xent" && loss_option != "graph") {
     throw CompileError("loss '" + loss_option + "' is unknown (choose softmax_xent, or graph to require the graph's own)");
   }
@@ -144,6 +151,35 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
 
   for (const OnnxNode& n : m.nodes) {
     const std::string& op = n.op_type;
+    if (auto gi = group_of.find(n.name); gi != group_of.end()) {
+      // A GELU (fuse_gelu's group): one activation at its first node, its other nodes taken.
+      if (!groups_seen.insert(gi->second).second) continue;
+      const FusedActivation& fa = fused[gi->second];
+      if (!f.known) { f.value = fa.output; continue; }
+      if (std::find(n.inputs.begin(), n.inputs.end(), f.value) == n.inputs.end()) {
+        unsupported(n, "a GELU that does not continue the model's single chain of layers");
+        f.value = fa.output;
+        continue;
+      }
+      if (f.residual) {
+        unsupported(n, "an activation after a residual Add; the kernels add the residual after the activation (h + act(W h + b))");
+        f.value = fa.output;
+        continue;
+      }
+      if (f.dense < 0 || f.activated) {
+        unsupported(n, "an activation must directly follow a dense layer");
+        f.value = fa.output;
+        continue;
+      }
+      DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+      d.act = fa.act;
+      d.act_node = n.name;
+      g.notes.push_back("GELU (" + std::to_string(fa.nodes.size()) + " nodes from " + node_ref(n) + ") fused into " + d.name);
+      f.pending_matmul = false;
+      f.activated = true;
+      f.value = fa.output;
+      continue;
+    }
     if (n.outputs.empty() || n.outputs[0].empty()) {
       unsupported(n, "has no output");  // the ONNX checker refuses this for known ops; custom domains too
       continue;

@@ -13,8 +13,19 @@
 
 namespace wafersim::compiler {
 
-enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu };
+// kGelu: x Phi(x) (torch's default, the Erf form); kGeluTanh: its tanh approximation. Their
+// derivatives are taken at the pre-activation, the others' at the output (act_needs_pre).
+enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu, kGelu, kGeluTanh };
 const char* activation_name(Activation a);
+inline bool act_needs_pre(Activation a) { return a == Activation::kGelu || a == Activation::kGeluTanh; }
+
+// A GELU the rewrite passes recognised (fuse_gelu): its ONNX nodes, the value it reads and the
+// value it writes. The kernel graph takes such a group as one activation.
+struct FusedActivation {
+  Activation act = Activation::kGelu;
+  std::vector<std::string> nodes;
+  std::string input, output;
+};
 
 // One fused kernel: y = act(W x + b), with W stored here as out x in, row-major, in fp32.
 struct DenseKernel {
@@ -64,6 +75,8 @@ struct KernelGraph {
 // (no float input, a symbolic dimension other than the batch, an unknown loss option); ops that
 // do not match are collected in `unsupported` instead. `loss_option` names the loss to use
 // when the graph has none ("softmax_xent"; "graph" requires one in the graph).
-KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option);
+// `fused`: the GELUs of the graph (compile.cc finds them with the passes).
+KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option,
+                               const std::vector<FusedActivation>& fused = {});
 
 }  // namespace wafersim::compiler

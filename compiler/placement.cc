@@ -45,6 +45,8 @@ double act_cost(Activation a) {
     case Activation::kSigmoid: return 5;
     case Activation::kTanh: return 7;
     case Activation::kLeakyRelu: return 2;
+    case Activation::kGelu: return 28;       // emit_gelu_fwd and emit_gelu_bwd: vector ops per element, halved as below
+    case Activation::kGeluTanh: return 12;
     default: return 1;
   }
 }

@@ -5,8 +5,57 @@
 
 namespace wafersim::compiler {
 
+namespace {
+
+// |z| and erf(|z| / sqrt 2), and e^(-z^2 / 2), as emit_gelu_parts computes them.
+void gelu_parts(float z, float* abs_z, float* erf_v, float* e) {
+  float a = z * -1.0f;
+  a = std::fmax(z, a);
+  float u = a * gelu::kP;
+  u = u + 1.0f;
+  const float t = 1.0f / u;
+  float r = t * gelu::kA5;
+  r = std::fma(1.0f, gelu::kA4, r);
+  r = r * t;
+  r = std::fma(1.0f, gelu::kA3, r);
+  r = r * t;
+  r = std::fma(1.0f, gelu::kA2, r);
+  r = r * t;
+  r = std::fma(1.0f, gelu::kA1, r);
+  r = r * t;
+  float ex = z * z;
+  ex = ex * -0.5f;
+  ex = std::exp(ex);
+  const float q = r * ex;
+  *abs_z = a;
+  *erf_v = std::fma(q, -1.0f, 1.0f);
+  *e = ex;
+}
+
+// sigma(v), v = 2 c (z + k z^3), as emit_gelu_tanh_sigma computes it.
+float gelu_sigma(float z) {
+  float s = z * z;
+  s = s * gelu::kK;
+  s = std::fma(1.0f, 1.0f, s);
+  s = s * z;
+  s = s * -gelu::kTwoC;
+  s = std::exp(s);
+  s = s + 1.0f;
+  return 1.0f / s;
+}
+
+}  // namespace
+
 float act_fwd(Activation a, float v, float alpha) {
   switch (a) {
+    case Activation::kGelu: {
+      float abs_z = 0, erf_v = 0, e = 0;
+      gelu_parts(v, &abs_z, &erf_v, &e);
+      float y = abs_z * erf_v;
+      y = v + y;
+      return y * 0.5f;
+    }
+    case Activation::kGeluTanh: return v * gelu_sigma(v);
     case Activation::kLeakyRelu: return std::fmax(v, v * alpha);
     case Activation::kRelu: return (v > 0 || std::isnan(v)) ? v : 0.0f;
     case Activation::kSigmoid: {
@@ -50,6 +99,36 @@ float act_bwd(Activation a, float y, float g, float alpha) {
   }
 }
 
+float act_bwd_pre(Activation a, float z, float g) {
+  if (a == Activation::kGelu) {
+    float abs_z = 0, erf_v = 0, e = 0;
+    gelu_parts(z, &abs_z, &erf_v, &e);
+    const float pos = z > 0 ? erf_v : 0.0f;  // vdrelu
+    float se = pos * 2.0f;
+    se = se - erf_v;  // sign(z) erf
+    float phi_cdf = se * 0.5f;
+    phi_cdf = std::fma(1.0f, 0.5f, phi_cdf);
+    float zp = z * e;
+    zp = zp * gelu::kInvSqrt2Pi;
+    const float d = phi_cdf + zp;
+    return g * d;
+  }
+  if (a == Activation::kGeluTanh) {
+    const float sg = gelu_sigma(z);
+    float w = z * z;
+    w = w * gelu::kThreeK;
+    w = std::fma(1.0f, 1.0f, w);
+    w = w * gelu::kTwoC;
+    float k = 1.0f - sg;
+    k = sg * k;
+    k = k * w;
+    k = k * z;
+    const float d = sg + k;
+    return g * d;
+  }
+  return g;
+}
+
 float softmax_xent(const std::vector<float>& logits, int label, int batch, std::vector<float>* g) {
   const int c = static_cast<int>(logits.size());
   std::vector<float> t = logits;
@@ -80,7 +159,8 @@ Reference::Reference(const KernelGraph& g, const Plan& plan, const TrainHyper& h
     : m_g(g), m_plan(plan), m_h(h), m_s(std::move(s)) {}
 
 std::vector<float> Reference::run_forward(const float* x, std::vector<std::vector<float>>* inputs,
-                                          std::vector<std::vector<float>>* outputs, int stale_sample) const {
+                                          std::vector<std::vector<float>>* outputs, int stale_sample,
+                                          std::vector<std::vector<float>>* pres) const {
   std::vector<float> cur(x, x + m_plan.layers.front().in);
   std::vector<std::vector<float>> kept(m_plan.layers.size());  // boundaries a residual connection adds
   for (const LayerPlan& l : m_plan.layers) {
@@ -89,7 +169,7 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
     const auto& W = st.w[static_cast<size_t>(l.index)];
     const auto& B = st.b[static_cast<size_t>(l.index)];
     const bool last = l.index + 1 == static_cast<int>(m_plan.layers.size());
-    std::vector<float> y(static_cast<size_t>(l.out));
+    std::vector<float> y(static_cast<size_t>(l.out)), z(static_cast<size_t>(l.out));
     for (int b = 0; b < l.p_out; ++b) {
       for (int o = l.out_off[static_cast<size_t>(b)]; o < l.out_off[static_cast<size_t>(b) + 1]; ++o) {
         float sum = 0;
@@ -102,11 +182,13 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
         }
         const float pre = sum + B[static_cast<size_t>(o)];
         const DenseKernel& dk = m_g.layers[static_cast<size_t>(l.index)];
+        z[static_cast<size_t>(o)] = pre;
         y[static_cast<size_t>(o)] = last ? pre : act_fwd(dk.act, pre, dk.act_alpha);
       }
     }
     if (inputs) inputs->push_back(cur);
     if (outputs) outputs->push_back(y);  // the activated output: its derivative is taken there
+    if (pres) pres->push_back(std::move(z));  // the pre-activation: the GELUs' derivatives are taken there
     if (l.residual >= 0) {
       // The target root's vadd: the source's value plus the activated output.
       const auto& src = kept[static_cast<size_t>(l.residual)];
@@ -138,9 +220,9 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
   }
   std::vector<float> losses;
   for (int s = 0; s < batch; ++s) {
-    std::vector<std::vector<float>> in, out;
+    std::vector<std::vector<float>> in, out, pre;
     std::vector<std::vector<float>> skip(static_cast<size_t>(L) + 1);  // a sum's gradient, by boundary
-    const std::vector<float> logits = run_forward(xs[static_cast<size_t>(s)], &in, &out, after_lookahead ? s : -1);
+    const std::vector<float> logits = run_forward(xs[static_cast<size_t>(s)], &in, &out, after_lookahead ? s : -1, &pre);
     std::vector<float> g;
     losses.push_back(softmax_xent(logits, labels[static_cast<size_t>(s)], m_plan.batch, &g));
     for (int li = L - 1; li >= 0; --li) {
@@ -185,8 +267,11 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
         const Activation act = m_g.layers[static_cast<size_t>(li) - 1].act;
         const float alpha = m_g.layers[static_cast<size_t>(li) - 1].act_alpha;
         const auto& yprev = out[static_cast<size_t>(li) - 1];
+        const auto& zprev = pre[static_cast<size_t>(li) - 1];
         g.assign(dx.size(), 0.0f);
-        for (size_t k = 0; k < dx.size(); ++k) g[k] = act_bwd(act, yprev[k], dx[k], alpha);
+        for (size_t k = 0; k < dx.size(); ++k) {
+          g[k] = act_needs_pre(act) ? act_bwd_pre(act, zprev[k], dx[k]) : act_bwd(act, yprev[k], dx[k], alpha);
+        }
       }
     }
   }

@@ -34,7 +34,8 @@ class Reference {
   // `stale_sample` >= 0: the sample's position in a minibatch after a lookahead (layers whose
   // lookahead covers it use the weights before the last update).
   std::vector<float> run_forward(const float* x, std::vector<std::vector<float>>* inputs,
-                                 std::vector<std::vector<float>>* outputs, int stale_sample = -1) const;
+                                 std::vector<std::vector<float>>* outputs, int stale_sample = -1,
+                                 std::vector<std::vector<float>>* pres = nullptr) const;
 
   const KernelGraph& m_g;
   Plan m_plan;
@@ -48,6 +49,25 @@ class Reference {
 // (g - t) alpha + t, as the PEs compute them).
 float act_fwd(Activation a, float v, float alpha = 0);
 float act_bwd(Activation a, float y, float g, float alpha = 0);
+// The GELUs' derivative applied to g, taken at the pre-activation z (act_needs_pre).
+float act_bwd_pre(Activation a, float z, float g);
+
+// GELU as the PEs compute it (codegen.cc emit_gelu_fwd/emit_gelu_bwd; the same operations in
+// the same order here, each rounded to fp32).
+//   Erf form: gelu(z) = 0.5 (z + |z| erf(|z| / sqrt 2)), with erf(x) = 1 - P(t) e^(-x^2),
+//   t = 1 / (1 + p x), P(t) = t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) (Abramowitz and Stegun
+//   7.1.26, |error| <= 1.5e-7); its derivative Phi(z) + z phi(z), Phi(z) = 0.5 + 0.5 sign(z)
+//   erf(|z| / sqrt 2), phi(z) = e^(-z^2 / 2) / sqrt(2 pi).
+//   Tanh form: gelu(z) = z sigma(v), v = 2 c (z + k z^3), c = sqrt(2 / pi), k = 0.044715 (that is
+//   0.5 z (1 + tanh(v / 2))); its derivative sigma(v) + z sigma(v) (1 - sigma(v)) 2 c (1 + 3 k z^2).
+namespace gelu {
+constexpr float kP = 0.3275911f * 0.70710678118654752f;  // p / sqrt 2: t = 1 / (1 + p |z| / sqrt 2)
+constexpr float kA1 = 0.254829592f, kA2 = -0.284496736f, kA3 = 1.421413741f, kA4 = -1.453152027f, kA5 = 1.061405429f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+constexpr float kK = 0.044715f;
+constexpr float kTwoC = 2.0f * 0.79788456080286536f;  // 2 sqrt(2 / pi)
+constexpr float kThreeK = 3.0f * 0.044715f;
+}  // namespace gelu
 
 // Softmax cross-entropy as the loss root computes it: returns the loss and writes the gradient
 // (p - onehot) * (1 / batch) into g.

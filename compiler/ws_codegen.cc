@@ -93,12 +93,20 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (l > 0) maxdx = std::max(maxdx, p.len(l, a) * m);
     maxdy = std::max(maxdy, p.width[static_cast<size_t>(l) + 1] * m);
     maxni = std::max(maxni, p.len(l, a));
-    if (l + 1 < L && needs_ones(p.act[static_cast<size_t>(l)]) && p.len(l + 1, a) > 0) ones = true;
+    if (l + 1 < L && (needs_ones(p.act[static_cast<size_t>(l)]) || act_needs_pre(p.act[static_cast<size_t>(l)])) && p.len(l + 1, a) > 0) ones = true;
   }
   // Residual connections (WsPlan::residual): into boundary t the row keeps the activated output
   // R{t} apart from the sum X{t} = X{k} + R{t}, for the activation's derivative; G{k} holds the
   // sum's gradient for its source k (k > 0: the model input needs none). Same slices (same width).
-  bool residual = false;
+  bool residual = false, gelu = false;
+  // A GELU's boundary t: the row keeps z (Z{t}) for the derivative and applies the GELU itself
+  // (the root returns z), with four scratch vectors (gsc).
+  for (int t = 1; t < L; ++t) {
+    if (!act_needs_pre(p.act[static_cast<size_t>(t) - 1]) || p.len(t, a) == 0) continue;
+    gelu = true;
+    as.data(".align 16");
+    as.data(".space Z" + S(t) + ", fp32, " + S(static_cast<long long>(p.len(t, a)) * m));
+  }
   for (int t = 1; t < L; ++t) {
     const int k = p.residual_source(t);
     if (k < 0 || p.len(t, a) == 0) continue;
@@ -121,6 +129,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   if (maxdx) as.data(".align 16");
   if (maxdx) as.data(".space dx, fp32, " + S(maxdx));
   if (ones) as.data(".space ones, fp32, " + S(maxdx));
+  if (gelu) as.data(".space gsc, fp32, " + S(4LL * maxdx));
   // The weight and dW rows 4 bytes past a 16-byte line and 16-byte multiples long: a per-sample
   // op pairs one of them with a sample row (X, dx: s rows of the slice length past a 16-byte
   // line), and their one-element reads never meet in a bank unless that row starts 4 bytes past
@@ -167,8 +176,16 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dTmp = as.mem("dy", 1), dOnes = ones ? as.mem("ones", 1) : "";
   const std::string dFence = as.mem("dummy", 1);
   // A residual connection's sum (X{t} = X{k} + R{t}) and the sum's gradient kept (G{k}).
-  const std::string dRx = residual ? as.mem("X0", 1) : "", dRs = residual ? as.mem("X0", 1) : "";
-  const std::string dRr = residual ? as.mem("X0", 1) : "";
+  // Also a GELU's scratch (with dG1..dG3): set before each use.
+  const std::string dRx = residual || gelu ? as.mem("X0", 1) : "", dRs = residual || gelu ? as.mem("X0", 1) : "";
+  const std::string dRr = residual || gelu ? as.mem("X0", 1) : "";
+  const std::string dG1 = gelu ? as.mem("gsc", 1) : "", dG2 = gelu ? as.mem("gsc", 1) : "", dG3 = gelu ? as.mem("gsc", 1) : "";
+  // The GELU's scratch over n elements: four vectors of gsc, their lengths n.
+  auto gelu_scratch = [&](long long n, const std::string (&d)[4]) {
+    as << "li r13, " + S(n);
+    for (int i = 0; i < 4; ++i) as << "dlen " + d[i] + ", r13" << "li r14, gsc+" + S(4LL * i * maxdx) << "dbase " + d[i] + ", r14";
+    as << "dlen " + dOnes + ", r13";
+  };
   // The second block's send (the first's is dEO, dEI).
   const std::string dBlkA = K > 1 ? as.mem("dwblk", 1) : "", dBlkB = K > 1 ? as.mem("dwblk", 1, 1) : "";
   const std::string dEO2 = K > 1 ? as.fout(eout, 1) : "", dEI2 = K > 1 && has_ein ? as.fin(ein, 1) : "";
@@ -296,16 +313,27 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   for (int q = 0; q + 1 < L; ++q) {
     if (!need(q)) continue;
     const int j = q + 1, nO = p.len(j, a), src = p.residual_source(j);
+    const Activation jact = p.act[static_cast<size_t>(q)];
+    const bool jgelu = act_needs_pre(jact);
     as << "rd_" + S(q) + ":";
     as << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5"
-       << std::string("li r6, ") + (src >= 0 ? "R" : "X") + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
+       << std::string("li r6, ") + (jgelu ? "Z" : src >= 0 ? "R" : "X") + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
        << "tr_" + S(q) + ":" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * m) << "daddb " + dTrD + ", 4"
        << "addi r8, r8, 1" << "bne r8, r13, tr_" + S(q);
+    if (jgelu) {
+      // y = gelu(z) into X{j} (the residual's sum below adds to it in place).
+      const long long n = static_cast<long long>(nO) * m;
+      const std::string sc[4] = {dRs, dRr, dG1, dG2};
+      gelu_scratch(n, sc);
+      as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dG3 + ", r13" << "li r13, X" + S(j) << "dbase " + dRx + ", r13"
+         << "li r13, Z" + S(j) << "dbase " + dG3 + ", r13";
+      emit_gelu_fwd(as, jact, dRx, dG3, sc, dOnes);
+    }
     if (src >= 0) {
       // The residual connection: the next layer's input is the source's slice plus this one.
       as << "li r13, " + S(static_cast<long long>(nO) * m) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "dlen " + dRr + ", r13"
-         << "li r13, X" + S(j) << "dbase " + dRx + ", r13" << "li r13, X" + S(src) << "dbase " + dRs + ", r13" << "li r13, R" + S(j)
-         << "dbase " + dRr + ", r13" << "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr;
+         << "li r13, X" + S(j) << "dbase " + dRx + ", r13" << "li r13, X" + S(src) << "dbase " + dRs + ", r13"
+         << std::string("li r13, ") + (jgelu ? "X" : "R") + S(j) << "dbase " + dRr + ", r13" << "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr;
     }
     if (const int nx = next_read(q); nx >= 0) {
       window(nx);
@@ -479,16 +507,22 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       // taken at its output (this row's input of layer l); then through the root to every row.
       const long long n = static_cast<long long>(nI) * m;
       const int src = p.residual_source(l), tgt = p.residual_target(l);
-      as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13" << std::string("li r14, ") + (src >= 0 ? "R" : "X") + S(l)
-         << "dbase " + dAllY + ", r14";
+      const Activation act = p.act[static_cast<size_t>(l) - 1];
+      as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13"
+         << std::string("li r14, ") + (act_needs_pre(act) ? "Z" : src >= 0 ? "R" : "X") + S(l) << "dbase " + dAllY + ", r14";
       // Residual connections: boundary l's gradient adds that of the sum it feeds (kept in
       // G{l}); where boundary l is a sum, its gradient is also its source's share (into G{src}).
       if (tgt >= 0) as << "dlen " + dRs + ", r13" << "li r14, G" + S(l) << "dbase " + dRs + ", r14" << "vadd.fp32 " + dAll + ", " + dAll + ", " + dRs;
       if (src > 0) as << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14" << "vmov.fp32 " + dRs + ", " + dAll;
-      const Activation act = p.act[static_cast<size_t>(l) - 1];
-      if (needs_ones(act) || act == Activation::kLeakyRelu) as << "dlen " + dTmp + ", r13";
-      if (needs_ones(act)) as << "dlen " + dOnes + ", r13";
-      emit_act_bwd(as, act, p.act_alpha[static_cast<size_t>(l) - 1], dAll, dAllY, dTmp, dOnes);
+      if (act_needs_pre(act)) {
+        const std::string sc[4] = {dRx, dRs, dRr, dG1};
+        gelu_scratch(n, sc);
+        emit_gelu_bwd(as, act, dAll, dAllY, sc, dOnes);
+      } else {
+        if (needs_ones(act) || act == Activation::kLeakyRelu) as << "dlen " + dTmp + ", r13";
+        if (needs_ones(act)) as << "dlen " + dOnes + ", r13";
+        emit_act_bwd(as, act, p.act_alpha[static_cast<size_t>(l) - 1], dAll, dAllY, dTmp, dOnes);
+      }
       read_next();
       gather_above();
       // This row's slice in output order: feature k of every sample (stride: the slice length).
@@ -608,7 +642,9 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
        << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB;
     if (l + 1 < L) {
-      emit_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_alpha[static_cast<size_t>(l)], dY, dTm, dTmp, dOnes);
+      // A GELU's rows take z and apply it themselves (they keep z for the derivative).
+      const Activation act = act_needs_pre(p.act[static_cast<size_t>(l)]) ? Activation::kNone : p.act[static_cast<size_t>(l)];
+      emit_act_fwd(as, act, p.act_alpha[static_cast<size_t>(l)], dY, dTm, dTmp, dOnes);
       as << "vmov.fp32 " + dRetO + ", " + dY;
     } else {
       as << "vmov.fp32 " + dZo + ", " + dTm << "daddb " + dZo + ", " + S(M4);

@@ -230,12 +230,21 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   auto row_bytes = [&](long m) {
     long worst = 0;
     for (int a = 0; a < p.rows; ++a) {
+      long longest_dx = 0;
+      for (int l = 1; l < L; ++l) longest_dx = std::max(longest_dx, p.len(l, a) * m);
+      long gelu_scratch = 4 * longest_dx;  // counted once, with the first GELU
+
       long x = 0, dx = 0, dy = 0, ni = 1;
       for (int l = 0; l < L; ++l) {
         x += p.len(l, a) * m;
         // A residual connection: the row keeps layer l's activated output apart from the sum
         // (R, for the activation's derivative) and the sum's gradient for the source (G).
         if (const int k = p.residual[static_cast<size_t>(l)]; k >= 0) x += (p.len(l + 1, a) + (k > 0 ? p.len(k, a) : 0)) * m + 8;
+        // A GELU: z of its output's slice (Z), and four scratch vectors of the longest dx.
+        if (l + 1 < L && act_needs_pre(p.act[static_cast<size_t>(l)])) {
+          x += p.len(l + 1, a) * m + 4 + gelu_scratch;
+          gelu_scratch = 0;
+        }
         if (l > 0) dx = std::max(dx, p.len(l, a) * m);
         dy = std::max(dy, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
         ni = std::max(ni, static_cast<long>(p.len(l, a)));
@@ -473,6 +482,12 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       if (p.residual_source(l + 1) >= 0) res_f = p.len(l + 1, a) * m / add;
       if (l > 0 && p.residual_target(l) >= 0) res_b += ni * m / add;
       if (l > 0 && p.residual_source(l) > 0) res_b += ni * m;
+      // A GELU applied by the rows (the root returns z): its vector ops over the slice, one
+      // element a cycle (emit_gelu_fwd: 26 for the Erf form, 12 for tanh; emit_gelu_bwd: 31, 18).
+      if (l + 1 < L && act_needs_pre(d.act)) res_f += p.len(l + 1, a) * m * (d.act == Activation::kGelu ? 26.0 : 12.0);
+      if (l > 0 && act_needs_pre(p.act[static_cast<size_t>(l) - 1])) {
+        res_b += ni * m * (p.act[static_cast<size_t>(l) - 1] == Activation::kGelu ? 31.0 : 18.0);
+      }
       e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0 + res_f);
       e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0 + res_b);
     }

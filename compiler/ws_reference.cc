@@ -14,8 +14,10 @@ namespace {
 // (*outs)[t], if asked, the activated output before it.
 std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<std::vector<float>>& w,
                                             const std::vector<std::vector<float>>& b, const float* x,
-                                            std::vector<std::vector<float>>* outs = nullptr) {
+                                            std::vector<std::vector<float>>* outs = nullptr,
+                                            std::vector<std::vector<float>>* pres = nullptr) {
   if (outs) outs->assign(static_cast<size_t>(p.layers) + 1, {});
+  if (pres) pres->assign(static_cast<size_t>(p.layers) + 1, {});
   const int L = p.layers;
   std::vector<std::vector<float>> acts;
   acts.emplace_back(x, x + p.width[0]);
@@ -23,7 +25,7 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
     const auto& in = acts.back();
     const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
     const auto& W = w[static_cast<size_t>(l)];
-    std::vector<float> y(static_cast<size_t>(no));
+    std::vector<float> y(static_cast<size_t>(no)), z(static_cast<size_t>(no));
     for (int o = 0; o < no; ++o) {
       float sum = 0;
       for (int a = 0; a < p.rows; ++a) {
@@ -35,8 +37,10 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
         sum = a == 0 ? part : sum + part;
       }
       const float pre = sum + b[static_cast<size_t>(l)][static_cast<size_t>(o)];
+      z[static_cast<size_t>(o)] = pre;
       y[static_cast<size_t>(o)] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_alpha[static_cast<size_t>(l)]) : pre;
     }
+    if (pres) (*pres)[static_cast<size_t>(l) + 1] = std::move(z);  // a GELU's derivative is taken at z
     if (const int k = p.residual_source(l + 1); k >= 0) {
       std::vector<float> sum(y.size());
       for (size_t i = 0; i < y.size(); ++i) sum[i] = acts[static_cast<size_t>(k)][i] + y[i];
@@ -125,13 +129,13 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
                            const std::vector<std::vector<float>>& b, const std::vector<const float*>& xs,
                            const std::vector<int>& labels) {
   const int L = p.layers, S = p.shard, C = p.cols;
-  std::vector<std::vector<std::vector<float>>> acts(static_cast<size_t>(S)), outs(static_cast<size_t>(S));
+  std::vector<std::vector<std::vector<float>>> acts(static_cast<size_t>(S)), outs(static_cast<size_t>(S)), pres(static_cast<size_t>(S));
   // A residual connection's gradient of the sum (boundary t), kept per sample for its source.
   std::vector<std::vector<std::vector<float>>> skip(static_cast<size_t>(S), std::vector<std::vector<float>>(static_cast<size_t>(L) + 1));
   std::vector<std::vector<float>> dy(static_cast<size_t>(S));  // per sample, gradient at the current layer's output
   std::vector<float> losses(static_cast<size_t>(S));
   for (int s = 0; s < S; ++s) {
-    acts[static_cast<size_t>(s)] = forward_all(p, w, b, xs[static_cast<size_t>(s)], &outs[static_cast<size_t>(s)]);
+    acts[static_cast<size_t>(s)] = forward_all(p, w, b, xs[static_cast<size_t>(s)], &outs[static_cast<size_t>(s)], &pres[static_cast<size_t>(s)]);
     losses[static_cast<size_t>(s)] = softmax_xent(acts[static_cast<size_t>(s)].back(), labels[static_cast<size_t>(s)], p.batch,
                                                   &dy[static_cast<size_t>(s)]);
   }
@@ -192,7 +196,12 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
       }
       if (p.residual_source(l) >= 0) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dx;
       const auto& y = p.residual_source(l) >= 0 ? outs[static_cast<size_t>(s)][static_cast<size_t>(l)] : acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
-      for (int k = 0; k < ni; ++k) dx[static_cast<size_t>(k)] = act_bwd(p.act[static_cast<size_t>(l) - 1], y[static_cast<size_t>(k)], dx[static_cast<size_t>(k)], p.act_alpha[static_cast<size_t>(l) - 1]);
+      const Activation act = p.act[static_cast<size_t>(l) - 1];
+      const auto& z = pres[static_cast<size_t>(s)][static_cast<size_t>(l)];
+      for (int k = 0; k < ni; ++k) {
+        dx[static_cast<size_t>(k)] = act_needs_pre(act) ? act_bwd_pre(act, z[static_cast<size_t>(k)], dx[static_cast<size_t>(k)])
+                                                        : act_bwd(act, y[static_cast<size_t>(k)], dx[static_cast<size_t>(k)], p.act_alpha[static_cast<size_t>(l) - 1]);
+      }
       dy[static_cast<size_t>(s)] = std::move(dx);
     }
   }

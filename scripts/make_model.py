@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Builds a fully connected network with PyTorch and exports it to ONNX, the compiler's input.
 
-Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu] [--seed 1]
+Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu|gelu|gelu_tanh] [--seed 1]
                              [--opset 13] [--batch 1] [--loss none|graph] [--residual]
                              [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
@@ -31,7 +31,9 @@ except ImportError as e:
              "and /usr/bin/python3")
 
 # leaky_relu: slope 0.1 below zero (the kernels take any slope in [0, 1]; torch's default is 0.01).
-ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "leaky_relu": lambda: nn.LeakyReLU(0.1)}
+# gelu: torch's default (the Erf form); gelu_tanh: its tanh approximation.
+ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "leaky_relu": lambda: nn.LeakyReLU(0.1),
+               "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh")}
 
 
 def widths(text):

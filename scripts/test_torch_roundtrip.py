@@ -33,6 +33,7 @@ Needs Debian's python3-torch, python3-onnx and numpy; runs /usr/bin/python3.
 """
 import argparse
 import copy
+import math
 import json
 import os
 import shutil
@@ -62,6 +63,9 @@ SHAPES = [
     ("leaky_op13", [20, 12, 8, 5], "leaky_relu", 13, 5, 0.1, 0.9),
     # Residual connections (h = h + act(fc(h)) where the widths agree): fc2, fc3 and fc5.
     ("residual_op14", [20, 12, 12, 12, 8, 8, 5], "relu", 14, 9, 0.1, 0.9),
+    # GELU, torch's default (the Erf form) and its tanh approximation.
+    ("gelu_op13", [20, 12, 8, 5], "gelu", 13, 10, 0.1, 0.9),
+    ("gelu_tanh_op17", [16, 10, 8, 4], "gelu_tanh", 17, 11, 0.2, 0.8),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -83,6 +87,8 @@ WS_CASES = [
     ("ws_sgd_leaky", [20, 12, 8, 5], "leaky_relu", 13, 7, "sgd", 0.1, 0.9),
     # Residual connections (h = h + act(fc(h)) where the widths agree): fc2, fc3 and fc4 here.
     ("ws_sgd_residual", [20, 12, 12, 12, 12, 5], "tanh", 14, 8, "sgd", 0.1, 0.9),
+    ("ws_adam_gelu", [20, 12, 8, 5], "gelu", 13, 12, "adam", 0.01, 0.0),
+    ("ws_sgd_gelu_tanh", [16, 10, 10, 4], "gelu_tanh", 17, 13, "sgd", 0.1, 0.9),
     # The grid layout: bands of rows on both edges fed through relays, rows with empty slices.
     ("ws_grid_sgd_sigmoid", [30, 9, 4], "sigmoid", 13, 6, "sgd", 0.1, 0.9, ["--ws.layout", "grid", "--ws.rows", "12"]),
 ]
@@ -208,6 +214,16 @@ def run_onnx(model, x):
             out = i[0].reshape(int(np.prod(i[0].shape[:ax])), -1)
         elif n.op_type == "Identity":
             out = i[0]
+        elif n.op_type == "Constant":
+            out = numpy_helper.to_array(a["value"])
+        elif n.op_type == "Mul":
+            out = i[0] * i[1]
+        elif n.op_type == "Div":
+            out = i[0] / i[1]
+        elif n.op_type == "Pow":
+            out = np.power(i[0], i[1])
+        elif n.op_type == "Erf":
+            out = np.vectorize(math.erf, otypes=[np.float64])(i[0])
         else:
             raise RuntimeError(f"run_onnx: op {n.op_type} is not interpreted")
         env[n.output[0]] = out.astype(np.float32)

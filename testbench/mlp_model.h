@@ -87,13 +87,46 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
     tb->set_type(onnx::AttributeProto::INT);
     tb->set_i(1);
     cur = "/" + fc + "/Gemm_output_0";
-    if (l + 1 < L) {
+    if (l + 1 < L && (spec.act == "Gelu" || spec.act == "GeluTanh")) {
+      // GELU as torch 1.13 exports it (scripts/make_model.py --act gelu, gelu_tanh), its
+      // constants as scalar initializers.
+      const std::string pre = "/act" + std::to_string(l + 1) + "/";
+      auto scalar = [&](const std::string& name, float v) {
+        auto* t = g->add_initializer();
+        t->set_name(pre + name);
+        t->set_data_type(onnx::TensorProto::FLOAT);
+        t->add_float_data(v);
+        return pre + name;
+      };
+      int k = 0;
+      auto op = [&](const std::string& type, const std::string& x, const std::string& y) {
+        auto* o = g->add_node();
+        o->set_name(pre + type + "_" + std::to_string(k));
+        o->set_op_type(type);
+        o->add_input(x);
+        if (!y.empty()) o->add_input(y);
+        o->add_output(pre + type + "_" + std::to_string(k++) + "_output_0");
+        return o->output(0);
+      };
+      const std::string x = cur;
+      if (spec.act == "Gelu") {
+        const std::string e = op("Add", op("Erf", op("Div", x, scalar("sqrt2", 1.41421354f)), ""), scalar("one", 1.0f));
+        cur = op("Mul", op("Mul", x, e), scalar("half", 0.5f));
+      } else {
+        const std::string cube = op("Mul", x, op("Mul", x, x));
+        const std::string inner = op("Add", x, op("Mul", scalar("k", 0.044715f), cube));
+        const std::string t = op("Add", scalar("one", 1.0f), op("Tanh", op("Mul", scalar("c", 0.797884583f), inner), ""));
+        cur = op("Mul", scalar("half", 0.5f), op("Mul", x, t));
+      }
+    } else if (l + 1 < L) {
       auto* a = g->add_node();
       a->set_name("/act" + std::to_string(l + 1) + "/" + spec.act);
       a->set_op_type(spec.act);
       a->add_input(cur);
       cur = "/act" + std::to_string(l + 1) + "/" + spec.act + "_output_0";
       a->add_output(cur);
+    }
+    if (l + 1 < L) {
       const size_t span = static_cast<size_t>(spec.residual_span), first = l + 1 >= span ? l + 1 - span : L;
       if (spec.residual && first < L && first >= block_end && spec.widths[first] == out) {
         block_end = l + 1;

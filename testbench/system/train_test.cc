@@ -157,6 +157,19 @@ TEST(Training, TwoLayerResidualBlocksMatchReference) {
   check_against_reference(spec, 40, 6, 60, 3, "residual_span2");
 }
 
+// GELU, the Erf form (torch's default) and the tanh form, as torch exports them: the roots keep z
+// for the derivative and send y from the second half of their ring; with residual connections
+// too. Bit for bit against the reference.
+TEST(Training, GeluMatchesReference) {
+  check_against_reference(MlpSpec{{40, 24, 16, 12, 5}, "Gelu", 5, 13}, 40, 5, 60, 2, "gelu");
+}
+
+TEST(Training, GeluTanhWithResidualConnectionsMatchesReference) {
+  MlpSpec spec{{20, 12, 12, 12, 8, 8, 5}, "GeluTanh", 6, 13};
+  spec.residual = true;
+  check_against_reference(spec, 40, 6, 60, 3, "gelu_tanh_residual");
+}
+
 // The same with two copies of the model (each its own residual streams).
 TEST(Training, ResidualConnectionsWithReplicasMatchReference) {
   check_against_reference(residual_spec(), 40, 6, 60, 2, "residual_r2", 1, {}, 2);

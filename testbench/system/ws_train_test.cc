@@ -358,6 +358,16 @@ TEST(WsTraining, TwoLayerResidualBlocksMatchTheReference) {
   check_ws(spec, 12, 20, 4, o, 3, "ws_residual_span2");
 }
 
+// GELU (the Erf form, torch's default): the roots return z, the rows apply the GELU and keep z
+// for the derivative; feature by feature (slices of 1 to 3 for 4 samples a column).
+TEST(WsTraining, GeluMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  check_ws(MlpSpec{{12, 7, 5, 3}, "Gelu", 5, 13}, 12, 20, 4, o, 3, "ws_gelu");
+}
+
 // One SystemC kernel per process: one configuration per test.
 void systems_tanh(int n) {
   WsOptions o;
@@ -568,6 +578,15 @@ TEST(WsTraining, GridResidualWithEmptySlices) {
   MlpSpec spec{{23, 11, 11, 11, 4}, "Relu", 6, 13};
   spec.residual = true;
   check_ws(spec, 10, 40, 4, o, 3, "ws_grid_residual");
+}
+
+// The tanh form with residual connections, sample by sample on the grid (empty slices too).
+TEST(WsTraining, GridGeluTanhWithResidualConnections) {
+  SKIP_IF_KERNEL_STARTED();
+  const WsOptions o = grid_options(4, 4, 20);
+  MlpSpec spec{{23, 11, 11, 11, 4}, "GeluTanh", 6, 13};
+  spec.residual = true;
+  check_ws(spec, 10, 40, 4, o, 3, "ws_grid_gelu_tanh");
 }
 
 // Two systems on the grid, one sample per column, the bands' East rows reducing their dW east.
