@@ -55,6 +55,10 @@ std::map<std::string, std::vector<float>> onnx_weights(const KernelGraph& g, con
       }
       m[momentum ? momentum_name(d.bias) : d.bias] = std::move(b);
     }
+    if (d.ln.on) {  // the LayerNorm's gamma and beta
+      m[momentum ? momentum_name(d.ln.scale) : d.ln.scale] = momentum ? s.lvg[l] : s.lg[l];
+      m[momentum ? momentum_name(d.ln.bias) : d.ln.bias] = momentum ? s.lvb[l] : s.lb[l];
+    }
   }
   return m;
 }
@@ -69,6 +73,12 @@ void write_checkpoint(const std::string& src, const std::string& dst, const Kern
     health.tensor(s.step, "layer '" + name + "' bias", s.b[l]);
     health.tensor(s.step, "layer '" + name + "' weight momentum", s.v[l]);
     health.tensor(s.step, "layer '" + name + "' bias momentum", s.vb[l]);
+    if (g.layers[l].ln.on) {
+      health.tensor(s.step, "layer '" + name + "' LayerNorm scale", s.lg[l]);
+      health.tensor(s.step, "layer '" + name + "' LayerNorm bias", s.lb[l]);
+      health.tensor(s.step, "layer '" + name + "' LayerNorm scale momentum", s.lvg[l]);
+      health.tensor(s.step, "layer '" + name + "' LayerNorm bias momentum", s.lvb[l]);
+    }
   }
   std::vector<OnnxTensor> extra;
   for (auto& [name, v] : onnx_weights(g, s, true)) {
@@ -127,6 +137,10 @@ ModelState restore_checkpoint(const OnnxModel& m, const KernelGraph& g, const Tr
     };
     mom(d.weight, &state.v[l], true);
     mom(d.bias, &state.vb[l], false);
+    if (d.ln.on) {
+      mom(d.ln.scale, &state.lvg[l], false);
+      mom(d.ln.bias, &state.lvb[l], false);
+    }
   }
   return state;
 }

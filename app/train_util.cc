@@ -29,7 +29,7 @@ void print_graph(const KernelGraph& g, std::ostream& out) {
   out << "kernel graph: input '" << g.input_name << "' (" << g.in_features << " features), " << g.layers.size()
       << " dense kernel" << (g.layers.size() == 1 ? "" : "s") << ", " << g.parameters() << " parameters\n";
   for (const auto& l : g.layers) {
-    out << "  " << l.name << ": dense " << l.out << " x " << l.in << (l.bias.empty() ? "" : " + bias")
+    out << "  " << l.name << ": dense " << l.out << " x " << l.in << (l.bias.empty() ? "" : " + bias") << (l.ln.on ? " + layernorm" : "")
         << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "")
         << (l.residual < 0 ? std::string()
             : l.residual == 0 ? std::string(" + the model input (residual)")

@@ -479,8 +479,14 @@ struct RootColors {
 // incoming dx before the derivative. Where the slice has not come yet, the task waits
 // (fwait, dwait) and the completion task goes on with it. The rings' write and read slots are
 // kept in SRAM (skw, skrd, sgw, sgrd; r15 scratch): the replicas' sum takes r1 and r2.
+// A LayerNorm (`ln`, its root alone holds the layer's outputs): per sample, after the bias,
+// mean and variance by vsum, 1 / sqrt(var + eps) as e^(-0.5 log(.)) on one element, x^ = (z -
+// mean) r kept in the ring's third region (r in its fourth), u = gamma x^ + beta, then the
+// activation; backward, after the activation's derivative g: vg += g x^, vbeta += g, then
+// g = r (g gamma - mean(g gamma) - x^ mean(g gamma x^)); gamma and beta update with the bias.
+// reference.cc layer_norm and layer_norm_grad do the same operations in the same order.
 std::string root_source(int no, Activation act, float alpha, bool last, const RootColors& c, int batch, int depth, int lookahead,
-                        const TrainHyper& h, int scale, const SumSpec* sum) {
+                        const TrainHyper& h, int scale, const SumSpec* sum, const LayerNormParams* ln = nullptr) {
   PeAsm a;
   bind_sum_queues(a, sum);
   a.inq(c.fin);
@@ -509,13 +515,17 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   if (sum) a.data(".space gb, fp32, " + N);
   // A GELU keeps z for its derivative (yring) and sends y from the second half of the ring.
   const bool gelu = act_needs_pre(act);
-  const bool ones = act == Activation::kSigmoid || act == Activation::kTanh || gelu;
+  const bool ones = act == Activation::kSigmoid || act == Activation::kTanh || gelu || ln;
   if (ones) a.data(".space ones, fp32, " + N);
   if (gelu) a.data(".space ga, fp32, " + N + "\n.space gb, fp32, " + N + "\n.space gc, fp32, " + N);
   // With a residual connection into it or a GELU, xring (the sums, or y) follows yring: slot i
   // at yring + X.
   const bool xring = target || gelu;
-  if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(xring ? 2 : 1) * depth * no));
+  if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(ln ? 4 : xring ? 2 : 1) * depth * no));
+  if (ln) {
+    a.data(".space lng, fp32, " + N + "\n.space lnb, fp32, " + N + "\n.space lnvg, fp32, " + N + "\n.space lnvb, fp32, " + N);
+    a.data(".space lt1, fp32, " + N + "\n.space lt2, fp32, " + N + "\n.space lsc, fp32, 1");
+  }
   const long long xoff = 4LL * depth * no;
   if (target) {
     a.data(".space skr, fp32, " + S(static_cast<long long>(D) * no));
@@ -561,6 +571,12 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   }
   std::string dSkIn, dSkW, dSkR, dXf, dSgo, dSgOut, dSkOut, dSgIn, dSgW, dSgR, dFence;
   if (xring && !last) dXf = a.mem("yring", n);
+  std::string dLg, dLb, dLvg, dLvb, dXh, dL1, dL2, dLs;
+  if (ln) {
+    dLg = a.mem("lng", n), dLb = a.mem("lnb", n), dLvg = a.mem("lnvg", n), dLvb = a.mem("lnvb", n);
+    dXh = a.mem("yring", n), dL1 = a.mem("lt1", n), dL2 = a.mem("lt2", n), dLs = a.mem("lsc", 1);
+  }
+  const std::string inv_n = kernels::f32_literal(1.0f / static_cast<float>(no));
   std::string t4[4];
   if (gelu) t4[1] = a.mem("ga", n), t4[2] = a.mem("gb", n), t4[3] = a.mem("gc", n);
   if (target) {
@@ -631,6 +647,11 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
     }
     a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13";
     a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13";
+    if (ln) {
+      a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dLg + ", " + dLvg + ", r13" << "vaxpy.fp32 " + dLb + ", " + dLvb + ", r13";
+      a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dLvg + ", " + dLvg + ", r13"
+        << "vmuls.fp32 " + dLvb + ", " + dLvb + ", r13";
+    }
   };
   auto count_update = [&] { a << "ld32 r9, [r0+nupd]" << "lif r10, 1.0" << "fadd r9, r9, r10" << "st32 [r0+nupd], r9"; };
   auto check_update = [&](const std::string& tag) { emit_check_update(a, batch, F, 5, tag); };
@@ -696,6 +717,16 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
     } else {
       emit_act_bwd(a, act, alpha, dG, dYb, dT, dOnes);
     }
+    if (ln) {
+      // The LayerNorm's gradients, then its input's: g = r (g gamma - S1 / n - x^ S2 / n).
+      a << "addi r13, r11, " + S(2 * xoff) << "dbase " + dXh + ", r13" << "vfmac.fp32 " + dLvg + ", " + dG + ", " + dXh + ", " + dLvg
+        << "vadd.fp32 " + dLvb + ", " + dLvb + ", " + dG << "vmul.fp32 " + dL1 + ", " + dG + ", " + dLg;
+      a << "vsum.fp32 r9, " + dL1 << "lif r13, " + inv_n << "fmul r9, r9, r13" << "lif r13, -1.0" << "fmul r9, r9, r13";
+      a << "vmul.fp32 " + dL2 + ", " + dL1 + ", " + dXh << "vsum.fp32 r10, " + dL2 << "lif r13, " + inv_n << "fmul r10, r10, r13"
+        << "lif r13, -1.0" << "fmul r10, r10, r13";
+      a << "vfmacs.fp32 " + dL1 + ", " + dL1 + ", " + dOnes + ", r9" << "vfmacs.fp32 " + dL1 + ", " + dL1 + ", " + dXh + ", r10"
+        << "addi r14, r11, " + S(3 * xoff) << "ld32 r13, [r14]" << "vmuls.fp32 " + dG + ", " + dL1 + ", r13";
+    }
     a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";
     a << "jmp gcommon";
   }
@@ -703,6 +734,16 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   a << "fwdgot:";
   if (!last) {
     std::string dSend = dYf;
+    if (ln) {
+      // u = gamma (z - mean) r + beta into acc, x^ and r kept (regions 3 and 4 of the ring).
+      a << "vsum.fp32 r13, " + dAcc << "lif r14, " + inv_n << "fmul r13, r13, r14" << "lif r14, -1.0" << "fmul r13, r13, r14"
+        << "addi r14, r3, " + S(2 * xoff) << "dbase " + dXh + ", r14" << "vfmacs.fp32 " + dXh + ", " + dAcc + ", " + dOnes + ", r13"
+        << "vmul.fp32 " + dL1 + ", " + dXh + ", " + dXh << "vsum.fp32 r13, " + dL1 << "lif r14, " + inv_n << "fmul r13, r13, r14"
+        << "lif r14, " + kernels::f32_literal(ln->eps) << "fadd r13, r13, r14" << "st32 [r0+lsc], r13" << "vlog.fp32 " + dLs + ", " + dLs
+        << "lif r14, -0.5" << "vmuls.fp32 " + dLs + ", " + dLs + ", r14" << "vexp.fp32 " + dLs + ", " + dLs << "ld32 r13, [r0+lsc]"
+        << "addi r14, r3, " + S(3 * xoff) << "st32 [r14], r13" << "vmuls.fp32 " + dXh + ", " + dXh + ", r13"
+        << "vmul.fp32 " + dAcc + ", " + dXh + ", " + dLg << "vadd.fp32 " + dAcc + ", " + dAcc + ", " + dLb;
+    }
     if (gelu) {
       // z kept for the derivative, y = gelu(z) into xring's slot and sent from there.
       t4[0] = dT;
@@ -758,6 +799,10 @@ ModelState ModelState::from_graph(const KernelGraph& g) {
     s.v.emplace_back(l.w.size(), 0.0f);
     s.b.push_back(l.b);
     s.vb.emplace_back(l.b.size(), 0.0f);
+    s.lg.push_back(l.ln.on ? l.ln.g : std::vector<float>{});
+    s.lb.push_back(l.ln.on ? l.ln.b : std::vector<float>{});
+    s.lvg.emplace_back(l.ln.on ? l.ln.g.size() : 0, 0.0f);
+    s.lvb.emplace_back(l.ln.on ? l.ln.b.size() : 0, 0.0f);
   }
   return s;
 }
@@ -766,6 +811,7 @@ std::string out_w(int l, int a, int b) { return "w." + S(l) + "." + S(a) + "." +
 std::string out_v(int l, int a, int b) { return "v." + S(l) + "." + S(a) + "." + S(b); }
 std::string out_b(int l, int b) { return "b." + S(l) + "." + S(b); }
 std::string out_vb(int l, int b) { return "vb." + S(l) + "." + S(b); }
+std::string out_ln(const char* what, int l) { return std::string("ln") + what + "." + S(l); }
 std::string out_updates(int x, int y) { return "nupd." + S(x) + "." + S(y); }
 
 Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, const ModelState& s, const TrainHyper& h,
@@ -883,7 +929,8 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
         if (R > 1) sp = sum_spec(lp.root_xy(b), rep);
         const int img = kernels::intern_image(prog, tag + "_root",
                                               root_source(no, act, alpha, last, c, batch, plan.ring_depth, plan.lookahead(l), h,
-                                                          plan.batch, R > 1 ? &sp : nullptr),
+                                                          plan.batch, R > 1 ? &sp : nullptr,
+                                                          g.layers[static_cast<size_t>(l)].ln.on ? &g.layers[static_cast<size_t>(l)].ln : nullptr),
                                               t);
         const auto [x, y] = plan.at(lp.root_xy(b), rep);
         prog.place(x, y, img);
@@ -894,6 +941,16 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
                                                                s.vb[static_cast<size_t>(l)].begin() + off + no)));
         prog.output(opre + out_b(l, b), x, y, "b");
         prog.output(opre + out_vb(l, b), x, y, "vb");
+        if (g.layers[static_cast<size_t>(l)].ln.on) {
+          prog.set_data(x, y, "lng", f32_bytes(s.lg[static_cast<size_t>(l)]));
+          prog.set_data(x, y, "lnb", f32_bytes(s.lb[static_cast<size_t>(l)]));
+          prog.set_data(x, y, "lnvg", f32_bytes(s.lvg[static_cast<size_t>(l)]));
+          prog.set_data(x, y, "lnvb", f32_bytes(s.lvb[static_cast<size_t>(l)]));
+          prog.output(opre + out_ln("g", l), x, y, "lng");
+          prog.output(opre + out_ln("b", l), x, y, "lnb");
+          prog.output(opre + out_ln("vg", l), x, y, "lnvg");
+          prog.output(opre + out_ln("vb", l), x, y, "lnvb");
+        }
         prog.output(out_updates(x, y), x, y, "nupd");
       }
     }

@@ -19,6 +19,8 @@ namespace wafersim::compiler {
 // (row-major), bias and its momentum.
 struct ModelState {
   std::vector<std::vector<float>> w, v, b, vb;
+  // Per layer, its LayerNorm's gamma and beta and their momenta (empty without one).
+  std::vector<std::vector<float>> lg, lb, lvg, lvb;
   long long step = 0;  // minibatches done
 
   static ModelState from_graph(const KernelGraph& g);  // initial weights, zero momentum
@@ -46,6 +48,7 @@ std::string out_w(int l, int a, int b);   // tile weights, k-major (in slice x o
 std::string out_v(int l, int a, int b);
 std::string out_b(int l, int b);
 std::string out_vb(int l, int b);
+std::string out_ln(const char* what, int l);  // a LayerNorm's "g", "b", "vg", "vb" (its one root)
 std::string out_updates(int x, int y);    // minibatches a PE has finished (fp32 count)
 
 }  // namespace wafersim::compiler

@@ -25,10 +25,10 @@ std::string fmt(double v, int prec = 1) {
 
 namespace {
 
-// The GELUs of the graph as the passes find them (folding, renames, then fuse_gelu), for the
-// kernel graph to take each as one activation. None where the graph does not import.
-std::vector<FusedActivation> fused_gelus(const OnnxModel& m) {
-  std::vector<FusedActivation> out;
+// The GELUs and LayerNorms of the graph as the passes find them (folding, renames, then
+// fuse_layernorm and fuse_gelu), for the kernel graph. None where the graph does not import.
+std::vector<FusedOp> fused_ops(const OnnxModel& m) {
+  std::vector<FusedOp> out;
   try {
     ir::Graph g = ir::from_onnx(m);
     passes::fold_constants(g);
@@ -36,8 +36,19 @@ std::vector<FusedActivation> fused_gelus(const OnnxModel& m) {
     passes::fuse_layernorm(g);
     passes::fuse_gelu(g);
     for (const ir::Op& op : g.ops) {
-      if (op.kind != "Gelu" || op.inputs.empty() || op.outputs.empty() || op.inputs[0] < 0 || op.outputs[0] < 0) continue;
-      FusedActivation fa;
+      if ((op.kind != "Gelu" && op.kind != "LayerNorm") || op.inputs.empty() || op.outputs.empty() || op.inputs[0] < 0 ||
+          op.outputs[0] < 0) {
+        continue;
+      }
+      FusedOp fa;
+      fa.kind = op.kind;
+      if (op.kind == "LayerNorm") {
+        auto name = [&](size_t i) { return op.inputs.size() > i && op.inputs[i] >= 0 ? g.tensors[static_cast<size_t>(op.inputs[i])].name : ""; };
+        fa.scale = name(1);
+        fa.bias = name(2);
+        if (const OnnxAttr* ax = op.attr("axis")) fa.axis = static_cast<int>(ax->i);
+        if (const OnnxAttr* ep = op.attr("epsilon")) fa.eps = ep->f;
+      }
       const OnnxAttr* ap = op.attr("approximate");
       fa.act = ap && ap->s == "tanh" ? Activation::kGeluTanh : Activation::kGelu;
       fa.nodes = op.sources;
@@ -58,7 +69,7 @@ KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
   // checked, then rewritten by the passes (step 2). Where the kernels already refuse nodes, their message says more than an IR check
   // that fails on the same nodes (a Flatten that mixes samples gives the next Gemm a wrong
   // shape, say), so it goes first.
-  KernelGraph g = build_kernel_graph(m, o.loss, fused_gelus(m));
+  KernelGraph g = build_kernel_graph(m, o.loss, fused_ops(m));
   try {
     const ir::Graph ir = ir::from_onnx(m);
     ir::verify(ir);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace wafersim::compiler {
 namespace {
@@ -78,6 +79,13 @@ const char* activation_name(Activation a) {
   }
 }
 
+int KernelGraph::first_layernorm() const {
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].ln.on) return static_cast<int>(l);
+  }
+  return -1;
+}
+
 int KernelGraph::first_residual() const {
   for (size_t l = 0; l < layers.size(); ++l) {
     if (layers[l].residual >= 0) return static_cast<int>(l);
@@ -87,11 +95,11 @@ int KernelGraph::first_residual() const {
 
 long long KernelGraph::parameters() const {
   long long n = 0;
-  for (const auto& l : layers) n += static_cast<long long>(l.in) * l.out + l.out;
+  for (const auto& l : layers) n += static_cast<long long>(l.in) * l.out + l.out + (l.ln.on ? 2LL * l.out : 0);
   return n;
 }
 
-KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option, const std::vector<FusedActivation>& fused) {
+KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option, const std::vector<FusedOp>& fused) {
   std::map<std::string, size_t> group_of;  // a fused GELU's node -> its group
   for (size_t i = 0; i < fused.size(); ++i) {
     for (const std::string& n : fused[i].nodes) group_of[n] = i;
@@ -152,10 +160,64 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   for (const OnnxNode& n : m.nodes) {
     const std::string& op = n.op_type;
     if (auto gi = group_of.find(n.name); gi != group_of.end()) {
-      // A GELU (fuse_gelu's group): one activation at its first node, its other nodes taken.
+      // A GELU (fuse_gelu's group): one activation at its first node, its other nodes taken;
+      // a LayerNorm (fuse_layernorm's) likewise, a step of the dense kernel before it.
       if (!groups_seen.insert(gi->second).second) continue;
-      const FusedActivation& fa = fused[gi->second];
+      const FusedOp& fa = fused[gi->second];
       if (!f.known) { f.value = fa.output; continue; }
+      if (fa.kind == "LayerNorm") {
+        if (std::find(n.inputs.begin(), n.inputs.end(), f.value) == n.inputs.end()) {
+          unsupported(n, "a LayerNorm that does not continue the model's single chain of layers");
+          f.value = fa.output;
+          continue;
+        }
+        if (f.dense < 0 || f.activated || f.pending_matmul || f.residual || g.layers[static_cast<size_t>(f.dense)].ln.on) {
+          unsupported(n, "a LayerNorm is supported on a dense layer's output (after its bias, before its activation)");
+          f.value = fa.output;
+          continue;
+        }
+        DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+        if (fa.axis != -1) {
+          unsupported(n, "a LayerNorm over axis " + std::to_string(fa.axis) + "; only the feature axis (-1)");
+          f.value = fa.output;
+          continue;
+        }
+        if (!(fa.eps > 0) || !std::isfinite(fa.eps)) {
+          unsupported(n, "epsilon = " + num(fa.eps) + " must be a positive number");
+          f.value = fa.output;
+          continue;
+        }
+        if (fa.scale.empty() || fa.bias.empty()) {
+          unsupported(n, "a LayerNorm without its scale and bias (elementwise_affine=False) is not supported yet");
+          f.value = fa.output;
+          continue;
+        }
+        LayerNormParams ln;
+        ln.on = true;
+        ln.node = n.name;
+        ln.eps = fa.eps;
+        ln.g.assign(static_cast<size_t>(d.out), 1.0f);
+        ln.b.assign(static_cast<size_t>(d.out), 0.0f);
+        bool ok = true;
+        for (const auto& [name, dst, what] : {std::tuple{fa.scale, &ln.g, "scale"}, std::tuple{fa.bias, &ln.b, "bias"}}) {
+          if (name.empty()) continue;
+          const OnnxTensor* t = float_init(m, name, n);
+          if (!t || t->numel() != d.out) {
+            unsupported(n, std::string("the LayerNorm's ") + what + " must be an initializer of " + std::to_string(d.out) + " elements");
+            ok = false;
+            break;
+          }
+          *dst = t->f32;
+        }
+        if (!ok) { f.value = fa.output; continue; }
+        ln.scale = fa.scale;
+        ln.bias = fa.bias;
+        d.ln = std::move(ln);
+        g.notes.push_back("LayerNorm (" + std::to_string(fa.nodes.size()) + " node" + (fa.nodes.size() == 1 ? "" : "s") + " from " +
+                          node_ref(n) + ") fused into " + d.name);
+        f.value = fa.output;
+        continue;
+      }
       if (std::find(n.inputs.begin(), n.inputs.end(), f.value) == n.inputs.end()) {
         unsupported(n, "a GELU that does not continue the model's single chain of layers");
         f.value = fa.output;

@@ -19,12 +19,27 @@ enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu, kGelu, kGeluT
 const char* activation_name(Activation a);
 inline bool act_needs_pre(Activation a) { return a == Activation::kGelu || a == Activation::kGeluTanh; }
 
-// A GELU the rewrite passes recognised (fuse_gelu): its ONNX nodes, the value it reads and the
-// value it writes. The kernel graph takes such a group as one activation.
-struct FusedActivation {
-  Activation act = Activation::kGelu;
+// A pattern the rewrite passes recognised (fuse_gelu, fuse_layernorm): its ONNX nodes, the value
+// it reads and the value it writes. The kernel graph takes a GELU as one activation and a
+// LayerNorm as a step of the dense kernel before it.
+struct FusedOp {
+  std::string kind;                    // "Gelu" or "LayerNorm"
+  Activation act = Activation::kGelu;  // Gelu: its form
   std::vector<std::string> nodes;
   std::string input, output;
+  std::string scale, bias;             // LayerNorm: the initializers ("" if absent)
+  int axis = -1;                       // LayerNorm: the first normalised axis (negative)
+  float eps = 1e-5f;
+};
+
+// Layer normalisation of a dense kernel's output over its features, between the bias and the
+// activation: u = gamma (z - mean) / sqrt(var + eps) + beta, per sample.
+struct LayerNormParams {
+  bool on = false;
+  std::string node;                    // the first ONNX node of the pattern
+  std::string scale, bias;             // initializer names ("": none, gamma 1 or beta 0, not trained)
+  float eps = 1e-5f;
+  std::vector<float> g, b;             // gamma and beta (out each)
 };
 
 // One fused kernel: y = act(W x + b), with W stored here as out x in, row-major, in fp32.
@@ -36,6 +51,7 @@ struct DenseKernel {
   int in = 0, out = 0;
   Activation act = Activation::kNone;
   float act_alpha = 0;      // LeakyRelu's slope below 0 (in [0, 1])
+  LayerNormParams ln;       // a LayerNorm between the bias and the activation
   std::string act_node;     // the fused activation's node name
   // A residual connection: the activated output plus boundary `residual`'s values (0: the
   // model input, l: layer l's input; at most this layer's own), which have this layer's width:
@@ -68,6 +84,8 @@ struct KernelGraph {
   int classes() const { return layers.empty() ? 0 : layers.back().out; }
   // The first layer with a residual connection, or -1.
   int first_residual() const;
+  // The first layer with a LayerNorm, or -1.
+  int first_layernorm() const;
   long long parameters() const;
 };
 
@@ -75,8 +93,7 @@ struct KernelGraph {
 // (no float input, a symbolic dimension other than the batch, an unknown loss option); ops that
 // do not match are collected in `unsupported` instead. `loss_option` names the loss to use
 // when the graph has none ("softmax_xent"; "graph" requires one in the graph).
-// `fused`: the GELUs of the graph (compile.cc finds them with the passes).
-KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option,
-                               const std::vector<FusedActivation>& fused = {});
+// `fused`: the GELUs and LayerNorms of the graph (compile.cc finds them with the passes).
+KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option, const std::vector<FusedOp>& fused = {});
 
 }  // namespace wafersim::compiler

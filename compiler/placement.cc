@@ -20,7 +20,8 @@ constexpr long kCodeBytes = 2048;    // a tile's code and scalar data, rounded u
 constexpr int kMinRing = 4;          // compile.ring_depth 0 (auto) takes at least this many
 constexpr double kSlack = 0.8;       // tiles above this share of the time per sample are split further
 constexpr double kResidualFixed = 16;      // a residual connection's ring bookkeeping at a root, per sample
-constexpr int kResidualColorReserve = 8;   // colors of the tiles' own nets where residual streams cross them
+constexpr int kResidualColorReserve = 8;
+constexpr double kLayerNormFixed = 60;     // a LayerNorm's scalar work at its root, per sample (sums, 1/sqrt)   // colors of the tiles' own nets where residual streams cross them
 // Two neighbouring stages of nearly the same time couple (one waits for the other's bursts: a
 // layer-0 tile's backward pass holds up the channel all its rows share, a root waits for its
 // tiles' partial sums while they wait for its gradient) and run slower than the slower of them:
@@ -79,6 +80,9 @@ struct Search {
     // the sum's gradient (a vmov, a send); the source's root adds that gradient (a vadd) and
     // sends its values once more.
     if (d.residual >= 0) e.root += kResidualFixed + no * (0.5 + 2.0);
+    // A LayerNorm at the root (codegen.cc): about 10 vector ops over the outputs forward and 12
+    // backward, 4 sums and the scalar work between them.
+    if (d.ln.on) e.root += kLayerNormFixed + no * 22.0;
     for (const DenseKernel& t : g.layers) {
       if (t.residual == l + 1) e.root += kResidualFixed + no * (0.5 + 1.0);
     }
@@ -284,8 +288,10 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     int w = 0, h = 0;
     extent(q, &w, &h);
     if (w > W || h > H || pes_of(q) > budget) return false;
-    for (const DenseKernel& d : g.layers) {
+    for (size_t l = 0; l < g.layers.size(); ++l) {
+      const DenseKernel& d = g.layers[l];
       if (d.residual >= 1 && q[static_cast<size_t>(d.residual)] > residual_cap) return false;
+      if (d.ln.on && q[l + 1] > 1) return false;  // one root normalises each sample
     }
     std::vector<int> cross(static_cast<size_t>(H) + 1, 0);  // difference array over the bus rows
     const int y0 = top_row(q);
@@ -632,6 +638,15 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
                          "or --mode weight-streaming");
     }
   }
+  // A LayerNorm: one root holds the layer's outputs (it normalises each sample over all of
+  // them); its parameters join the bias's update, which replicas and two minibatches in flight
+  // do not cover yet.
+  if (const int l = g.first_layernorm(); l >= 0 && (opt.replicas > 1 || opt.in_flight > 1)) {
+    throw CompileError("the LayerNorm '" + g.layers[static_cast<size_t>(l)].ln.node + "' (on the output of " +
+                       g.layers[static_cast<size_t>(l)].name + ") with " +
+                       (opt.replicas > 1 ? "compile.replicas " + std::to_string(opt.replicas) : std::string("train.in_flight 2")) +
+                       " is not supported yet; use " + (opt.replicas > 1 ? "compile.replicas 1 (or 0)" : std::string("train.in_flight 1")));
+  }
   if (opt.batch < 1) throw CompileError("train.batch must be at least 1");
   if (opt.ring_depth < 0 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be 0 (auto) or in 1..64");
   if (opt.in_flight < 1 || opt.in_flight > 2) throw CompileError("train.in_flight must be 1 or 2");
@@ -651,7 +666,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   // One copy on the whole fabric: today's plan, and every error of a model that does not fit.
   Plan best;
   if (opt.replicas <= 1) best = place_copy(g, hw, opt, budget, false);
-  if (opt.replicas == 1 || (opt.replicas == 0 && opt.in_flight > 1)) return best;
+  if (opt.replicas == 1 || (opt.replicas == 0 && (opt.in_flight > 1 || g.first_layernorm() >= 0))) return best;
   const Bands bands = bands_of(hw);
   const int s = hw.io.spacing;
   auto copy_at = [&](int R, int band) {

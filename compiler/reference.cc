@@ -129,6 +129,51 @@ float act_bwd_pre(Activation a, float z, float g) {
   return g;
 }
 
+void layer_norm(std::vector<float>* z, const std::vector<float>& gamma, const std::vector<float>& beta, float eps,
+                std::vector<float>* xhat, float* r) {
+  const size_t n = z->size();
+  const float inv_n = 1.0f / static_cast<float>(n);
+  float s = 0;
+  for (float v : *z) s += v;  // vsum: in element order
+  const float nm = (s * inv_n) * -1.0f;
+  xhat->resize(n);
+  for (size_t i = 0; i < n; ++i) (*xhat)[i] = std::fma(1.0f, nm, (*z)[i]);
+  float q = 0;
+  for (size_t i = 0; i < n; ++i) q += (*xhat)[i] * (*xhat)[i];
+  float ve = q * inv_n;
+  ve = ve + eps;
+  float rs = std::log(ve);
+  rs = rs * -0.5f;
+  rs = std::exp(rs);
+  *r = rs;
+  for (size_t i = 0; i < n; ++i) {
+    (*xhat)[i] = (*xhat)[i] * rs;
+    float u = (*xhat)[i] * gamma[i];
+    (*z)[i] = u + beta[i];
+  }
+}
+
+void layer_norm_grad(std::vector<float>* g, const std::vector<float>& xhat, float r, const std::vector<float>& gamma,
+                     std::vector<float>* vg, std::vector<float>* vb) {
+  const size_t n = g->size();
+  const float inv_n = 1.0f / static_cast<float>(n);
+  std::vector<float> gx(n);
+  for (size_t i = 0; i < n; ++i) {
+    (*vg)[i] = std::fma((*g)[i], xhat[i], (*vg)[i]);
+    (*vb)[i] = (*vb)[i] + (*g)[i];
+    gx[i] = (*g)[i] * gamma[i];
+  }
+  float s1 = 0, s2 = 0;
+  for (size_t i = 0; i < n; ++i) s1 += gx[i];
+  for (size_t i = 0; i < n; ++i) s2 += gx[i] * xhat[i];
+  const float a1 = (s1 * inv_n) * -1.0f, a2 = (s2 * inv_n) * -1.0f;
+  for (size_t i = 0; i < n; ++i) {
+    float t = std::fma(1.0f, a1, gx[i]);
+    t = std::fma(xhat[i], a2, t);
+    (*g)[i] = t * r;
+  }
+}
+
 float softmax_xent(const std::vector<float>& logits, int label, int batch, std::vector<float>* g) {
   const int c = static_cast<int>(logits.size());
   std::vector<float> t = logits;
@@ -160,7 +205,8 @@ Reference::Reference(const KernelGraph& g, const Plan& plan, const TrainHyper& h
 
 std::vector<float> Reference::run_forward(const float* x, std::vector<std::vector<float>>* inputs,
                                           std::vector<std::vector<float>>* outputs, int stale_sample,
-                                          std::vector<std::vector<float>>* pres) const {
+                                          std::vector<std::vector<float>>* pres, std::vector<std::vector<float>>* xhats,
+                                          std::vector<float>* rstds) const {
   std::vector<float> cur(x, x + m_plan.layers.front().in);
   std::vector<std::vector<float>> kept(m_plan.layers.size());  // boundaries a residual connection adds
   for (const LayerPlan& l : m_plan.layers) {
@@ -180,12 +226,17 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
           }
           sum = a == 0 ? p : sum + p;
         }
-        const float pre = sum + B[static_cast<size_t>(o)];
-        const DenseKernel& dk = m_g.layers[static_cast<size_t>(l.index)];
-        z[static_cast<size_t>(o)] = pre;
-        y[static_cast<size_t>(o)] = last ? pre : act_fwd(dk.act, pre, dk.act_alpha);
+        z[static_cast<size_t>(o)] = sum + B[static_cast<size_t>(o)];
       }
     }
+    // A LayerNorm (its one root holds every output), then the activation; z becomes its input.
+    const DenseKernel& dk = m_g.layers[static_cast<size_t>(l.index)];
+    std::vector<float> xh;
+    float rs = 0;
+    if (dk.ln.on) layer_norm(&z, st.lg[static_cast<size_t>(l.index)], st.lb[static_cast<size_t>(l.index)], dk.ln.eps, &xh, &rs);
+    for (int o = 0; o < l.out; ++o) y[static_cast<size_t>(o)] = last ? z[static_cast<size_t>(o)] : act_fwd(dk.act, z[static_cast<size_t>(o)], dk.act_alpha);
+    if (xhats) xhats->push_back(std::move(xh));
+    if (rstds) rstds->push_back(rs);
     if (inputs) inputs->push_back(cur);
     if (outputs) outputs->push_back(y);  // the activated output: its derivative is taken there
     if (pres) pres->push_back(std::move(z));  // the pre-activation: the GELUs' derivatives are taken there
@@ -220,9 +271,10 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
   }
   std::vector<float> losses;
   for (int s = 0; s < batch; ++s) {
-    std::vector<std::vector<float>> in, out, pre;
+    std::vector<std::vector<float>> in, out, pre, xhat;
+    std::vector<float> rstd;
     std::vector<std::vector<float>> skip(static_cast<size_t>(L) + 1);  // a sum's gradient, by boundary
-    const std::vector<float> logits = run_forward(xs[static_cast<size_t>(s)], &in, &out, after_lookahead ? s : -1, &pre);
+    const std::vector<float> logits = run_forward(xs[static_cast<size_t>(s)], &in, &out, after_lookahead ? s : -1, &pre, &xhat, &rstd);
     std::vector<float> g;
     losses.push_back(softmax_xent(logits, labels[static_cast<size_t>(s)], m_plan.batch, &g));
     for (int li = L - 1; li >= 0; --li) {
@@ -272,6 +324,10 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
         for (size_t k = 0; k < dx.size(); ++k) {
           g[k] = act_needs_pre(act) ? act_bwd_pre(act, zprev[k], dx[k]) : act_bwd(act, yprev[k], dx[k], alpha);
         }
+        if (m_g.layers[static_cast<size_t>(li) - 1].ln.on) {
+          const size_t lp = static_cast<size_t>(li) - 1;
+          layer_norm_grad(&g, xhat[lp], rstd[lp], m_s.lg[lp], &m_s.lvg[lp], &m_s.lvb[lp]);
+        }
       }
     }
   }
@@ -315,6 +371,10 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
     };
     upd(m_s.w[static_cast<size_t>(li)], m_s.v[static_cast<size_t>(li)]);
     upd(m_s.b[static_cast<size_t>(li)], m_s.vb[static_cast<size_t>(li)]);
+    if (!m_s.lg.empty() && !m_s.lg[static_cast<size_t>(li)].empty()) {
+      upd(m_s.lg[static_cast<size_t>(li)], m_s.lvg[static_cast<size_t>(li)]);
+      upd(m_s.lb[static_cast<size_t>(li)], m_s.lvb[static_cast<size_t>(li)]);
+    }
   }
   ++m_s.step;
   return losses;

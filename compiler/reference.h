@@ -35,7 +35,8 @@ class Reference {
   // lookahead covers it use the weights before the last update).
   std::vector<float> run_forward(const float* x, std::vector<std::vector<float>>* inputs,
                                  std::vector<std::vector<float>>* outputs, int stale_sample = -1,
-                                 std::vector<std::vector<float>>* pres = nullptr) const;
+                                 std::vector<std::vector<float>>* pres = nullptr,
+                                 std::vector<std::vector<float>>* xhats = nullptr, std::vector<float>* rstds = nullptr) const;
 
   const KernelGraph& m_g;
   Plan m_plan;
@@ -51,6 +52,14 @@ float act_fwd(Activation a, float v, float alpha = 0);
 float act_bwd(Activation a, float y, float g, float alpha = 0);
 // The GELUs' derivative applied to g, taken at the pre-activation z (act_needs_pre).
 float act_bwd_pre(Activation a, float z, float g);
+
+// A LayerNorm as its root computes it (codegen.cc root_source): z in place to u = gamma x^ +
+// beta, x^ and r = 1 / sqrt(var + eps) kept; and backward, g (the gradient at u) to the
+// gradient at z, with vg += g x^ (fused) and vb += g.
+void layer_norm(std::vector<float>* z, const std::vector<float>& gamma, const std::vector<float>& beta, float eps,
+                std::vector<float>* xhat, float* r);
+void layer_norm_grad(std::vector<float>* g, const std::vector<float>& xhat, float r, const std::vector<float>& gamma,
+                     std::vector<float>* vg, std::vector<float>* vb);
 
 // GELU as the PEs compute it (codegen.cc emit_gelu_fwd/emit_gelu_bwd; the same operations in
 // the same order here, each rounded to fp32).

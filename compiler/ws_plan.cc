@@ -508,6 +508,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
 }  // namespace
 
 WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
+  if (const int l = g.first_layernorm(); l >= 0) {
+    throw CompileError("the LayerNorm '" + g.layers[static_cast<size_t>(l)].ln.node + "' (on the output of " +
+                       g.layers[static_cast<size_t>(l)].name +
+                       ") runs in layer-pipelined mode only so far; use --mode layer-pipelined");
+  }
   if (o.auto_layout) {
     // Each layout's best; the grid only where its estimate is lower (it takes relays), and the
     // rows layout's error where neither fits.

@@ -8,6 +8,8 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
   --act     activation between Linear layers (none after the last)
   --residual  a hidden layer whose input and output widths are equal adds its input to its
             activated output: h = h + act(fc(h)) (a residual MLP; the same parameter names)
+  --layernorm  each hidden layer normalises its output before the activation: act(norm(fc(h)))
+            (nn.LayerNorm, parameters normN.weight and normN.bias)
   --seed    torch.manual_seed before the layers are built, so the initial weights repeat
   --opset   ONNX opset_version of the export
   --batch   batch size of the example input; the batch axis is exported as the symbol "batch"
@@ -70,13 +72,15 @@ class ResidualMlp(nn.Module):
             x = x + y if self.widths[i] == self.widths[i + 1] else y
 
 
-def build(layers, act, residual=False):
+def build(layers, act, residual=False, layernorm=False):
     if residual:
         return ResidualMlp(layers, act)
     mods = collections.OrderedDict(flatten=nn.Flatten())
     for i in range(len(layers) - 1):
         mods[f"fc{i + 1}"] = nn.Linear(layers[i], layers[i + 1])
         if i < len(layers) - 2:
+            if layernorm:
+                mods[f"norm{i + 1}"] = nn.LayerNorm(layers[i + 1])
             mods[f"act{i + 1}"] = ACTIVATIONS[act]()
     return nn.Sequential(mods)
 
@@ -124,6 +128,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--loss", choices=["none", "graph"], default="none")
     ap.add_argument("--residual", action="store_true")
+    ap.add_argument("--layernorm", action="store_true")
     ap.add_argument("--out", default="models/fc_mnist.onnx")
     a = ap.parse_args()
     if a.batch < 1:
@@ -132,7 +137,9 @@ def main():
         ap.error("--loss graph needs --opset 12 or later (SoftmaxCrossEntropyLoss)")
 
     torch.manual_seed(a.seed)
-    net = build(a.layers, a.act, a.residual)
+    if a.residual and a.layernorm:
+        ap.error("--residual and --layernorm together are not built yet")
+    net = build(a.layers, a.act, a.residual, a.layernorm)
     x = torch.zeros(a.batch, a.layers[0])
     if a.loss == "graph":
         model, args = WithLoss(net), (x, torch.zeros(a.batch, dtype=torch.int64))

@@ -7,7 +7,8 @@ rewrite passes (compiler/passes/) give each model the same graph at every opset,
 below (`graph IR after passes: ...`: the shape arithmetic folded, every shape known, LayerNorm,
 GELU, dense and conv layers fused); autodiff gives the MLPs and CNNs a training graph and names
 what the encoder lacks (`training graph: ...`); today's kernels train the LeakyReLU MLP, the
-residual MLP and the MLP with GELU's tanh form (exit 0) and refuse the others with one message grouped by op type (exit 2): a line per op type rather
+residual MLP, the MLP with GELU's tanh form and the LayerNorm + GELU MLP (exit 0; the last in
+layer-pipelined mode only) and refuse the others with one message grouped by op type (exit 2): a line per op type rather
 than one per node.
 
     /usr/bin/python3 scripts/test_graph_import.py --wafersim build/wafersim --workdir DIR"""
@@ -30,7 +31,7 @@ AFTER_PASSES = {
     "encoder": "6 Transpose, 5 Dense, 5 Reshape, 3 Slice, 2 Add, 2 LayerNorm, 2 MatMul, 1 Div, 1 Gather, 1 Softmax",
 }
 # The models today's kernels train on the wafer (exit 0; the others are refused, exit 2).
-SUPPORTED = {"leaky", "residual", "gelu_tanh"}
+SUPPORTED = {"leaky", "residual", "gelu_tanh", "norm_gelu"}
 # What autodiff says of each (`training graph: ...`): a training graph, or the ops it has no
 # gradient rule for yet.
 TRAINING = {

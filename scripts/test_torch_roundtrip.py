@@ -66,6 +66,9 @@ SHAPES = [
     # GELU, torch's default (the Erf form) and its tanh approximation.
     ("gelu_op13", [20, 12, 8, 5], "gelu", 13, 10, 0.1, 0.9),
     ("gelu_tanh_op17", [16, 10, 8, 4], "gelu_tanh", 17, 11, 0.2, 0.8),
+    # LayerNorm before each hidden activation, decomposed (opset 13) and LayerNormalization (17).
+    ("layernorm_gelu_op13", [20, 12, 8, 5], "gelu", 13, 14, 0.1, 0.9),
+    ("layernorm_relu_op17", [16, 10, 8, 4], "relu", 17, 15, 0.1, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -94,6 +97,8 @@ WS_CASES = [
 ]
 # Cases built as residual MLPs (make_model.py --residual).
 RESIDUAL = {"residual_op14", "ws_sgd_residual"}
+# Cases built with a LayerNorm before each hidden activation (make_model.py --layernorm).
+LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17"}
 WS_SYSTEMS = 2
 WS_STEPS = 3
 WS_STATE_RTOL = 2e-6
@@ -153,7 +158,7 @@ def make_case(workdir, name, layers, act, opset, seed):
     d = os.path.join(workdir, name)
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(seed)
-    net = make_model.build(layers, act, name in RESIDUAL)
+    net = make_model.build(layers, act, name in RESIDUAL, name in LAYERNORM)
     model_path = os.path.join(d, "model.onnx")
     export(net, layers, opset, model_path)
     rng = np.random.default_rng(seed)
@@ -222,6 +227,16 @@ def run_onnx(model, x):
             out = i[0] / i[1]
         elif n.op_type == "Pow":
             out = np.power(i[0], i[1])
+        elif n.op_type == "Sub":
+            out = i[0] - i[1]
+        elif n.op_type == "Sqrt":
+            out = np.sqrt(i[0])
+        elif n.op_type == "ReduceMean":
+            out = np.mean(i[0], axis=tuple(a.get("axes", [-1])), keepdims=bool(a.get("keepdims", 1)))
+        elif n.op_type == "LayerNormalization":
+            mu = np.mean(i[0], axis=-1, keepdims=True)
+            var = np.mean((i[0] - mu) ** 2, axis=-1, keepdims=True)
+            out = (i[0] - mu) / np.sqrt(var + np.float32(a.get("epsilon", 1e-5))) * i[1] + i[2]
         elif n.op_type == "Erf":
             out = np.vectorize(math.erf, otypes=[np.float64])(i[0])
         else:
@@ -361,7 +376,7 @@ def test_shape(wafersim, workdir, shape):
     xs = np.concatenate([x, rng.standard_normal((4, layers[0])).astype(np.float32)])
     with torch.no_grad():
         want = t_net(torch.from_numpy(xs)).numpy()
-        ck_net = make_model.build(layers, act, name in RESIDUAL)
+        ck_net = make_model.build(layers, act, name in RESIDUAL, name in LAYERNORM)
         ck_net.load_state_dict(loaded)
         via_torch = ck_net(torch.from_numpy(xs)).numpy()
     via_onnx = run_onnx(ck, xs)

@@ -27,6 +27,9 @@ struct MlpSpec {
   // Layers a residual block spans: 1, h + act(fc(h)); 2, h + act(fc2(act(fc1(h)))) where fc1's
   // input and fc2's output widths agree (blocks do not overlap).
   int residual_span = 1;
+  // A LayerNormalization (opset 17) on each hidden layer's output, before its activation, with
+  // scale and bias initializers near 1 and 0 (scripts/make_model.py --layernorm).
+  bool layernorm = false;
 };
 
 inline float lcg_uniform(uint64_t* s) {  // in [-1, 1)
@@ -87,6 +90,31 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
     tb->set_type(onnx::AttributeProto::INT);
     tb->set_i(1);
     cur = "/" + fc + "/Gemm_output_0";
+    if (l + 1 < L && spec.layernorm) {
+      const std::string nm = "norm" + std::to_string(l + 1);
+      auto* t = g->add_initializer();
+      t->set_name(nm + ".weight");
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      t->add_dims(out);
+      for (int i = 0; i < out; ++i) t->add_float_data(1.0f + 0.25f * lcg_uniform(&s));
+      t = g->add_initializer();
+      t->set_name(nm + ".bias");
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      t->add_dims(out);
+      for (int i = 0; i < out; ++i) t->add_float_data(0.25f * lcg_uniform(&s));
+      auto* ln = g->add_node();
+      ln->set_name("/" + nm + "/LayerNormalization");
+      ln->set_op_type("LayerNormalization");
+      ln->add_input(cur);
+      ln->add_input(nm + ".weight");
+      ln->add_input(nm + ".bias");
+      cur = "/" + nm + "/LayerNormalization_output_0";
+      ln->add_output(cur);
+      auto* ax = ln->add_attribute();
+      ax->set_name("axis");
+      ax->set_type(onnx::AttributeProto::INT);
+      ax->set_i(-1);
+    }
     if (l + 1 < L && (spec.act == "Gelu" || spec.act == "GeluTanh")) {
       // GELU as torch 1.13 exports it (scripts/make_model.py --act gelu, gelu_tanh), its
       // constants as scalar initializers.

@@ -177,6 +177,14 @@ compiler::ModelState Trainer::read_state() const {
     s.v.push_back(std::move(v));
     s.b.push_back(std::move(b));
     s.vb.push_back(std::move(vb));
+    auto ln = [&](const char* what) {
+      auto it = by.find(compiler::out_ln(what, l.index));
+      return it == by.end() ? std::vector<float>{} : *it->second;
+    };
+    s.lg.push_back(ln("g"));
+    s.lb.push_back(ln("b"));
+    s.lvg.push_back(ln("vg"));
+    s.lvb.push_back(ln("vb"));
   }
   return s;
 }

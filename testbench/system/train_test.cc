@@ -9,6 +9,7 @@
 #include <map>
 
 #include "compiler/compile.h"
+#include "compiler/ws_plan.h"
 #include "compiler/reference.h"
 #include "mlp_model.h"
 #include "test_support.h"
@@ -93,6 +94,13 @@ uint64_t check_against_reference(const MlpSpec& spec, int fabric, int batch, int
     expect_same_bits(ws.v[l], ref.state().v[l], "v" + std::to_string(l));
     expect_same_bits(ws.b[l], ref.state().b[l], "b" + std::to_string(l));
     expect_same_bits(ws.vb[l], ref.state().vb[l], "vb" + std::to_string(l));
+    if (r.res.graph.layers[l].ln.on) {  // a LayerNorm's gamma, beta and their momenta
+      EXPECT_EQ(ws.lg[l].size(), r.res.graph.layers[l].ln.g.size());
+      expect_same_bits(ws.lg[l], ref.state().lg[l], "ln gamma " + std::to_string(l));
+      expect_same_bits(ws.lb[l], ref.state().lb[l], "ln beta " + std::to_string(l));
+      expect_same_bits(ws.lvg[l], ref.state().lvg[l], "ln gamma momentum " + std::to_string(l));
+      expect_same_bits(ws.lvb[l], ref.state().lvb[l], "ln beta momentum " + std::to_string(l));
+    }
   }
   // Every copy holds the same weights and momentum as copy 0, bit for bit.
   if (r.res.compiled.plan.replicas > 1) {
@@ -168,6 +176,50 @@ TEST(Training, GeluTanhWithResidualConnectionsMatchesReference) {
   MlpSpec spec{{20, 12, 12, 12, 8, 8, 5}, "GeluTanh", 6, 13};
   spec.residual = true;
   check_against_reference(spec, 40, 6, 60, 3, "gelu_tanh_residual");
+}
+
+// LayerNorm before each hidden activation (LayerNormalization, opset 17): one root per such layer
+// normalises each sample and trains gamma and beta with the bias. Bit for bit, 3 steps.
+TEST(Training, LayerNormMatchesReference) {
+  MlpSpec spec{{24, 16, 12, 5}, "Gelu", 7, 17};
+  spec.layernorm = true;
+  check_against_reference(spec, 40, 6, 60, 3, "layernorm");
+}
+
+// What LayerNorm does not run yet says so by name: weight streaming, replicas, two minibatches
+// in flight (and auto replicas take one copy).
+TEST(Training, LayerNormRefusalsNameTheNode) {
+  MlpSpec spec{{24, 16, 12, 5}, "Relu", 7, 17};
+  spec.layernorm = true;
+  const std::string path = tmp_path("layernorm_refusals.onnx");
+  write_mlp(path, spec);
+  CompileOptions co;
+  const KernelGraph g = validate_model(import_onnx(path), co);
+  ASSERT_TRUE(g.unsupported.empty());
+  const HwConfig hw = small_config(40, 40);
+  auto message = [&](auto&& f) {
+    try {
+      f();
+    } catch (const CompileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  WsOptions wo;
+  wo.batch = 4;
+  EXPECT_NE(message([&] { place_ws(g, hw, wo); }).find("the LayerNorm '/norm1/LayerNormalization' (on the output of /fc1/Gemm) runs in "
+                                                       "layer-pipelined mode only so far"),
+            std::string::npos);
+  PlaceOptions po;
+  po.batch = 8;
+  po.replicas = 2;
+  EXPECT_NE(message([&] { place_layers(g, hw, po); }).find("with compile.replicas 2 is not supported yet"), std::string::npos);
+  po.replicas = 1;
+  po.in_flight = 2;
+  EXPECT_NE(message([&] { place_layers(g, hw, po); }).find("with train.in_flight 2 is not supported yet"), std::string::npos);
+  po.in_flight = 1;
+  po.replicas = 0;
+  EXPECT_EQ(place_layers(g, hw, po).replicas, 1);
 }
 
 // The same with two copies of the model (each its own residual streams).
