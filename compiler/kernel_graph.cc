@@ -100,7 +100,7 @@ long long KernelGraph::parameters() const {
 }
 
 KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option, const std::vector<FusedOp>& fused) {
-  std::map<std::string, size_t> group_of;  // a fused GELU's node -> its group
+  std::map<std::string, size_t> group_of;  // a fused op's node -> its group
   for (size_t i = 0; i < fused.size(); ++i) {
     for (const std::string& n : fused[i].nodes) group_of[n] = i;
   }
