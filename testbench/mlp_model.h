@@ -92,16 +92,9 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
     cur = "/" + fc + "/Gemm_output_0";
     if (l + 1 < L && spec.layernorm) {
       const std::string nm = "norm" + std::to_string(l + 1);
-      auto* t = g->add_initializer();
-      t->set_name(nm + ".weight");
-      t->set_data_type(onnx::TensorProto::FLOAT);
-      t->add_dims(out);
-      for (int i = 0; i < out; ++i) t->add_float_data(1.0f + 0.25f * lcg_uniform(&s));
-      t = g->add_initializer();
-      t->set_name(nm + ".bias");
-      t->set_data_type(onnx::TensorProto::FLOAT);
-      t->add_dims(out);
-      for (int i = 0; i < out; ++i) t->add_float_data(0.25f * lcg_uniform(&s));
+      add_init(nm + ".weight", {out}, static_cast<size_t>(out));  // scale * u(-1, 1), then moved to near 1
+      for (auto& v : *g->mutable_initializer(g->initializer_size() - 1)->mutable_float_data()) v = 1.0f + 0.25f * v / scale;
+      add_init(nm + ".bias", {out}, static_cast<size_t>(out));
       auto* ln = g->add_node();
       ln->set_name("/" + nm + "/LayerNormalization");
       ln->set_op_type("LayerNormalization");

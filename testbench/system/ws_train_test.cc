@@ -571,22 +571,23 @@ TEST(WsTraining, GridBandsWithEmptySlices) {
 }
 
 // Residual connections on the grid: 20 rows for 11 features (empty slices skip the sum), sample
-// by sample (slices of 1 for 1 sample a column), relu.
-TEST(WsTraining, GridResidualWithEmptySlices) {
-  SKIP_IF_KERNEL_STARTED();
+// by sample (slices of 1 for 1 sample a column).
+void grid_residual(const std::string& act, const std::string& name) {
   const WsOptions o = grid_options(4, 4, 20);
-  MlpSpec spec{{23, 11, 11, 11, 4}, "Relu", 6, 13};
+  MlpSpec spec{{23, 11, 11, 11, 4}, act, 6, 13};
   spec.residual = true;
-  check_ws(spec, 10, 40, 4, o, 3, "ws_grid_residual");
+  check_ws(spec, 10, 40, 4, o, 3, name);
 }
 
-// The tanh form with residual connections, sample by sample on the grid (empty slices too).
+TEST(WsTraining, GridResidualWithEmptySlices) {
+  SKIP_IF_KERNEL_STARTED();
+  grid_residual("Relu", "ws_grid_residual");
+}
+
+// The same with GELU's tanh form, which the rows apply to z before the sum.
 TEST(WsTraining, GridGeluTanhWithResidualConnections) {
   SKIP_IF_KERNEL_STARTED();
-  const WsOptions o = grid_options(4, 4, 20);
-  MlpSpec spec{{23, 11, 11, 11, 4}, "GeluTanh", 6, 13};
-  spec.residual = true;
-  check_ws(spec, 10, 40, 4, o, 3, "ws_grid_gelu_tanh");
+  grid_residual("GeluTanh", "ws_grid_gelu_tanh");
 }
 
 // Two systems on the grid, one sample per column, the bands' East rows reducing their dW east.
