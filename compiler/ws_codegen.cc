@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "compiler/codegen_util.h"
 #include "compiler/onnx_model.h"
@@ -180,11 +181,32 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dRx = residual || gelu ? as.mem("X0", 1) : "", dRs = residual || gelu ? as.mem("X0", 1) : "";
   const std::string dRr = residual || gelu ? as.mem("X0", 1) : "";
   const std::string dG1 = gelu ? as.mem("gsc", 1) : "", dG2 = gelu ? as.mem("gsc", 1) : "", dG3 = gelu ? as.mem("gsc", 1) : "";
+  // Boundary j's values once its slice is in: a GELU's y = gelu(z) into X{j}, and a residual
+  // connection's sum X{j} = X{k} + (R{j}, or X{j} after a GELU).
+  std::function<void(int)> boundary_prelude;
   // The GELU's scratch over n elements: four vectors of gsc, their lengths n.
   auto gelu_scratch = [&](long long n, const std::string (&d)[4]) {
     as << "li r13, " + S(n);
     for (int i = 0; i < 4; ++i) as << "dlen " + d[i] + ", r13" << "li r14, gsc+" + S(4LL * i * maxdx) << "dbase " + d[i] + ", r14";
     as << "dlen " + dOnes + ", r13";
+  };
+  boundary_prelude = [&](int j) {
+    const long long n = static_cast<long long>(p.len(j, a)) * m;
+    const Activation jact = p.act[static_cast<size_t>(j) - 1];
+    const bool jgelu = act_needs_pre(jact);
+    const int src = p.residual_source(j);
+    if (jgelu) {
+      const std::string sc[4] = {dRs, dRr, dG1, dG2};
+      gelu_scratch(n, sc);
+      as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dG3 + ", r13" << "li r13, X" + S(j) << "dbase " + dRx + ", r13"
+         << "li r13, Z" + S(j) << "dbase " + dG3 + ", r13";
+      emit_gelu_fwd(as, jact, dRx, dG3, sc, dOnes);
+    }
+    if (src >= 0) {
+      as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "dlen " + dRr + ", r13" << "li r13, X" + S(j)
+         << "dbase " + dRx + ", r13" << "li r13, X" + S(src) << "dbase " + dRs + ", r13"
+         << std::string("li r13, ") + (jgelu ? "X" : "R") + S(j) << "dbase " + dRr + ", r13" << "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr;
+    }
   };
   // The second block's send (the first's is dEO, dEI).
   const std::string dBlkA = K > 1 ? as.mem("dwblk", 1) : "", dBlkB = K > 1 ? as.mem("dwblk", 1, 1) : "";
@@ -320,21 +342,10 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
        << std::string("li r6, ") + (jgelu ? "Z" : src >= 0 ? "R" : "X") + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
        << "tr_" + S(q) + ":" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * m) << "daddb " + dTrD + ", 4"
        << "addi r8, r8, 1" << "bne r8, r13, tr_" + S(q);
-    if (jgelu) {
-      // y = gelu(z) into X{j} (the residual's sum below adds to it in place).
-      const long long n = static_cast<long long>(nO) * m;
-      const std::string sc[4] = {dRs, dRr, dG1, dG2};
-      gelu_scratch(n, sc);
-      as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dG3 + ", r13" << "li r13, X" + S(j) << "dbase " + dRx + ", r13"
-         << "li r13, Z" + S(j) << "dbase " + dG3 + ", r13";
-      emit_gelu_fwd(as, jact, dRx, dG3, sc, dOnes);
-    }
-    if (src >= 0) {
-      // The residual connection: the next layer's input is the source's slice plus this one.
-      as << "li r13, " + S(static_cast<long long>(nO) * m) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "dlen " + dRr + ", r13"
-         << "li r13, X" + S(j) << "dbase " + dRx + ", r13" << "li r13, X" + S(src) << "dbase " + dRs + ", r13"
-         << std::string("li r13, ") + (jgelu ? "X" : "R") + S(j) << "dbase " + dRr + ", r13" << "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr;
-    }
+    // A GELU's boundary waits for the start of the next pass (boundary_prelude): the read may
+    // end while this row still works on layer q, and a long handler here would hold up every
+    // output's chain through this row, row after row.
+    if (!jgelu) boundary_prelude(j);
     if (const int nx = next_read(q); nx >= 0) {
       window(nx);
       issue(nx);
@@ -387,6 +398,12 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       next_forward(l);
       as << "exit";
       continue;
+    }
+    if (l > 0 && act_needs_pre(p.act[static_cast<size_t>(l) - 1])) {
+      // The start of the pass, all rows at once: the boundary's GELU (and residual sum).
+      as << "bne r3, r0, gp_" + L_;
+      boundary_prelude(l);
+      as << "gp_" + L_ + ":";
     }
     weights("f" + L_);
     if (p.by_feature(l, a)) {
