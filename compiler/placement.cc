@@ -471,10 +471,17 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     if (worst(p, &l) >= kInfeasible) {
       long bytes = 0;
       s.estimate(l, p[static_cast<size_t>(l)], p[static_cast<size_t>(l) + 1], &bytes);
+      // A LayerNorm keeps its layer's outputs on one root: that layer's tiles, and the next
+      // layer's inputs, stay in one slice, which no budget changes.
+      const bool ln_bound = g.layers[static_cast<size_t>(l)].ln.on || (l > 0 && g.layers[static_cast<size_t>(l) - 1].ln.on);
       throw CompileError("layer '" + g.layers[static_cast<size_t>(l)].name + "' does not fit: its tiles need " +
-                         std::to_string(bytes) + " bytes of SRAM per PE (the core has " + std::to_string(sram) +
-                         ") with the PEs the fabric and compile.max_pes allow; use a larger fabric or budget, or "
-                         "weight-streaming mode (--mode weight-streaming)");
+                         std::to_string(bytes) + " bytes of SRAM per PE (the core has " + std::to_string(sram) + ") " +
+                         (ln_bound ? std::string("in the one slice the LayerNorm '") +
+                                         g.layers[static_cast<size_t>(l > 0 && !g.layers[static_cast<size_t>(l)].ln.on ? l - 1 : l)].ln.node +
+                                         "' leaves it (its outputs stay on one root; normalising over several roots is not built "
+                                         "yet); use more SRAM per PE (core.sram_kb) or a narrower layer"
+                                   : "with the PEs the fabric and compile.max_pes allow; use a larger fabric or budget, or "
+                                     "weight-streaming mode (--mode weight-streaming)"));
     }
   }
 

@@ -220,6 +220,15 @@ TEST(Training, LayerNormRefusalsNameTheNode) {
   po.in_flight = 1;
   po.replicas = 0;
   EXPECT_EQ(place_layers(g, hw, po).replicas, 1);
+  // The LayerNorm's one slice binds the next layer too: a wide one before the classifier does
+  // not fit, and the message says why rather than suggesting a larger budget.
+  MlpSpec wide{{16, 640, 10}, "Relu", 7, 17};
+  wide.layernorm = true;
+  const std::string wpath = tmp_path("layernorm_wide.onnx");
+  write_mlp(wpath, wide);
+  const KernelGraph gw = validate_model(import_onnx(wpath), co);
+  EXPECT_NE(message([&] { place_layers(gw, hw, po); }).find("in the one slice the LayerNorm '/norm1/LayerNormalization' leaves it"),
+            std::string::npos);
 }
 
 // The same with two copies of the model (each its own residual streams).
