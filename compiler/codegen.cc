@@ -1,12 +1,11 @@
 #include "compiler/codegen.h"
 
-#include "compiler/reference.h"
-
 #include <cstring>
 #include <map>
 #include <tuple>
 
 #include "compiler/codegen_util.h"
+#include "compiler/reference.h"
 #include "firmware/kernels/kernel_util.h"
 #include "hw/config.h"
 
@@ -628,8 +627,8 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
       << tag + "_f:" << "ld32 r13, [r0+" + wait + "]" << "beq r13, r0, " + tag + "_x" << "st32 [r0+" + wait + "], r0" << "jmp " + resume
       << tag + "_x:" << "exit";
   };
-  // Takes the read slot's values (after `op` used them): the next slot, one fewer in the ring,
-  // and the read resumed if the ring was full.
+  // After the read slot's values are used: the next slot, one fewer in the ring, and the read
+  // resumed if the ring was full.
   auto ring_take = [&](const std::string& tag, const std::string& ring, const std::string& cnt, const std::string& rptr,
                        const std::string& dR, const std::string& arm) {
     a << "ld32 r15, [r0+" + rptr + "]" << "addi r15, r15, " + S(4LL * no) << "li r14, " + ring + "+" + S(4LL * D * no)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <map>
 
 #include "compiler/ir/graph.h"
@@ -25,39 +26,28 @@ std::string fmt(double v, int prec = 1) {
 
 namespace {
 
-// The GELUs and LayerNorms of the graph as the passes find them (folding, renames, then
-// fuse_layernorm and fuse_gelu), for the kernel graph. None where the graph does not import.
-std::vector<FusedOp> fused_ops(const OnnxModel& m) {
+// The GELUs and LayerNorms of graph `g` (after fuse_layernorm and fuse_gelu), for the kernel graph.
+std::vector<FusedOp> fused_ops(const ir::Graph& g) {
   std::vector<FusedOp> out;
-  try {
-    ir::Graph g = ir::from_onnx(m);
-    passes::fold_constants(g);
-    passes::simplify(g);
-    passes::fuse_layernorm(g);
-    passes::fuse_gelu(g);
-    for (const ir::Op& op : g.ops) {
-      if ((op.kind != "Gelu" && op.kind != "LayerNorm") || op.inputs.empty() || op.outputs.empty() || op.inputs[0] < 0 ||
-          op.outputs[0] < 0) {
-        continue;
-      }
-      FusedOp fa;
-      fa.kind = op.kind;
-      if (op.kind == "LayerNorm") {
-        auto name = [&](size_t i) { return op.inputs.size() > i && op.inputs[i] >= 0 ? g.tensors[static_cast<size_t>(op.inputs[i])].name : ""; };
-        fa.scale = name(1);
-        fa.bias = name(2);
-        if (const OnnxAttr* ax = op.attr("axis")) fa.axis = static_cast<int>(ax->i);
-        if (const OnnxAttr* ep = op.attr("epsilon")) fa.eps = ep->f;
-      }
-      const OnnxAttr* ap = op.attr("approximate");
-      fa.act = ap && ap->s == "tanh" ? Activation::kGeluTanh : Activation::kGelu;
-      fa.nodes = op.sources;
-      fa.input = g.tensors[static_cast<size_t>(op.inputs[0])].name;
-      fa.output = g.tensors[static_cast<size_t>(op.outputs[0])].name;
-      out.push_back(std::move(fa));
+  for (const ir::Op& op : g.ops) {
+    if ((op.kind != "Gelu" && op.kind != "LayerNorm") || op.inputs.empty() || op.outputs.empty() || op.inputs[0] < 0 || op.outputs[0] < 0) {
+      continue;
     }
-  } catch (const std::exception&) {
-    out.clear();  // validate_model reports the import's problem
+    FusedOp fa;
+    fa.kind = op.kind;
+    if (op.kind == "LayerNorm") {
+      auto name = [&](size_t i) { return op.inputs.size() > i && op.inputs[i] >= 0 ? g.tensors[static_cast<size_t>(op.inputs[i])].name : ""; };
+      fa.scale = name(1);
+      fa.bias = name(2);
+      if (const OnnxAttr* ax = op.attr("axis")) fa.axis = static_cast<int>(ax->i);
+      if (const OnnxAttr* ep = op.attr("epsilon")) fa.eps = ep->f;
+    }
+    const OnnxAttr* ap = op.attr("approximate");
+    fa.act = ap && ap->s == "tanh" ? Activation::kGeluTanh : Activation::kGelu;
+    fa.nodes = op.sources;
+    fa.input = g.tensors[static_cast<size_t>(op.inputs[0])].name;
+    fa.output = g.tensors[static_cast<size_t>(op.outputs[0])].name;
+    out.push_back(std::move(fa));
   }
   return out;
 }
@@ -66,45 +56,60 @@ std::vector<FusedOp> fused_ops(const OnnxModel& m) {
 
 KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
   // The graph IR (docs/graph-compiler.md, step 1): every model is imported into it and
-  // checked, then rewritten by the passes (step 2). Where the kernels already refuse nodes, their message says more than an IR check
-  // that fails on the same nodes (a Flatten that mixes samples gives the next Gemm a wrong
-  // shape, say), so it goes first.
-  KernelGraph g = build_kernel_graph(m, o.loss, fused_ops(m));
+  // checked, then rewritten by the passes (step 2), whose GELUs and LayerNorms the kernel graph
+  // takes. Where the kernels refuse nodes, their message says more than an IR check that fails
+  // on the same nodes (a Flatten that mixes samples gives the next Gemm a wrong shape, say), so
+  // an IR error waits until the kernel graph is built and goes second.
+  std::vector<FusedOp> fused_groups;
+  std::string ir_summary, ir_rewritten, ir_passes, ir_fused, ir_training;
+  std::exception_ptr ir_error;
   try {
     const ir::Graph ir = ir::from_onnx(m);
     ir::verify(ir);
-    g.ir_summary = ir.summary();
+    ir_summary = ir.summary();
     // The rewrite passes (step 2): what the graph is after folding and fusion.
     std::vector<std::string> log;
-    const ir::Graph rewritten = passes::run_passes(ir, &log);
-    g.ir_rewritten = rewritten.summary();
-    for (const std::string& l : log) g.ir_passes += (g.ir_passes.empty() ? "" : ", ") + l;
+    const ir::Graph rewritten = passes::run_passes(ir, &log, [&](const std::string& pass, const ir::Graph& g) {
+      if (pass == "fuse_gelu") fused_groups = fused_ops(g);  // before fuse_dense absorbs them
+    });
+    ir_rewritten = rewritten.summary();
+    for (const std::string& l : log) ir_passes += (ir_passes.empty() ? "" : ", ") + l;
     // The patterns the passes recognised: each fused kind, how many, from how many nodes.
     std::map<std::string, std::pair<int, size_t>> fused;
     std::vector<std::string> order;
-    for (const ir::Op& o : rewritten.ops) {
-      if (o.kind != "Dense" && o.kind != "LayerNorm" && o.kind != "Gelu" && o.kind != "Conv2d") continue;
-      if (!fused.count(o.kind)) order.push_back(o.kind);
-      ++fused[o.kind].first;
-      fused[o.kind].second += o.sources.size();
+    for (const ir::Op& op : rewritten.ops) {
+      if (op.kind != "Dense" && op.kind != "LayerNorm" && op.kind != "Gelu" && op.kind != "Conv2d") continue;
+      if (!fused.count(op.kind)) order.push_back(op.kind);
+      ++fused[op.kind].first;
+      fused[op.kind].second += op.sources.size();
     }
     for (const std::string& k : order) {
-      g.ir_fused += (g.ir_fused.empty() ? "" : ", ") + std::to_string(fused[k].first) + " " + k + " (from " +
-                    std::to_string(fused[k].second) + " node" + (fused[k].second == 1 ? "" : "s") + ")";
+      ir_fused += (ir_fused.empty() ? "" : ", ") + std::to_string(fused[k].first) + " " + k + " (from " +
+                  std::to_string(fused[k].second) + " node" + (fused[k].second == 1 ? "" : "s") + ")";
     }
     // Autodiff (step 3): the training graph, or what it lacks (not an error: today's kernels
     // decide what trains).
     try {
-      g.ir_training = autodiff(rewritten).g.summary();
+      ir_training = autodiff(rewritten).g.summary();
     } catch (const CompileError& e) {
       const std::string what = e.what();
       const size_t at = what.find("autodiff: ");
-      g.ir_training = at == std::string::npos ? what : what.substr(at);
+      ir_training = at == std::string::npos ? what : what.substr(at);
     }
   } catch (const CompileError&) {
-    require_supported(g);
-    throw;
+    fused_groups.clear();
+    ir_error = std::current_exception();
   }
+  KernelGraph g = build_kernel_graph(m, o.loss, fused_groups);
+  if (ir_error) {
+    require_supported(g);
+    std::rethrow_exception(ir_error);
+  }
+  g.ir_summary = ir_summary;
+  g.ir_rewritten = ir_rewritten;
+  g.ir_passes = ir_passes;
+  g.ir_fused = ir_fused;
+  g.ir_training = ir_training;
   return g;
 }
 

@@ -154,6 +154,48 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   // Layer l's input value (boundary l), recorded when its Gemm or MatMul takes it: what a
   // residual Add may add to a later layer's output.
   std::map<std::string, int> boundary;
+  // Why an activation here cannot fuse into the dense layer before it ("" if it can).
+  auto activation_refusal = [&]() -> std::string {
+    if (f.residual) return "an activation after a residual Add; the kernels add the residual after the activation (h + act(W h + b))";
+    if (f.dense < 0 || f.activated) return "an activation must directly follow a dense layer";
+    return "";
+  };
+  // Fuses activation `act` of node `n` (`what`, for the note) into the dense layer before it.
+  auto fuse_activation = [&](const OnnxNode& n, Activation act, float alpha, const std::string& what) {
+    DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+    d.act = act;
+    d.act_alpha = alpha;
+    d.act_node = n.name;
+    g.notes.push_back(what + " fused into " + d.name);
+    f.pending_matmul = false;
+    f.activated = true;
+  };
+  // A LayerNorm group `fa` (its first node `n`) as a step of the dense layer before it: "" if
+  // taken, else why not.
+  auto take_layernorm = [&](const OnnxNode& n, const FusedOp& fa) -> std::string {
+    if (f.dense < 0 || f.activated || f.pending_matmul || f.residual || g.layers[static_cast<size_t>(f.dense)].ln.on) {
+      return "a LayerNorm is supported on a dense layer's output (after its bias, before its activation)";
+    }
+    if (fa.axis != -1) return "a LayerNorm over axis " + std::to_string(fa.axis) + "; only the feature axis (-1)";
+    if (!(fa.eps > 0) || !std::isfinite(fa.eps)) return "epsilon = " + num(fa.eps) + " must be a positive number";
+    if (fa.scale.empty() || fa.bias.empty()) return "a LayerNorm without its scale and bias (elementwise_affine=False) is not supported yet";
+    DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+    LayerNormParams ln;
+    ln.on = true;
+    ln.node = n.name;
+    ln.eps = fa.eps;
+    ln.scale = fa.scale;
+    ln.bias = fa.bias;
+    for (const auto& [name, dst, what] : {std::tuple{fa.scale, &ln.g, "scale"}, std::tuple{fa.bias, &ln.b, "bias"}}) {
+      const OnnxTensor* t = float_init(m, name, n);
+      if (!t || t->numel() != d.out) return std::string("the LayerNorm's ") + what + " must be an initializer of " + std::to_string(d.out) + " elements";
+      *dst = t->f32;
+    }
+    d.ln = std::move(ln);
+    g.notes.push_back("LayerNorm (" + std::to_string(fa.nodes.size()) + " node" + (fa.nodes.size() == 1 ? "" : "s") + " from " + node_ref(n) +
+                      ") fused into " + d.name);
+    return "";
+  };
   const OnnxNode* softmax_node = nullptr;  // a Softmax/LogSoftmax, absorbed only after the last layer
   size_t softmax_layers = 0;
 
@@ -164,81 +206,15 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       // a LayerNorm (fuse_layernorm's) likewise, a step of the dense kernel before it.
       if (!groups_seen.insert(gi->second).second) continue;
       const FusedOp& fa = fused[gi->second];
-      if (!f.known) { f.value = fa.output; continue; }
-      if (fa.kind == "LayerNorm") {
-        if (std::find(n.inputs.begin(), n.inputs.end(), f.value) == n.inputs.end()) {
-          unsupported(n, "a LayerNorm that does not continue the model's single chain of layers");
-          f.value = fa.output;
-          continue;
-        }
-        if (f.dense < 0 || f.activated || f.pending_matmul || f.residual || g.layers[static_cast<size_t>(f.dense)].ln.on) {
-          unsupported(n, "a LayerNorm is supported on a dense layer's output (after its bias, before its activation)");
-          f.value = fa.output;
-          continue;
-        }
-        DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
-        if (fa.axis != -1) {
-          unsupported(n, "a LayerNorm over axis " + std::to_string(fa.axis) + "; only the feature axis (-1)");
-          f.value = fa.output;
-          continue;
-        }
-        if (!(fa.eps > 0) || !std::isfinite(fa.eps)) {
-          unsupported(n, "epsilon = " + num(fa.eps) + " must be a positive number");
-          f.value = fa.output;
-          continue;
-        }
-        if (fa.scale.empty() || fa.bias.empty()) {
-          unsupported(n, "a LayerNorm without its scale and bias (elementwise_affine=False) is not supported yet");
-          f.value = fa.output;
-          continue;
-        }
-        LayerNormParams ln;
-        ln.on = true;
-        ln.node = n.name;
-        ln.eps = fa.eps;
-        ln.g.assign(static_cast<size_t>(d.out), 1.0f);
-        ln.b.assign(static_cast<size_t>(d.out), 0.0f);
-        bool ok = true;
-        for (const auto& [name, dst, what] : {std::tuple{fa.scale, &ln.g, "scale"}, std::tuple{fa.bias, &ln.b, "bias"}}) {
-          if (name.empty()) continue;
-          const OnnxTensor* t = float_init(m, name, n);
-          if (!t || t->numel() != d.out) {
-            unsupported(n, std::string("the LayerNorm's ") + what + " must be an initializer of " + std::to_string(d.out) + " elements");
-            ok = false;
-            break;
-          }
-          *dst = t->f32;
-        }
-        if (!ok) { f.value = fa.output; continue; }
-        ln.scale = fa.scale;
-        ln.bias = fa.bias;
-        d.ln = std::move(ln);
-        g.notes.push_back("LayerNorm (" + std::to_string(fa.nodes.size()) + " node" + (fa.nodes.size() == 1 ? "" : "s") + " from " +
-                          node_ref(n) + ") fused into " + d.name);
-        f.value = fa.output;
-        continue;
+      std::string why;
+      if (f.known && std::find(n.inputs.begin(), n.inputs.end(), f.value) == n.inputs.end()) {
+        why = "a " + std::string(fa.kind == "LayerNorm" ? "LayerNorm" : "GELU") + " that does not continue the model's single chain of layers";
+      } else if (f.known && fa.kind == "LayerNorm") {
+        why = take_layernorm(n, fa);
+      } else if (f.known && (why = activation_refusal()).empty()) {
+        fuse_activation(n, fa.act, 0, "GELU (" + std::to_string(fa.nodes.size()) + " nodes from " + node_ref(n) + ")");
       }
-      if (std::find(n.inputs.begin(), n.inputs.end(), f.value) == n.inputs.end()) {
-        unsupported(n, "a GELU that does not continue the model's single chain of layers");
-        f.value = fa.output;
-        continue;
-      }
-      if (f.residual) {
-        unsupported(n, "an activation after a residual Add; the kernels add the residual after the activation (h + act(W h + b))");
-        f.value = fa.output;
-        continue;
-      }
-      if (f.dense < 0 || f.activated) {
-        unsupported(n, "an activation must directly follow a dense layer");
-        f.value = fa.output;
-        continue;
-      }
-      DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
-      d.act = fa.act;
-      d.act_node = n.name;
-      g.notes.push_back("GELU (" + std::to_string(fa.nodes.size()) + " nodes from " + node_ref(n) + ") fused into " + d.name);
-      f.pending_matmul = false;
-      f.activated = true;
+      if (!why.empty()) unsupported(n, why);
       f.value = fa.output;
       continue;
     }
@@ -404,11 +380,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "LeakyRelu") {
       if (!f.known) { follow(n); continue; }
-      if (f.residual) {
-        unsupported(n, "an activation after a residual Add; the kernels add the residual after the activation (h + act(W h + b))");
-        continue;
-      }
-      if (f.dense < 0 || f.activated) { unsupported(n, "an activation must directly follow a dense layer"); continue; }
+      if (const std::string why = activation_refusal(); !why.empty()) { unsupported(n, why); continue; }
       float alpha = 0;
       if (op == "LeakyRelu") {
         const OnnxAttr* a = n.attr("alpha");
@@ -416,13 +388,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         // The PEs take max(z, alpha z), which is LeakyRelu for a slope in [0, 1] only.
         if (!(alpha >= 0 && alpha <= 1)) { unsupported(n, "alpha = " + num(alpha) + "; the kernels take a slope in [0, 1]"); continue; }
       }
-      DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
-      d.act = op == "Relu" ? Activation::kRelu : op == "Sigmoid" ? Activation::kSigmoid : op == "Tanh" ? Activation::kTanh : Activation::kLeakyRelu;
-      d.act_alpha = alpha;
-      d.act_node = n.name;
-      g.notes.push_back(node_ref(n) + " fused into " + d.name);
-      f.pending_matmul = false;
-      f.activated = true;
+      fuse_activation(n, op == "Relu" ? Activation::kRelu : op == "Sigmoid" ? Activation::kSigmoid : op == "Tanh" ? Activation::kTanh : Activation::kLeakyRelu,
+                      alpha, node_ref(n));
       f.value = n.outputs[0];
       continue;
     }

@@ -20,8 +20,8 @@ constexpr long kCodeBytes = 2048;    // a tile's code and scalar data, rounded u
 constexpr int kMinRing = 4;          // compile.ring_depth 0 (auto) takes at least this many
 constexpr double kSlack = 0.8;       // tiles above this share of the time per sample are split further
 constexpr double kResidualFixed = 16;      // a residual connection's ring bookkeeping at a root, per sample
-constexpr int kResidualColorReserve = 8;
-constexpr double kLayerNormFixed = 60;     // a LayerNorm's scalar work at its root, per sample (sums, 1/sqrt)   // colors of the tiles' own nets where residual streams cross them
+constexpr int kResidualColorReserve = 8;   // colors of the tiles' own nets where residual streams cross them
+constexpr double kLayerNormFixed = 60;     // a LayerNorm's scalar work at its root, per sample (sums, 1/sqrt)
 // Two neighbouring stages of nearly the same time couple (one waits for the other's bursts: a
 // layer-0 tile's backward pass holds up the channel all its rows share, a root waits for its
 // tiles' partial sums while they wait for its gradient) and run slower than the slower of them:

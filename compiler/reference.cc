@@ -322,7 +322,7 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
         const auto& zprev = pre[static_cast<size_t>(li) - 1];
         g.assign(dx.size(), 0.0f);
         for (size_t k = 0; k < dx.size(); ++k) {
-          g[k] = act_needs_pre(act) ? act_bwd_pre(act, zprev[k], dx[k]) : act_bwd(act, yprev[k], dx[k], alpha);
+          g[k] = act_grad(act, yprev[k], zprev[k], dx[k], alpha);
         }
         if (m_g.layers[static_cast<size_t>(li) - 1].ln.on) {
           const size_t lp = static_cast<size_t>(li) - 1;

@@ -52,6 +52,10 @@ float act_fwd(Activation a, float v, float alpha = 0);
 float act_bwd(Activation a, float y, float g, float alpha = 0);
 // The GELUs' derivative applied to g, taken at the pre-activation z (act_needs_pre).
 float act_bwd_pre(Activation a, float z, float g);
+// Either: the derivative at z for the GELUs, at the output y for the others.
+inline float act_grad(Activation a, float y, float z, float g, float alpha) {
+  return act_needs_pre(a) ? act_bwd_pre(a, z, g) : act_bwd(a, y, g, alpha);
+}
 
 // A LayerNorm as its root computes it (codegen.cc root_source): z in place to u = gamma x^ +
 // beta, x^ and r = 1 / sqrt(var + eps) kept; and backward, g (the gradient at u) to the

@@ -199,8 +199,8 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
       const Activation act = p.act[static_cast<size_t>(l) - 1];
       const auto& z = pres[static_cast<size_t>(s)][static_cast<size_t>(l)];
       for (int k = 0; k < ni; ++k) {
-        dx[static_cast<size_t>(k)] = act_needs_pre(act) ? act_bwd_pre(act, z[static_cast<size_t>(k)], dx[static_cast<size_t>(k)])
-                                                        : act_bwd(act, y[static_cast<size_t>(k)], dx[static_cast<size_t>(k)], p.act_alpha[static_cast<size_t>(l) - 1]);
+        const size_t i = static_cast<size_t>(k);
+        dx[i] = act_grad(act, y[i], z[i], dx[i], p.act_alpha[static_cast<size_t>(l) - 1]);
       }
       dy[static_cast<size_t>(s)] = std::move(dx);
     }

@@ -2,7 +2,7 @@
 
 namespace wafersim::compiler::passes {
 
-ir::Graph run_passes(ir::Graph g, std::vector<std::string>* log) {
+ir::Graph run_passes(ir::Graph g, std::vector<std::string>* log, const AfterPass& after) {
   struct Pass {
     const char* name;
     int (*run)(ir::Graph&);
@@ -17,6 +17,7 @@ ir::Graph run_passes(ir::Graph g, std::vector<std::string>* log) {
       throw CompileError(std::string("after pass ") + p.name + ": " + e.what());
     }
     if (n && log) log->push_back(std::string(p.name) + ": " + std::to_string(n));
+    if (after) after(p.name, g);
   }
   return g;
 }

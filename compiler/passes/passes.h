@@ -5,6 +5,7 @@
 // after each (run_passes checks it). A pass that finds nothing to do leaves the graph as it was.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,10 @@ int fuse_gelu(ir::Graph& g);       // the Erf form and the tanh form -> Gelu (at
 int fuse_dense(ir::Graph& g);      // Gemm, MatMul + Add of parameters, Conv; + one activation -> Dense, Conv2d
 int dead_code(ir::Graph& g);       // ops nothing reads, and the constants only they read
 
-// The passes in order; `log` gets one line per pass that changed something ("fuse_gelu: 1").
-// Throws CompileError where the graph breaks an invariant after a pass (a bug of the pass).
-ir::Graph run_passes(ir::Graph g, std::vector<std::string>* log = nullptr);
+// The passes in order; `log` gets one line per pass that changed something ("fuse_gelu: 1"),
+// and `after`, if given, sees the graph after each pass (by its name). Throws CompileError where
+// the graph breaks an invariant after a pass (a bug of the pass).
+using AfterPass = std::function<void(const std::string& pass, const ir::Graph& g)>;
+ir::Graph run_passes(ir::Graph g, std::vector<std::string>* log = nullptr, const AfterPass& after = {});
 
 }  // namespace wafersim::compiler::passes
