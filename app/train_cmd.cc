@@ -41,10 +41,10 @@ std::map<std::string, std::vector<float>> onnx_weights(const KernelGraph& g, con
     const DenseKernel& d = g.layers[l];
     const auto& W = momentum ? s.v[l] : s.w[l];
     std::vector<float> w(W.size());
-    for (int o = 0; o < d.out; ++o) {
-      for (int i = 0; i < d.in; ++i) {
-        const float v = W[static_cast<size_t>(o) * d.in + i] / (momentum ? 1.0f : d.alpha);
-        w[d.weight_in_out ? static_cast<size_t>(i) * d.out + o : static_cast<size_t>(o) * d.in + i] = v;
+    for (int o = 0; o < d.w_out(); ++o) {
+      for (int i = 0; i < d.w_in(); ++i) {
+        const float v = W[static_cast<size_t>(o) * d.w_in() + i] / (momentum ? 1.0f : d.alpha);
+        w[d.weight_in_out ? static_cast<size_t>(i) * d.out + o : static_cast<size_t>(o) * d.w_in() + i] = v;
       }
     }
     m[momentum ? momentum_name(d.weight) : d.weight] = std::move(w);

@@ -27,10 +27,22 @@ std::string fixed(double v, int prec) {
 
 void print_graph(const KernelGraph& g, std::ostream& out) {
   out << "kernel graph: input '" << g.input_name << "' (" << g.in_features << " features), " << g.layers.size()
-      << " dense kernel" << (g.layers.size() == 1 ? "" : "s") << ", " << g.parameters() << " parameters\n";
+      << (g.first_conv() >= 0 ? " kernel" : " dense kernel") << (g.layers.size() == 1 ? "" : "s") << ", " << g.parameters() << " parameters\n";
   for (const auto& l : g.layers) {
-    out << "  " << l.name << ": dense " << l.out << " x " << l.in << (l.bias.empty() ? "" : " + bias") << (l.ln.on ? " + layernorm" : "")
-        << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "")
+    std::string kind = "dense " + std::to_string(l.out) + " x " + std::to_string(l.in);
+    if (l.conv.on) {
+      const ConvParams& c = l.conv;
+      kind = "conv " + std::to_string(c.co) + " x " + std::to_string(c.c) + " x " + std::to_string(c.kh) + " x " + std::to_string(c.kw) +
+             " (stride " + std::to_string(c.sh) + "x" + std::to_string(c.sw) + ", pads " + std::to_string(c.pt) + "," + std::to_string(c.pl) +
+             ") over " + std::to_string(c.c) + " x " + std::to_string(c.h) + " x " + std::to_string(c.w);
+    }
+    std::string pool;
+    if (l.pool.kind != PoolParams::kNone) {
+      pool = std::string(" + ") + (l.pool.kind == PoolParams::kMax ? "maxpool " : "avgpool ") + std::to_string(l.pool.kh) + "x" +
+             std::to_string(l.pool.kw) + " -> " + std::to_string(l.conv.co) + " x " + std::to_string(l.pool.hq) + " x " + std::to_string(l.pool.wq);
+    }
+    out << "  " << l.name << ": " << kind << (l.bias.empty() ? "" : " + bias") << (l.ln.on ? " + layernorm" : "")
+        << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "") << pool
         << (l.residual < 0 ? std::string()
             : l.residual == 0 ? std::string(" + the model input (residual)")
                               : " + the input of " + g.layers[static_cast<size_t>(l.residual)].name + " (residual)")

@@ -58,10 +58,10 @@ WsBuild build(const TrainConfig& c, const KernelGraph& g) {
 // A layer's tensor (out x in, kernel units) in its initializer's layout.
 std::vector<float> to_onnx(const DenseKernel& d, const std::vector<float>& W, bool unfold) {
   std::vector<float> w(W.size());
-  for (int o = 0; o < d.out; ++o) {
-    for (int i = 0; i < d.in; ++i) {
-      const float v = W[static_cast<size_t>(o) * d.in + i] / (unfold ? d.alpha : 1.0f);
-      w[d.weight_in_out ? static_cast<size_t>(i) * d.out + o : static_cast<size_t>(o) * d.in + i] = v;
+  for (int o = 0; o < d.w_out(); ++o) {
+    for (int i = 0; i < d.w_in(); ++i) {
+      const float v = W[static_cast<size_t>(o) * d.w_in() + i] / (unfold ? d.alpha : 1.0f);
+      w[d.weight_in_out ? static_cast<size_t>(i) * d.out + o : static_cast<size_t>(o) * d.w_in() + i] = v;
     }
   }
   return w;

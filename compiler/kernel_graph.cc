@@ -50,6 +50,8 @@ struct Flow {
   bool pending_matmul = false;  // output of a MatMul still waiting for its Add
   size_t rank = 2;      // of the value: the input's rank, then [batch, features]
   bool residual = false;  // the output of a residual Add
+  int c = 0, h = 0, w = 0;  // rank 4: the NCHW planes (channels, height, width)
+  bool pooled = false;    // a convolution's pooled output
 };
 
 // A Gemm flag (transA, transB): 0 or 1, nothing else.
@@ -86,6 +88,13 @@ int KernelGraph::first_layernorm() const {
   return -1;
 }
 
+int KernelGraph::first_conv() const {
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].conv.on) return static_cast<int>(l);
+  }
+  return -1;
+}
+
 int KernelGraph::first_residual() const {
   for (size_t l = 0; l < layers.size(); ++l) {
     if (layers[l].residual >= 0) return static_cast<int>(l);
@@ -95,7 +104,7 @@ int KernelGraph::first_residual() const {
 
 long long KernelGraph::parameters() const {
   long long n = 0;
-  for (const auto& l : layers) n += static_cast<long long>(l.in) * l.out + l.out + (l.ln.on ? 2LL * l.out : 0);
+  for (const auto& l : layers) n += static_cast<long long>(l.w_in()) * l.w_out() + l.w_out() + (l.ln.on ? 2LL * l.out : 0);
   return n;
 }
 
@@ -141,6 +150,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
 
   Flow f{in->name, g.in_features};
   f.rank = in->dims.size();
+  if (f.rank == 4) f.c = static_cast<int>(in->dims[1]), f.h = static_cast<int>(in->dims[2]), f.w = static_cast<int>(in->dims[3]);
   auto unsupported = [&](const OnnxNode& n, const std::string& why) {
     g.unsupported.push_back({n.name, n.op_type, why});
     f.value = n.outputs.empty() ? "" : n.outputs[0];
@@ -158,6 +168,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   auto activation_refusal = [&]() -> std::string {
     if (f.residual) return "an activation after a residual Add; the kernels add the residual after the activation (h + act(W h + b))";
     if (f.dense < 0 || f.activated) return "an activation must directly follow a dense layer";
+    if (f.pooled) return "an activation after pooling; put it between the convolution and the pooling (a ReLU after a MaxPool is taken)";
     return "";
   };
   // Fuses activation `act` of node `n` (`what`, for the note) into the dense layer before it.
@@ -173,7 +184,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   // A LayerNorm group `fa` (its first node `n`) as a step of the dense layer before it: "" if
   // taken, else why not.
   auto take_layernorm = [&](const OnnxNode& n, const FusedOp& fa) -> std::string {
-    if (f.dense < 0 || f.activated || f.pending_matmul || f.residual || g.layers[static_cast<size_t>(f.dense)].ln.on) {
+    if (f.dense < 0 || f.activated || f.pending_matmul || f.residual || g.layers[static_cast<size_t>(f.dense)].ln.on ||
+        g.layers[static_cast<size_t>(f.dense)].conv.on) {
       return "a LayerNorm is supported on a dense layer's output (after its bias, before its activation)";
     }
     if (fa.axis != -1) return "a LayerNorm over axis " + std::to_string(fa.axis) + "; only the feature axis (-1)";
@@ -196,6 +208,107 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
                       ") fused into " + d.name);
     return "";
   };
+  // A Conv (with its bias) as a convolution kernel: "" if taken, else why not.
+  auto take_conv = [&](const OnnxNode& n) -> std::string {
+    if (f.pending_matmul) return "a MatMul needs its bias Add before the next layer";
+    if (f.rank != 4) return "a Conv needs NCHW planes (a 4-D input); this one gets " + std::to_string(f.rank) + "-D values";
+    if (f.residual) return "a convolution after a residual Add is not supported yet";
+    const OnnxTensor* w = n.inputs.size() > 1 ? float_init(m, n.inputs[1], n) : nullptr;
+    if (!w) return "the weight (input 1) must be an initializer";
+    if (w->dims.size() != 4) return "weight '" + w->name + "' has shape " + dims_str(w->dims) + "; a 2-D convolution needs [out, in, kh, kw]";
+    auto ints = [&](const char* key, size_t len, int64_t dflt) {
+      const OnnxAttr* a = n.attr(key);
+      std::vector<int64_t> v = a && a->kind == OnnxAttr::kInts ? a->ints : std::vector<int64_t>{};
+      if (v.empty()) v.assign(len, dflt);
+      return v;
+    };
+    if (const OnnxAttr* a = n.attr("group"); a && a->i != 1) return "group = " + std::to_string(a->i) + "; the kernels take group 1 only (no grouped or depthwise convolutions yet)";
+    if (const OnnxAttr* a = n.attr("auto_pad"); a && !a->s.empty() && a->s != "NOTSET") return "auto_pad = " + a->s + "; export with explicit pads";
+    const auto dil = ints("dilations", 2, 1), st = ints("strides", 2, 1), pads = ints("pads", 4, 0), ks = ints("kernel_shape", 2, 0);
+    if (dil.size() != 2 || st.size() != 2 || pads.size() != 4) return "a 2-D convolution needs 2 dilations, 2 strides and 4 pads";
+    if (dil[0] != 1 || dil[1] != 1) return "dilations " + dims_str(dil) + "; the kernels take dilation 1 only";
+    if (st[0] < 1 || st[1] < 1 || st[0] > 64 || st[1] > 64) return "strides " + dims_str(st) + " must be 1 to 64";
+    for (int64_t v : pads) {
+      if (v < 0 || v > 64) return "pads " + dims_str(pads) + " must be 0 to 64";
+    }
+    const int64_t co = w->dims[0], ci = w->dims[1], kh = w->dims[2], kw = w->dims[3];
+    if (ks[0] && (ks.size() != 2 || ks[0] != kh || ks[1] != kw)) return "kernel_shape " + dims_str(ks) + " does not match weight '" + w->name + "' " + dims_str(w->dims);
+    if (co < 1 || kh < 1 || kw < 1) return "weight '" + w->name + "' " + dims_str(w->dims) + " is empty";
+    if (ci != f.c) return "weight '" + w->name + "' " + dims_str(w->dims) + " expects " + std::to_string(ci) + " input channels, the value has " + std::to_string(f.c);
+    const int64_t ho = (f.h + pads[0] + pads[2] - kh) / st[0] + 1, wo = (f.w + pads[1] + pads[3] - kw) / st[1] + 1;
+    if (f.h + pads[0] + pads[2] < kh || f.w + pads[1] + pads[3] < kw) {
+      return "a " + std::to_string(kh) + " x " + std::to_string(kw) + " kernel does not fit the padded " + std::to_string(f.h) + " x " + std::to_string(f.w) + " plane";
+    }
+    if (kh > f.h + 2 * 64 || kw > f.w + 2 * 64 || co * ho * wo > (int64_t{1} << 30)) return "the output is too large";
+    DenseKernel d;
+    d.name = n.name;
+    d.weight = w->name;
+    d.conv.on = true;
+    d.conv.c = f.c, d.conv.h = f.h, d.conv.w = f.w;
+    d.conv.co = static_cast<int>(co), d.conv.ho = static_cast<int>(ho), d.conv.wo = static_cast<int>(wo);
+    d.conv.kh = static_cast<int>(kh), d.conv.kw = static_cast<int>(kw), d.conv.sh = static_cast<int>(st[0]), d.conv.sw = static_cast<int>(st[1]);
+    d.conv.pt = static_cast<int>(pads[0]), d.conv.pl = static_cast<int>(pads[1]);
+    d.in = f.features;
+    d.out = static_cast<int>(co * ho * wo);
+    d.w = w->f32;
+    d.b.assign(static_cast<size_t>(co), 0.0f);
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      const OnnxTensor* b = float_init(m, n.inputs[2], n);
+      if (!b || b->numel() != co) return "the bias (input 2) must be an initializer of " + std::to_string(co) + " elements";
+      d.bias = b->name;
+      d.b = b->f32;
+    }
+    boundary.emplace(f.value, static_cast<int>(g.layers.size()));
+    g.layers.push_back(std::move(d));
+    const DenseKernel& k = g.layers.back();
+    f = Flow{n.outputs[0], k.out, true, static_cast<int>(g.layers.size()) - 1, false, false, 4};
+    f.c = k.conv.co, f.h = k.conv.ho, f.w = k.conv.wo;
+    return "";
+  };
+  // A pooling node after a convolution (and its activation): "" if taken, else why not.
+  auto take_pool = [&](const OnnxNode& n) -> std::string {
+    const std::string& op = n.op_type;
+    if (f.dense < 0 || !g.layers[static_cast<size_t>(f.dense)].conv.on || f.residual || f.rank != 4 ||
+        g.layers[static_cast<size_t>(f.dense)].pool.kind != PoolParams::kNone) {
+      return "pooling is supported on a convolution's output (after its activation), once";
+    }
+    DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+    PoolParams pp;
+    pp.node = n.name;
+    pp.kind = op == "MaxPool" ? PoolParams::kMax : PoolParams::kAvg;
+    if (op == "GlobalAveragePool") {
+      pp.kh = f.h, pp.kw = f.w, pp.sh = f.h, pp.sw = f.w;
+    } else {
+      const OnnxAttr* ks = n.attr("kernel_shape");
+      if (!ks || ks->ints.size() != 2) return "kernel_shape must give 2 sizes";
+      const OnnxAttr* st = n.attr("strides");
+      pp.kh = static_cast<int>(ks->ints[0]), pp.kw = static_cast<int>(ks->ints[1]);
+      pp.sh = st && st->ints.size() == 2 ? static_cast<int>(st->ints[0]) : 1;
+      pp.sw = st && st->ints.size() == 2 ? static_cast<int>(st->ints[1]) : 1;
+      if (const OnnxAttr* a = n.attr("pads"); a && std::any_of(a->ints.begin(), a->ints.end(), [](int64_t v) { return v != 0; })) {
+        return "pads " + dims_str(a->ints) + "; pooling takes no padding yet";
+      }
+      if (const OnnxAttr* a = n.attr("ceil_mode"); a && a->i != 0) return "ceil_mode = 1 is not supported (floor only)";
+      if (const OnnxAttr* a = n.attr("dilations"); a && std::any_of(a->ints.begin(), a->ints.end(), [](int64_t v) { return v != 1; })) {
+        return "dilations " + dims_str(a->ints) + "; pooling takes dilation 1 only";
+      }
+      if (const OnnxAttr* a = n.attr("auto_pad"); a && !a->s.empty() && a->s != "NOTSET") return "auto_pad = " + a->s + " is not supported";
+      if (const OnnxAttr* a = n.attr("storage_order"); a && a->i != 0) return "storage_order = 1 is not supported";
+      if (n.outputs.size() > 1 && !n.outputs[1].empty()) return "MaxPool's indices output is not supported";
+      if (pp.kh < 1 || pp.kw < 1 || pp.kh > f.h || pp.kw > f.w) return "a " + std::to_string(pp.kh) + " x " + std::to_string(pp.kw) + " window does not fit the " + std::to_string(f.h) + " x " + std::to_string(f.w) + " plane";
+      if (pp.sh < 1 || pp.sw < 1 || pp.sh > 64 || pp.sw > 64) return "strides must be 1 to 64";
+      if (pp.sh < pp.kh || pp.sw < pp.kw) return "overlapping windows (strides below the kernel) are not supported yet";
+    }
+    pp.hq = (f.h - pp.kh) / pp.sh + 1, pp.wq = (f.w - pp.kw) / pp.sw + 1;
+    d.pool = pp;
+    d.out = d.conv.co * pp.hq * pp.wq;
+    g.notes.push_back(node_ref(n) + " fused into " + d.name + " after its activation");
+    f.value = n.outputs[0];
+    f.h = pp.hq, f.w = pp.wq, f.features = d.out;
+    f.activated = d.act != Activation::kNone;
+    f.pooled = true;
+    return "";
+  };
   const OnnxNode* softmax_node = nullptr;  // a Softmax/LogSoftmax, absorbed only after the last layer
   size_t softmax_layers = 0;
 
@@ -211,6 +324,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         why = "a " + std::string(fa.kind == "LayerNorm" ? "LayerNorm" : "GELU") + " that does not continue the model's single chain of layers";
       } else if (f.known && fa.kind == "LayerNorm") {
         why = take_layernorm(n, fa);
+      } else if (f.known && f.dense >= 0 && g.layers[static_cast<size_t>(f.dense)].conv.on) {
+        why = "a GELU after a convolution is not supported yet (ReLU, LeakyReLU, Sigmoid and Tanh are)";
       } else if (f.known && (why = activation_refusal()).empty()) {
         fuse_activation(n, fa.act, 0, "GELU (" + std::to_string(fa.nodes.size()) + " nodes from " + node_ref(n) + ")");
       }
@@ -228,6 +343,19 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     if (!uses_flow(n) && op != "SoftmaxCrossEntropyLoss" && op != "NegativeLogLikelihoodLoss") {
       unsupported(n, "does not continue the model's single chain of layers (branches are not supported)");
+      continue;
+    }
+    if (op == "Pad") {
+      // torch exports AvgPool2d with a Pad before it, of zeros: a rename.
+      if (!f.known) { follow(n); continue; }
+      auto it = n.inputs.size() > 1 ? m.initializers.find(n.inputs[1]) : m.initializers.end();
+      const OnnxAttr* mode = n.attr("mode");
+      if (it == m.initializers.end() || (mode && !mode->s.empty() && mode->s != "constant") ||
+          std::any_of(it->second.i64.begin(), it->second.i64.end(), [](int64_t v) { return v != 0; })) {
+        unsupported(n, "padding is supported as a convolution's pads (a Pad of zeros is taken as a rename)");
+        continue;
+      }
+      f.value = n.outputs[0];
       continue;
     }
     if (op == "Identity" || op == "Flatten" || op == "Reshape" || op == "Dropout") {
@@ -263,9 +391,22 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       f.value = n.outputs[0];
       continue;
     }
+    if (op == "Conv") {
+      if (!f.known) { follow(n); continue; }
+      std::string why = take_conv(n);
+      if (!why.empty()) { unsupported(n, why); continue; }
+      continue;
+    }
+    if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") {
+      if (!f.known) { follow(n); continue; }
+      std::string why = take_pool(n);
+      if (!why.empty()) { unsupported(n, why); continue; }
+      continue;
+    }
     if (op == "Gemm" || op == "MatMul") {
       if (!f.known) { follow(n); continue; }
       if (f.pending_matmul) { unsupported(n, "a MatMul needs its bias Add before the next layer"); continue; }
+      if (f.rank == 4) { unsupported(n, "takes NCHW planes; flatten them first (Flatten or Reshape to [N, features])"); continue; }
       DenseKernel d;
       d.name = n.name;
       boundary.emplace(f.value, static_cast<int>(g.layers.size()));
@@ -345,6 +486,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
           continue;
         }
         DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+        if (d.conv.on || (it->second > 0 && g.layers[static_cast<size_t>(it->second) - 1].conv.on)) {
+          unsupported(n, "a residual connection to or from a convolution is not supported yet");
+          continue;
+        }
         const int k = it->second, width = k == 0 ? g.in_features : g.layers[static_cast<size_t>(k) - 1].out;
         if (f.residual) { unsupported(n, "a second Add after a residual connection; each layer output takes one"); continue; }
         if (std::any_of(g.layers.begin(), g.layers.end(), [&](const DenseKernel& e) { return e.residual == k; })) {
@@ -380,7 +525,11 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "LeakyRelu") {
       if (!f.known) { follow(n); continue; }
-      if (const std::string why = activation_refusal(); !why.empty()) { unsupported(n, why); continue; }
+      // max(act(a), act(b)) = act(max(a, b)) for a ReLU or LeakyReLU: after a MaxPool it is
+      // taken as the convolution's activation, before the pooling.
+      const bool commutes = f.pooled && !f.activated && (op == "Relu" || op == "LeakyRelu") &&
+                            g.layers[static_cast<size_t>(f.dense)].pool.kind == PoolParams::kMax;
+      if (const std::string why = commutes ? "" : activation_refusal(); !why.empty()) { unsupported(n, why); continue; }
       float alpha = 0;
       if (op == "LeakyRelu") {
         const OnnxAttr* a = n.attr("alpha");
@@ -447,7 +596,9 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     g.unsupported.push_back({d.residual_node, it == m.nodes.end() ? std::string("?") : it->op_type,
                              "a residual Add into the logits; the last layer feeds softmax cross-entropy directly"});
   }
-  if (f.known && !g.layers.empty() && g.layers.back().act != Activation::kNone) {
+  if (f.known && !g.layers.empty() && g.layers.back().conv.on) {
+    g.unsupported.push_back({g.layers.back().name, "Conv", "the last layer feeds softmax cross-entropy and must be a dense layer (Gemm or MatMul)"});
+  } else if (f.known && !g.layers.empty() && g.layers.back().act != Activation::kNone) {
     const std::string& act = g.layers.back().act_node;
     auto it = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const OnnxNode& n) { return n.name == act; });
     g.unsupported.push_back({act, it == m.nodes.end() ? std::string("?") : it->op_type,

@@ -42,7 +42,30 @@ struct LayerNormParams {
   std::vector<float> g, b;             // gamma and beta (out each)
 };
 
+// A 2-D convolution (fuse_dense's Conv2d: Conv + bias + activation) over NCHW planes, as the
+// weight-streaming rows run it (docs/weight-streaming.md#convolutions): group 1, dilation 1,
+// explicit pads. Its weights are the ONNX tensor [co, c, kh, kw], here co x (c kh kw).
+struct ConvParams {
+  bool on = false;
+  int c = 0, h = 0, w = 0;      // input channels and plane
+  int co = 0, ho = 0, wo = 0;   // output channels and plane (before any pooling)
+  int kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0;
+  int taps() const { return c * kh * kw; }
+};
+
+// Pooling of a convolution's activated output, channel by channel: MaxPool and AveragePool
+// (no pads, floor), GlobalAveragePool (kh x kw = the whole plane).
+struct PoolParams {
+  enum Kind { kNone, kMax, kAvg };
+  Kind kind = kNone;
+  std::string node;
+  int kh = 1, kw = 1, sh = 1, sw = 1;
+  int hq = 0, wq = 0;           // the pooled plane
+};
+
 // One fused kernel: y = act(W x + b), with W stored here as out x in, row-major, in fp32.
+// A convolution (conv.on) is the same kernel over planes: in = c h w and out = co hq wq are
+// the boundary widths (features per sample), W is co x (c kh kw) and b has co elements.
 struct DenseKernel {
   std::string name;         // the Gemm/MatMul node's name
   std::string weight, bias; // initializer names ("" bias: the kernel has zeros and writes none back)
@@ -58,8 +81,13 @@ struct DenseKernel {
   // y = act(W x + b) + x_k, the next layer's input. -1: none. `residual_node`: the Add.
   int residual = -1;
   std::string residual_node;
-  std::vector<float> w;     // out x in
-  std::vector<float> b;     // out
+  ConvParams conv;
+  PoolParams pool;          // after the activation (conv only)
+  std::vector<float> w;     // out x in (conv: co x c kh kw)
+  std::vector<float> b;     // out (conv: co)
+  // The weight matrix's rows (outputs per pass) and columns.
+  int w_out() const { return conv.on ? conv.co : out; }
+  int w_in() const { return conv.on ? conv.taps() : in; }
 };
 
 // A node the kernels cannot take, and why.
@@ -86,6 +114,8 @@ struct KernelGraph {
   int first_residual() const;
   // The first layer with a LayerNorm, or -1.
   int first_layernorm() const;
+  // The first convolution, or -1.
+  int first_conv() const;
   long long parameters() const;
 };
 

@@ -630,6 +630,10 @@ void replicate(Plan* c, const HwConfig& hw, const Bands& bands, int R, int band)
 Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt) {
   const int W = hw.fabric.width, H = hw.fabric.height;
   if (g.layers.empty()) throw CompileError("the model has no layers to place");
+  if (const int l = g.first_conv(); l >= 0) {
+    throw CompileError("the convolution '" + g.layers[static_cast<size_t>(l)].name +
+                       "' runs in weight-streaming mode only so far; use --mode weight-streaming (or auto)");
+  }
   // Residual connections (DenseKernel::residual): the source's roots send their values to the
   // target's roots, which send the sum's gradient back (codegen.cc); both sides' slices must
   // agree, so the search keeps their boundaries' partitions equal.

@@ -92,8 +92,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as.data(".align 16");  // sample rows start at 0 mod 16: see wbdw
     as.data(".space X" + S(l) + ", fp32, " + S(std::max(1LL, static_cast<long long>(p.len(l, a)) * m)));
     if (l > 0) maxdx = std::max(maxdx, p.len(l, a) * m);
-    maxdy = std::max(maxdy, p.width[static_cast<size_t>(l) + 1] * m);
-    maxni = std::max(maxni, p.len(l, a));
+    maxdy = std::max(maxdy, p.outs[static_cast<size_t>(l)] * p.oplane(l) * m);
+    maxni = std::max(maxni, p.wlen(l, a));  // the weight and dW rows' (a dense layer's slice)
     if (l + 1 < L && (needs_ones(p.act[static_cast<size_t>(l)]) || act_needs_pre(p.act[static_cast<size_t>(l)])) && p.len(l + 1, a) > 0) ones = true;
   }
   // Residual connections (WsPlan::residual): into boundary t the row keeps the activated output
@@ -117,6 +117,29 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (k > 0) as.data(".space G" + S(k) + ", fp32, " + S(static_cast<long long>(p.len(k, a)) * m));
   }
   as.data(".space acc, fp32, " + S(m));
+  // Convolutions (conv_forward, conv_backward below): per layer a table of its taps, 4 words
+  // each: the byte offset of its first input element in a sample's planes (and of its dx), that
+  // of its first output in the plane of sums, the elements of an output row, the output rows;
+  // one plane of sums; the current sample's X and dx and the current dW element.
+  int cplane = 0;
+  for (int l = 0; l < L; ++l) {
+    if (!p.is_conv(l)) continue;
+    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
+    cplane = std::max(cplane, p.oplane(l));
+    std::string tbl = ".data ct" + S(l) + ", i32";
+    for (const ConvTap& t : conv_taps(cv)) {
+      const long long xo = 4LL * ((static_cast<long long>(t.ci) * cv.h + t.oy0 * cv.sh - cv.pt + t.ky) * cv.w + t.ox0 * cv.sw - cv.pl + t.kx);
+      const long long ao = 4LL * (static_cast<long long>(t.oy0) * cv.wo + t.ox0);
+      tbl += ", " + S(t.oy1 > t.oy0 ? xo : 0) + ", " + S(ao) + ", " + S(t.ox1 - t.ox0) + ", " + S(t.oy1 - t.oy0);
+    }
+    as.data(tbl);
+  }
+  if (cplane) {
+    as.data(".space cacc, fp32, " + S(cplane));
+    as.data(".space xbase, i32, 1");
+    as.data(".space dxbase, i32, 1");
+    as.data(".space dwp, i32, 1");
+  }
   bool by_feature = false;
   for (int l = 0; l < L; ++l) by_feature = by_feature || (p.len(l, a) > 0 && p.by_feature(l, a));
   if (by_feature) {
@@ -216,6 +239,13 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dXk = by_feature ? as.mem("X0", um) : "", dFt = by_feature ? as.mem("ftm", um) : "";
   const std::string dDxk = by_feature && maxdx ? as.mem("dx", um) : "", dDyo = by_feature ? as.mem("dy", um) : "";
   const std::string dDw0 = by_feature ? as.mem("wbdw", um, 0) : "";
+  // A convolution's operands: an input row (stride: the convolution's), a row of the plane of
+  // sums, the plane, the plane down the column; backward a dx row (strided), a dz row, the dW
+  // element (stride 0: the accumulator of a row's fused multiply-adds).
+  const std::string dCx = cplane ? as.mem("cacc", 1) : "", dCa = cplane ? as.mem("cacc", 1) : "";
+  const std::string dCacc = cplane ? as.mem("cacc", 1) : "", dChP = cplane ? as.fout(chout, 1) : "";
+  const std::string dCdx = cplane && maxdx ? as.mem("cacc", 1) : "", dCz = cplane ? as.mem("cacc", 1) : "";
+  const std::string dCw0 = cplane ? as.mem("cacc", 1, 0) : "";
   as << "li r0, 0" << "li r1, 0" << "li r3, 0" << "li r13, wbdw+" + S(3 * B4) << "dbase " + dT + ", r13";
   if (K > 1) as << "li r13, dwblk+" + S(4LL * K * maxni) << "dbase " + dBlkB + ", r13";
   if (ones) as << "li r13, " + S(maxdx) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
@@ -247,8 +277,14 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
 
   // Loop bounds and vector lengths of layer l's passes.
   auto set_layer = [&](int l) {
-    as << "li r10, " + S(p.len(l, a)) << "li r11, " + S(p.width[static_cast<size_t>(l) + 1]) << "li r3, 0" << "li r4, dy";
+    as << "li r10, " + S(p.wlen(l, a)) << "li r11, " + S(p.outs[static_cast<size_t>(l)]) << "li r3, 0" << "li r4, dy";
     if (p.len(l, a) == 0) return;  // an empty slice (grid): no op of the layer reads these
+    if (p.is_conv(l)) {
+      const ConvParams& cv = p.conv[static_cast<size_t>(l)];
+      as << "li r13, " + S(cv.sw) << "dstride " + dCx + ", r13";
+      if (!dCdx.empty()) as << "dstride " + dCdx + ", r13";
+      as << "li r13, " + S(p.oplane(l)) << "dlen " + dCacc + ", r13" << "dlen " + dChP + ", r13";
+    }
     for (const std::string& d : {dW, dWs, dWb, dWa, dXs, dT, dDwr, dEO}) as << "dlen " + d + ", r10";
     if (maxdx) as << "dlen " + dDxs + ", r10";
     if (has_ein) as << "dlen " + dEI + ", r10";
@@ -266,7 +302,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   auto issue = [&](int q) {
     const int j = q < L - 1 ? q + 1 : L - (q - (L - 1));  // the boundary whose values come back
     const long long at = q < L - 1 ? 4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m : 0;
-    const long long n = static_cast<long long>(q < L - 1 ? p.len(j, a) : p.width[static_cast<size_t>(j)]) * m;
+    const long long n = q < L - 1 ? static_cast<long long>(p.len(j, a)) * m : static_cast<long long>(p.outs[static_cast<size_t>(j) - 1]) * p.oplane(j - 1) * m;
     as << "li r9, " + S(q) << "li r13, dy+" + S(at) << "dbase " + dRetBuf + ", r13" << "li r13, " + S(n)
        << "dlen " + dRetBuf + ", r13" << "dlen " + dRet + ", r13" << "vmov.fp32 " + dRetBuf + ", " + dRet + ", async=1, done=activate:2";
   };
@@ -280,7 +316,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   for (int q = 1; q < L; ++q) B[static_cast<size_t>(q)] = B[static_cast<size_t>(q) - 1] + static_cast<long long>(p.width[static_cast<size_t>(q)]) * m;
   // Exact windows: section s >= L-1 (dy of layer 2L-2-s) starts at D[s - (L-1)].
   std::vector<long long> D(static_cast<size_t>(L) + 1, B[static_cast<size_t>(L) - 1]);
-  for (int i = 0; i < L; ++i) D[static_cast<size_t>(i) + 1] = D[static_cast<size_t>(i)] + static_cast<long long>(p.width[static_cast<size_t>(L - i)]) * m;
+  for (int i = 0; i < L; ++i) D[static_cast<size_t>(i) + 1] = D[static_cast<size_t>(i)] + static_cast<long long>(p.outs[static_cast<size_t>(L - i - 1)]) * p.oplane(L - i - 1) * m;
   auto window = [&](int q) {
     const long long lo = q < L - 1 ? B[static_cast<size_t>(q)] + static_cast<long long>(p.off[static_cast<size_t>(q) + 1][static_cast<size_t>(a)]) * m
                                    : exact ? D[static_cast<size_t>(q - (L - 1))] : B[static_cast<size_t>(L) - 1];
@@ -338,6 +374,25 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     const Activation jact = p.act[static_cast<size_t>(q)];
     const bool jgelu = act_needs_pre(jact);
     as << "rd_" + S(q) + ":";
+    if (p.is_conv(q)) {
+      // A convolution's pooled outputs come output by output, sample by sample ([co][s][plane]):
+      // each plane to its sample's place ([s][co][plane]).
+      const int Pq = p.qplane(q), co = p.outs[static_cast<size_t>(q)];
+      as << "li r13, " + S(Pq) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13" << "li r13, 1" << "dstride " + dTrD + ", r13"
+         << "li r5, dy" << "dbase " + dTr + ", r5" << "li r6, X" + S(j) << "li r8, 0" << "tc_" + S(q) + ":" << "mov r7, r6" << "li r14, 0"
+         << "tcs_" + S(q) + ":" << "dbase " + dTrD + ", r7" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * Pq)
+         << "addi r7, r7, " + S(4LL * p.width[static_cast<size_t>(j)]) << "addi r14, r14, 1" << "li r13, " + S(m) << "bne r14, r13, tcs_" + S(q)
+         << "addi r6, r6, " + S(4LL * Pq) << "addi r8, r8, 1" << "li r13, " + S(co) << "bne r8, r13, tc_" + S(q);
+      // The dense transposition's lengths again.
+      as << "li r13, " + S(m) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13";
+      if (const int nx = next_read(q); nx >= 0) {
+        window(nx);
+        issue(nx);
+      }
+      as << "li r13, " + S(q + 1) << "beq r1, r13, rj_" + S(q) << "li r13, 1" << "st32 [r0+joinf], r13" << "exit"
+         << "rj_" + S(q) + ":" << "activate 3" << "exit";
+      continue;
+    }
     as << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5"
        << std::string("li r6, ") + (jgelu ? "Z" : src >= 0 ? "R" : "X") + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
        << "tr_" + S(q) + ":" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * m) << "daddb " + dTrD + ", 4"
@@ -363,6 +418,56 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
        << "vmov.fp32 " + dWb + ", " + dW << "wh_" + tag + ":" << "addi r13, r3, 1" << "beq r13, r11, wn_" + tag
        << "dbase " + dWa + ", r15" << "vmov.fp32 " + dWa + ", " + dWs + ", async=2, done=activate:3" << "wn_" + tag + ":"
        << "dbase " + dWb + ", r12";
+  };
+
+  // A convolution's work for one output (its weights w[co][c kh kw] in r12's buffer), sample by
+  // sample from X{l} ([s][c][h][w]): the plane of sums cleared, then per tap (the table ct{l},
+  // in the order of ConvTap) per output row one vaxpy of the tap's weight times the input row
+  // into the row of sums; the plane goes down the column to the root. Registers: r2 sample, r5
+  // the tap's weight, r6 its table entry, r7 tap, r8 rows left, r13 r14 scratch.
+  auto conv_forward = [&](int l) {
+    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
+    const std::string L_ = S(l);
+    as << "li r2, 0" << "li r13, X" + L_ << "st32 [r0+xbase], r13";
+    as << "cs_" + L_ + ":" << "vfill.fp32 " + dCacc + ", r0" << "mov r5, r12" << "li r6, ct" + L_ << "li r7, 0";
+    as << "ct_" + L_ + ":" << "ld32 r8, [r6+12]" << "beq r8, r0, cn_" + L_ << "ld32 r13, [r6]" << "ld32 r14, [r0+xbase]"
+       << "add r13, r13, r14" << "dbase " + dCx + ", r13" << "ld32 r13, [r6+4]" << "li r14, cacc" << "add r13, r13, r14"
+       << "dbase " + dCa + ", r13" << "ld32 r13, [r6+8]" << "dlen " + dCx + ", r13" << "dlen " + dCa + ", r13" << "ld32 r14, [r5]";
+    as << "cr_" + L_ + ":" << "vaxpy.fp32 " + dCa + ", " + dCx + ", r14" << "daddb " + dCa + ", " + S(4LL * cv.wo)
+       << "daddb " + dCx + ", " + S(4LL * cv.sh * cv.w) << "addi r8, r8, -1" << "bne r8, r0, cr_" + L_;
+    as << "cn_" + L_ + ":" << "addi r5, r5, 4" << "addi r6, r6, 16" << "addi r7, r7, 1" << "li r13, " + S(cv.taps())
+       << "bne r7, r13, ct_" + L_;
+    as << "vmov.fp32 " + dChP + ", " + dCacc;
+    as << "ld32 r13, [r0+xbase]" << "addi r13, r13, " + S(4LL * p.width[static_cast<size_t>(l)]) << "st32 [r0+xbase], r13"
+       << "addi r2, r2, 1" << "li r14, " + S(m) << "bne r2, r14, cs_" + L_;
+  };
+  // Its backward work for one output: dz of the output is at r4 ([s][plane], the root's), and
+  // per sample, tap and output row a vaxpy of the weight times the dz row into the dx row (not
+  // in the first layer) and a vfmac of the dz row and the input row into the tap's dW element
+  // (dwp; the dW row starts at 0). r4 moves past the output's dz.
+  auto conv_backward = [&](int l) {
+    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
+    const std::string P_ = S(2 * L - 1 - l);
+    as << "li r2, 0" << "li r13, X" + S(l) << "st32 [r0+xbase], r13";
+    if (l > 0) as << "li r13, dx" << "st32 [r0+dxbase], r13";
+    as << "cbs_" + P_ + ":" << "mov r5, r12" << "li r6, ct" + S(l) << "li r7, 0" << "addi r13, r12, " + S(2 * B4) << "st32 [r0+dwp], r13";
+    as << "cbt_" + P_ + ":" << "ld32 r8, [r6+12]" << "beq r8, r0, cbn_" + P_ << "ld32 r13, [r6]" << "ld32 r14, [r0+xbase]"
+       << "add r14, r13, r14" << "dbase " + dCx + ", r14";
+    if (l > 0) as << "ld32 r14, [r0+dxbase]" << "add r14, r13, r14" << "dbase " + dCdx + ", r14";
+    as << "ld32 r13, [r6+4]" << "add r13, r13, r4" << "dbase " + dCz + ", r13" << "ld32 r13, [r6+8]" << "dlen " + dCx + ", r13"
+       << "dlen " + dCz + ", r13" << "dlen " + dCw0 + ", r13";
+    if (l > 0) as << "dlen " + dCdx + ", r13";
+    as << "ld32 r13, [r0+dwp]" << "dbase " + dCw0 + ", r13" << "ld32 r14, [r5]";
+    as << "cbr_" + P_ + ":";
+    if (l > 0) as << "vaxpy.fp32 " + dCdx + ", " + dCz + ", r14" << "daddb " + dCdx + ", " + S(4LL * cv.sh * cv.w);
+    as << "vfmac.fp32 " + dCw0 + ", " + dCz + ", " + dCx + ", " + dCw0 << "daddb " + dCz + ", " + S(4LL * cv.wo)
+       << "daddb " + dCx + ", " + S(4LL * cv.sh * cv.w) << "addi r8, r8, -1" << "bne r8, r0, cbr_" + P_;
+    as << "cbn_" + P_ + ":" << "addi r5, r5, 4" << "addi r6, r6, 16" << "ld32 r13, [r0+dwp]" << "addi r13, r13, 4"
+       << "st32 [r0+dwp], r13" << "addi r7, r7, 1" << "li r13, " + S(cv.taps()) << "bne r7, r13, cbt_" + P_;
+    const long long xb = 4LL * p.width[static_cast<size_t>(l)];
+    as << "ld32 r13, [r0+xbase]" << "addi r13, r13, " + S(xb) << "st32 [r0+xbase], r13";
+    if (l > 0) as << "ld32 r13, [r0+dxbase]" << "addi r13, r13, " + S(xb) << "st32 [r0+dxbase], r13";
+    as << "addi r4, r4, " + S(4LL * p.oplane(l)) << "addi r2, r2, 1" << "li r14, " + S(m) << "bne r2, r14, cbs_" + P_;
   };
 
   // One output's work.
@@ -406,7 +511,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "gp_" + L_ + ":";
     }
     weights("f" + L_);
-    if (p.by_feature(l, a)) {
+    if (p.is_conv(l)) {
+      conv_forward(l);
+    } else if (p.by_feature(l, a)) {
       as << "vfill.fp32 " + dAcc + ", r0" << "li r13, X" + L_ << "dbase " + dXk + ", r13" << "li r13, " + S(p.len(l, a))
          << "dstride " + dXk + ", r13" << "mov r5, r12" << "li r2, 0";
       as << "ff_" + L_ + ":" << "ld32 r13, [r5]" << "vmuls.fp32 " + dFt + ", " + dXk + ", r13"
@@ -418,8 +525,12 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
          << "addi r5, r5, 4" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m)
          << "bne r2, r14, fs_" + L_;
     }
-    if (a == 0) as << "vmov.fp32 " + dChO + ", " + dAcc;
-    else as << "vadd.fp32 " + dChO + ", " + dChI + ", " + dAcc;
+    if (p.is_conv(l)) {
+    } else if (a == 0) {
+      as << "vmov.fp32 " + dChO + ", " + dAcc;
+    } else {
+      as << "vadd.fp32 " + dChO + ", " + dChI + ", " + dAcc;
+    }
     as << "mov r13, r12" << "mov r12, r15" << "mov r15, r13";
     as << "addi r3, r3, 1" << "bne r3, r11, fm_" + L_ << "li r1, " + S(l + 1);
     set_layer(l + 1 < L ? l + 1 : L - 1);
@@ -469,7 +580,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     } else {
       as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
     }
-    if (p.by_feature(l, a)) {
+    if (p.is_conv(l)) {
+      conv_backward(l);
+    } else if (p.by_feature(l, a)) {
       as << "li r14, " + S(nI) << "li r13, X" + S(l) << "dbase " + dXk + ", r13" << "dstride " + dXk + ", r14";
       if (l > 0) as << "li r13, dx" << "dbase " + dDxk + ", r13" << "dstride " + dDxk + ", r14";
       as << "dbase " + dDyo + ", r4" << "addi r4, r4, " + S(4LL * m) << "mov r5, r12";
@@ -519,6 +632,21 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       end_minibatch();
       as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
          << "activate 1" << "exit";
+    } else if (p.is_conv(l - 1)) {
+      // Boundary l is a convolution's pooled output: its gradient goes down to the root as it is,
+      // output by output, sample by sample ([co][s][plane]); the root spreads it over the
+      // pooling windows, takes the activation's derivative and returns dz to every row.
+      const int Pq = p.qplane(l - 1), co = p.outs[static_cast<size_t>(l) - 1];
+      read_next();
+      gather_above();
+      as << "li r13, " + S(Pq) << "dlen " + dGO + ", r13" << "dlen " + dGx + ", r13" << "li r13, 1" << "dstride " + dGx + ", r13"
+         << "li r6, dx" << "li r8, 0" << "gc_" + P + ":" << "mov r7, r6" << "li r14, 0" << "gcs_" + P + ":" << "dbase " + dGx + ", r7"
+         << "vmov.fp32 " + dGO + ", " + dGx << "addi r7, r7, " + S(row4) << "addi r14, r14, 1" << "li r13, " + S(m)
+         << "bne r14, r13, gcs_" + P << "addi r6, r6, " + S(4LL * Pq) << "addi r8, r8, 1" << "li r13, " + S(co) << "bne r8, r13, gc_" + P;
+      as << "li r13, " + S(static_cast<long long>(nI) * m) << "dlen " + dAll + ", r13" << "vfill.fp32 " + dAll + ", r0" << "li r1, " + S(ph + 1);
+      set_layer(l - 1);
+      if (!need(ph)) as << "activate 3";
+      as << "exit";
     } else {
       // dy of layer l-1 for this row's slice: dx times the derivative of layer l-1's activation,
       // taken at its output (this row's input of layer l); then through the root to every row.
@@ -580,13 +708,35 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   as.task("0, main, active");
   bool ones = false;
   for (int l = 0; l + 1 < L; ++l) ones = ones || needs_ones(p.act[static_cast<size_t>(l)]);
+  // A convolution's outputs are planes: the per-output vectors hold m of the largest; the root
+  // keeps each convolution's outputs before (YK) and after (QK) the pooling for the backward
+  // pass, and the pooled gradient (gq) and a pooling row's scratch (rr, cm, tt; zw: a zero).
+  long long mv = m, gq = 0;
+  int wqmax = 0;
+  for (int l = 0; l < L; ++l) {
+    if (!p.is_conv(l)) continue;
+    mv = std::max(mv, static_cast<long long>(m) * p.oplane(l));
+    gq = std::max(gq, static_cast<long long>(m) * p.qplane(l));
+    wqmax = std::max(wqmax, p.pool[static_cast<size_t>(l)].wq);
+    as.data(".space YK" + S(l) + ", fp32, " + S(static_cast<long long>(p.outs[static_cast<size_t>(l)]) * m * p.oplane(l)));
+    if (p.pool[static_cast<size_t>(l)].kind != PoolParams::kNone) {
+      as.data(".space QK" + S(l) + ", fp32, " + S(static_cast<long long>(p.outs[static_cast<size_t>(l)]) * m * p.qplane(l)));
+    }
+  }
+  if (gq) {
+    as.data(".space gq, fp32, " + S(gq));
+    as.data(".space rr, fp32, " + S(std::max(1, wqmax)));
+    as.data(".space cm, fp32, " + S(std::max(1, wqmax)));
+    as.data(".space tt, fp32, " + S(std::max(1, wqmax)));
+    as.data(".space zw, fp32, 1");
+  }
   as.data(".space lab, i32, " + S(m));
   as.data(".space cfg, i32, 2");
-  as.data(".space tm, fp32, " + S(m));
-  as.data(".space bb, fp32, " + S(m));
+  as.data(".space tm, fp32, " + S(mv));
+  as.data(".space bb, fp32, " + S(mv));
   as.data(".space ym, fp32, " + S(m));
-  as.data(".space tmp, fp32, " + S(m));
-  if (ones) as.data(".space ones, fp32, " + S(m));
+  as.data(".space tmp, fp32, " + S(mv));
+  if (ones) as.data(".space ones, fp32, " + S(mv));
   as.data(".space zl, fp32, " + S(static_cast<long long>(nL) * m));
   as.data(".space dyl, fp32, " + S(static_cast<long long>(nL) * m));
   as.data(".space zc, fp32, " + S(nL));
@@ -609,7 +759,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   std::vector<long long> dbv_off;
   for (int l = 0; l < L; ++l) {
     dbv_off.push_back(db_total);
-    db_total += p.width[static_cast<size_t>(l) + 1];
+    db_total += p.outs[static_cast<size_t>(l)];
   }
   const bool batched = p.root_db_buffer;
   if (batched) as.data(".space dbv, fp32, " + S(db_total));
@@ -646,15 +796,116 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     if (c + 1 == C) as << "vmov.fp32 " + dEO + ", " + dSB + ", async=1";
     else as << "vadd.fp32 " + dEO + ", " + dEI + ", " + dSB + ", async=1";
   };
+  // A convolution's: its outputs' plane (Y), the pooled one (Q), a pooling row and a window tap's
+  // row (strided), the pooled gradient, the plane of dz, a row's scratch and the zero.
+  const bool conv = gq > 0 || mv > m;
+  const std::string dCY = conv ? as.mem("tm", 1) : "", dCQ = conv ? as.mem("tm", 1) : "", dPq = conv ? as.mem("tm", 1) : "";
+  const std::string dPy = conv ? as.mem("tm", 1) : "", dGq = conv ? as.mem("tm", 1) : "", dDt = conv ? as.mem("tm", 1) : "";
+  const std::string dRr = gq ? as.mem("rr", 1) : "", dCm = gq ? as.mem("cm", 1) : "", dTt = gq ? as.mem("tt", 1) : "";
+  const std::string dZero = gq ? as.mem("zw", 1, 0) : "", dZp = conv ? as.mem("tm", 1) : "";
   as << "li r0, 0";
-  if (ones) as << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
+  if (ones) {
+    as << "li r13, " + S(mv) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
+  }
+  // The per-output vectors' lengths for layer l: m, or m planes of a convolution's.
+  auto out_lengths = [&](long long n) {
+    as << "li r13, " + S(n);
+    for (const std::string& d : {dBB, dTm, dChI, dY, dTmp, dRetO}) as << "dlen " + d + ", r13";
+    if (ones) as << "dlen " + dOnes + ", r13";
+  };
+  // Pooling of the m planes of one output: from r1 (Y, [s][ho wo]) into r2 (Q, [s][hq wq]).
+  auto pool_fwd = [&](int l) {
+    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
+    const PoolParams& q = p.pool[static_cast<size_t>(l)];
+    const std::string L_ = S(l);
+    const long long P = p.oplane(l), Pq = p.qplane(l);
+    const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
+    as << "mov r3, r1" << "mov r4, r2" << "li r5, 0" << "pps_" + L_ + ":";
+    if (q.kh == cv.ho && q.kw == cv.wo && q.hq == 1 && q.wq == 1 && q.kind == PoolParams::kAvg) {
+      as << "li r13, " + S(P) << "dlen " + dPy + ", r13" << "li r13, 1" << "dstride " + dPy + ", r13" << "dbase " + dPy + ", r3"
+         << "vsum.fp32 r13, " + dPy << "lif r14, " + kernels::f32_literal(inv) << "fmul r13, r13, r14" << "st32 [r4], r13";
+    } else {
+      as << "li r13, " + S(q.wq) << "dlen " + dPq + ", r13" << "dlen " + dPy + ", r13" << "li r13, " + S(q.sw) << "dstride " + dPy + ", r13"
+         << "li r13, 1" << "dstride " + dPq + ", r13" << "mov r6, r3" << "mov r7, r4" << "li r8, 0" << "ppr_" + L_ + ":" << "dbase " + dPq + ", r7";
+      for (int ky = 0; ky < q.kh; ++ky) {
+        for (int kx = 0; kx < q.kw; ++kx) {
+          as << "addi r13, r6, " + S(4LL * (static_cast<long long>(ky) * cv.wo + kx)) << "dbase " + dPy + ", r13";
+          if (ky == 0 && kx == 0) as << "vmov.fp32 " + dPq + ", " + dPy;
+          else as << std::string(q.kind == PoolParams::kMax ? "vmax" : "vadd") + ".fp32 " + dPq + ", " + dPq + ", " + dPy;
+        }
+      }
+      if (q.kind == PoolParams::kAvg) as << "lif r13, " + kernels::f32_literal(inv) << "vmuls.fp32 " + dPq + ", " + dPq + ", r13";
+      as << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq) << "addi r8, r8, 1" << "li r13, " + S(q.hq)
+         << "bne r8, r13, ppr_" + L_;
+    }
+    as << "addi r3, r3, " + S(4 * P) << "addi r4, r4, " + S(4 * Pq) << "addi r5, r5, 1" << "li r13, " + S(m) << "bne r5, r13, pps_" + L_;
+  };
+  // Backward: the pooled gradient of the m planes (gq, [s][hq wq]) spread over the windows into
+  // dz (tm, [s][ho wo], cleared first), with Y at r1 and Q at r2 (kept). Scratch: r3-r9, r11,
+  // r13-r15 (the labels in r9 are used up by then; r10 and r12 are the gather's).
+  auto pool_bwd = [&](int l) {
+    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
+    const PoolParams& q = p.pool[static_cast<size_t>(l)];
+    const std::string L_ = S(l);
+    const long long P = p.oplane(l), Pq = p.qplane(l);
+    const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
+    as << "li r13, " + S(m * P) << "dlen " + dZp + ", r13" << "li r13, tm" << "dbase " + dZp + ", r13" << "vfill.fp32 " + dZp + ", r0";
+    as << "mov r3, r1" << "mov r4, r2" << "li r15, tm" << "li r11, gq" << "li r5, 0" << "pbs_" + L_ + ":";
+    if (q.kh == cv.ho && q.kw == cv.wo && q.hq == 1 && q.wq == 1 && q.kind == PoolParams::kAvg) {
+      as << "li r13, " + S(P) << "dlen " + dZp + ", r13" << "dbase " + dZp + ", r15" << "ld32 r13, [r11]" << "lif r14, " + kernels::f32_literal(inv)
+         << "fmul r13, r13, r14" << "vfill.fp32 " + dZp + ", r13";
+    } else {
+      as << "li r13, " + S(q.wq);
+      for (const std::string& d : {dPq, dPy, dGq, dDt}) as << "dlen " + d + ", r13";
+      if (q.kind == PoolParams::kMax) {
+        for (const std::string& d : {dRr, dCm, dTt, dZero}) as << "dlen " + d + ", r13";
+      }
+      as << "li r13, " + S(q.sw) << "dstride " + dPy + ", r13" << "dstride " + dDt + ", r13" << "li r13, 1" << "dstride " + dPq + ", r13"
+         << "dstride " + dGq + ", r13" << "mov r6, r3" << "mov r7, r4" << "mov r8, r15" << "mov r14, r11" << "li r9, 0"
+         << "pbr_" + L_ + ":" << "dbase " + dPq + ", r7" << "dbase " + dGq + ", r14";
+      if (q.kind == PoolParams::kMax) as << "vmov.fp32 " + dRr + ", " + dGq;
+      for (int ky = 0; ky < q.kh; ++ky) {
+        for (int kx = 0; kx < q.kw; ++kx) {
+          const long long off = 4LL * (static_cast<long long>(ky) * cv.wo + kx);
+          as << "addi r13, r6, " + S(off) << "dbase " + dPy + ", r13" << "addi r13, r8, " + S(off) << "dbase " + dDt + ", r13";
+          if (q.kind == PoolParams::kMax) {
+            as << "vcmpgt.fp32 " + dCm + ", " + dPq + ", " + dPy << "vsel.fp32 " + dTt + ", " + dCm + ", " + dZero + ", " + dRr
+               << "vadd.fp32 " + dDt + ", " + dDt + ", " + dTt << "vsel.fp32 " + dRr + ", " + dCm + ", " + dRr + ", " + dZero;
+          } else {
+            as << "lif r13, " + kernels::f32_literal(inv) << "vaxpy.fp32 " + dDt + ", " + dGq + ", r13";
+          }
+        }
+      }
+      as << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r8, r8, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq)
+         << "addi r14, r14, " + S(4LL * q.wq) << "addi r9, r9, 1" << "li r13, " + S(q.hq) << "bne r9, r13, pbr_" + L_;
+    }
+    as << "addi r3, r3, " + S(4 * P) << "addi r4, r4, " + S(4 * Pq) << "addi r15, r15, " + S(4 * P) << "addi r11, r11, " + S(4 * Pq)
+       << "addi r5, r5, 1" << "li r13, " + S(m) << "bne r5, r13, pbs_" + L_;
+  };
   as << "step:";
   skip_stream(as, 0, static_cast<long long>(p.shard) - m, dInL, dDisc, "rs_a");
   as << "li r13, " + S(m) << "dlen " + dInL + ", r13" << "vmov.fp32 " + dLab + ", " + dInL;
   skip_stream(as, 1, static_cast<long long>(p.shard) - m, dInL, dDisc, "rs_b");
   as << "li r13, zl" << "dbase " + dZo + ", r13";
   for (int l = 0; l < L; ++l) {
-    const int nO = p.width[static_cast<size_t>(l) + 1];
+    const int nO = p.outs[static_cast<size_t>(l)];
+    if (p.is_conv(l)) {
+      // A convolution: per output its m planes of sums, the bias, the activation into YK, the
+      // pooling into QK, the pooled planes back up (r1, r2: this output's part of YK, QK).
+      const long long P = p.oplane(l), Pq = p.qplane(l);
+      const bool pooled = p.pool[static_cast<size_t>(l)].kind != PoolParams::kNone;
+      out_lengths(m * P);
+      as << "li r13, " + S(m * Pq) << "dlen " + dRetO + ", r13" << "dlen " + dCQ + ", r13" << "li r13, " + S(m * P) << "dlen " + dCY + ", r13"
+         << "li r1, YK" + S(l) << "li r2, " + (pooled ? "QK" + S(l) : "YK" + S(l)) << "li r10, 0" << "lay_" + S(l) + ":";
+      as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
+         << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB << "dbase " + dCY + ", r1";
+      emit_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_alpha[static_cast<size_t>(l)], dCY, dTm, dTmp, dOnes);
+      if (pooled) pool_fwd(l);
+      as << "dbase " + dCQ + ", r2" << "vmov.fp32 " + dRetO + ", " + dCQ << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq)
+         << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lay_" + S(l);
+      out_lengths(m);
+      continue;
+    }
     as << "li r10, 0" << "lay_" + S(l) + ":";
     as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
        << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB;
@@ -693,7 +944,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     if (dbv_off[static_cast<size_t>(l)]) as << "addi r12, r12, " + S(4 * dbv_off[static_cast<size_t>(l)]);
   };
   auto layer_sent = [&](int l) {
-    if (batched) send_east("dbv", dbv_off[static_cast<size_t>(l)], p.width[static_cast<size_t>(l) + 1]);
+    if (batched) send_east("dbv", dbv_off[static_cast<size_t>(l)], p.outs[static_cast<size_t>(l)]);
   };
   if (batched) {
     send_east("lsum", 0, 1);
@@ -708,6 +959,33 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   layer_sent(L - 1);
   for (int l = L - 2; l >= 0; --l) {
     layer_db(l);
+    if (p.is_conv(l)) {
+      // A convolution's pooled gradient, output by output: spread over the windows (or taken
+      // as it is without pooling), the derivative at YK, dz back up to every row, its sum db.
+      const long long P = p.oplane(l), Pq = p.qplane(l);
+      const bool pooled = p.pool[static_cast<size_t>(l)].kind != PoolParams::kNone;
+      const std::string L_ = S(l);
+      as << "li r1, YK" + L_ << "li r2, " + (pooled ? "QK" + L_ : "YK" + L_) << "li r10, 0" << "gb_" + L_ + ":";
+      if (pooled) {
+        as << "li r13, " + S(m * Pq) << "dlen " + dChI + ", r13" << "dlen " + dGq + ", r13" << "li r13, gq" << "dbase " + dGq + ", r13"
+           << "li r13, 1" << "dstride " + dGq + ", r13" << "vmov.fp32 " + dGq + ", " + dChI;
+        pool_bwd(l);
+      } else {
+        as << "li r13, " + S(m * P) << "dlen " + dChI + ", r13" << "dlen " + dZp + ", r13" << "li r13, tm" << "dbase " + dZp + ", r13"
+           << "vmov.fp32 " + dZp + ", " + dChI;
+      }
+      out_lengths(m * P);
+      as << "li r13, tm" << "dbase " + dZp + ", r13" << "dbase " + dCY + ", r1" << "li r13, " + S(m * P) << "dlen " + dZp + ", r13"
+         << "dlen " + dCY + ", r13";
+      emit_act_bwd(as, p.act[static_cast<size_t>(l)], p.act_alpha[static_cast<size_t>(l)], dZp, dCY, dTmp, dOnes);
+      as << "vmov.fp32 " + dRetO + ", " + dZp << "vsum.fp32 r13, " + dZp;
+      db_out();
+      as << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq) << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)])
+         << "bne r10, r13, gb_" + L_;
+      out_lengths(m);
+      layer_sent(l);
+      continue;
+    }
     as << "li r10, 0" << "gb_" + S(l) + ":" << "vmov.fp32 " + dTm + ", " + dChI << "vmov.fp32 " + dRetO + ", " + dTm
        << "vsum.fp32 r13, " + dTm;
     db_out();

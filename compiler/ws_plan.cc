@@ -22,6 +22,7 @@ constexpr double kPerOutput = 14;    // dispatch, chain send, counters
 constexpr double kVaxpyBank = 1.6;   // cycles per element of a feature-by-feature vaxpy (a strided column), bank conflicts included
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
+constexpr long kConvCode = 640;      // a convolution's code besides (its taps' loops, ws_codegen.cc)
 constexpr double kRelayTurn = 12;    // a grid relay's loop turn per output (three reads and their bookkeeping)
 
 std::vector<int> split(int n, int p) {
@@ -148,6 +149,58 @@ int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
   return std::min(room, wide);
 }
 
+// The cost of a convolution's passes on its one feature row (ws_codegen.cc, conv_forward and
+// conv_backward) and at the roots (bias, activation, pooling; its backward), per pass. Per
+// output, per sample: the plane's clearing and per tap a table read and per valid output row
+// one vector op (forward a vaxpy; backward a vaxpy for dx, not in the first layer, and a
+// vfmac into the dW element, whose three reads take two cycles an element) with its loop turn.
+// The root's work per output runs beside the rows' (it takes output o while they compute
+// o + 1), so a pass takes the slower of the two per output.
+WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long weights) {
+  constexpr double kTapTurn = 16;  // a tap's table reads, descriptors and loop turn
+  constexpr double kRowTurn = 5;   // an output row's descriptor moves and loop turn
+  constexpr double kRootOp = 6;    // a root vector op's issue and its loop's share
+  const ConvParams& c = p.conv[static_cast<size_t>(l)];
+  const PoolParams& q = p.pool[static_cast<size_t>(l)];
+  const double m = p.m, refetch = hw.core.decode_latency - 1;
+  const double fmac = std::max(1, hw.core.fmac_fp32), add = std::max(1, hw.core.add_fp32);
+  const double P = static_cast<double>(c.ho) * c.wo, Pq = p.qplane(l), co = c.co;
+  double fwd_taps = 0, bwd_taps = 0;
+  for (int ky = 0; ky < c.kh; ++ky) {
+    int rows = 0;
+    for (int oy = 0; oy < c.ho; ++oy) rows += oy * c.sh - c.pt + ky >= 0 && oy * c.sh - c.pt + ky < c.h;
+    for (int kx = 0; kx < c.kw; ++kx) {
+      int n = 0;
+      for (int ox = 0; ox < c.wo; ++ox) n += ox * c.sw - c.pl + kx >= 0 && ox * c.sw - c.pl + kx < c.w;
+      if (rows == 0 || n == 0) continue;
+      const double strided = c.sw > 1 ? n : std::ceil(n / fmac);
+      fwd_taps += rows * (strided + kRowTurn + refetch);
+      bwd_taps += rows * ((l > 0 ? strided : 0.0) + 2.0 * n + (l > 0 ? 2 : 1) * kRowTurn + refetch);
+    }
+  }
+  fwd_taps = c.c * fwd_taps + c.taps() * (kTapTurn + refetch);
+  bwd_taps = c.c * bwd_taps + c.taps() * (kTapTurn + refetch);
+  const double row_f = m * (P / add + fwd_taps + P) + kPerOutput;  // clear, taps, the plane down the column
+  const double row_b = m * bwd_taps + c.taps() / add + kPerOutput;
+  // The root per output: the sums in, the bias and activation (a few ops over m P), the pooling
+  // (an op per pooled row and window tap), the pooled plane back up; backward the pooled
+  // gradient in, its spreading over the windows (four ops per tap and row: max), the
+  // derivative, db, the gradient up.
+  const double taps_q = q.kind == PoolParams::kNone ? 0.0 : static_cast<double>(q.kh) * q.kw;
+  const double rows_q = q.kind == PoolParams::kNone ? 0.0 : m * q.hq;
+  const double root_f = m * (4.0 * P + Pq) + rows_q * taps_q * (q.wq + kRootOp) + kRootOp * 6;
+  const double root_b = m * (4.0 * P + Pq) + rows_q * taps_q * (4.0 * q.wq + 4 * kRootOp) + kRootOp * 6;
+  WsLayerEst e;
+  e.weights = weights;
+  e.stream_cycles = static_cast<double>(weights) / p.channel_rate;
+  e.fwd_stream_cycles = e.bwd_stream_cycles = e.stream_cycles;
+  e.fwd_cycles = co * std::max(row_f, root_f) + std::min(row_f, root_f);
+  e.bwd_cycles = co * std::max(row_b, root_b) + std::min(row_b, root_b);
+  e.egress_cycles = static_cast<double>(weights) / p.channel_rate;
+  e.turn_cycles = (p.root_y - p.row_y.front()) * hw.router.hop_latency + kPerOutput;
+  return e;
+}
+
 // The mapping of o's rows and columns (0: the most rows the budget allows, and the fewest
 // columns whose activations fit), with its errors.
 WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
@@ -201,6 +254,10 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   p.width.push_back(g.layers.front().in);
   for (const DenseKernel& d : g.layers) {
     p.width.push_back(d.out);
+    p.conv.push_back(d.conv);
+    p.pool.push_back(d.pool);
+    p.outs.push_back(d.w_out());
+    p.wcols.push_back(d.w_in());
     p.act.push_back(d.act);
     p.act_alpha.push_back(d.act_alpha);
     p.residual.push_back(d.residual);
@@ -246,8 +303,10 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
           gelu_scratch = 0;
         }
         if (l > 0) dx = std::max(dx, p.len(l, a) * m);
-        dy = std::max(dy, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
-        ni = std::max(ni, static_cast<long>(p.len(l, a)));
+        dy = std::max(dy, static_cast<long>(p.outs[static_cast<size_t>(l)]) * p.oplane(l) * m);
+        ni = std::max(ni, static_cast<long>(p.wlen(l, a)));
+        // A convolution: its taps' table (4 words each) and the plane of one output's sums.
+        if (p.is_conv(l)) x += 4L * p.wcols[static_cast<size_t>(l)] + p.oplane(l) + 8;
       }
       // X of every layer, dx and its activation scratch, the gathered dy, acc and the products'
       // scratch of the feature-by-feature passes, two weight buffers and two dW rows
@@ -256,7 +315,18 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // The pad that keeps the feature-by-feature scratch off acc's banks: under banks / 2 words.
       // dW blocks (dw_block > 1): two of dw_block rows each, a word of pad.
       const long blocks = p.dw_block > 1 ? 2L * p.dw_block * ni + 4 : 0;
-      worst = std::max(worst, kCodeBytes + kLayerCode * L + 4 * (x + 2 * dx + dy + 2 * m + 4 * (ni + 3) + 8 + hw.core.sram_banks / 2 + blocks) +
+      // A model with convolutions counts the activations' vector of ones only where one needs it
+      // (its dx is the largest buffer after dy) and each convolution's longer code.
+      long ones = dx, conv_code = 0;
+      if (p.any_conv()) {
+        ones = 0;
+        for (int l = 0; l + 1 < L; ++l) {
+          const Activation act = p.act[static_cast<size_t>(l)];
+          if (act == Activation::kSigmoid || act == Activation::kTanh || act_needs_pre(act)) ones = dx;
+          if (p.is_conv(l)) conv_code += kConvCode;
+        }
+      }
+      worst = std::max(worst, kCodeBytes + kLayerCode * L + conv_code + 4 * (x + dx + ones + dy + 2 * m + 4 * (ni + 3) + 8 + hw.core.sram_banks / 2 + blocks) +
                                   16 * (L + 2));
     }
     return worst;
@@ -267,9 +337,17 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   // of every layer's db, which lets the roots send each layer's db west in one send
   // (WsPlan::root_db_buffer) where it fits.
   long widths = 0;
-  for (int l = 0; l < L; ++l) widths += p.width[static_cast<size_t>(l) + 1];
+  for (int l = 0; l < L; ++l) widths += p.outs[static_cast<size_t>(l)];
+  // A convolution's root keeps its outputs before and after the pooling for the backward pass
+  // (the rows keep only the pooled ones), and its per-output vectors hold a plane per sample.
+  long conv_kept = 0, plane = 1;
+  for (int l = 0; l < L; ++l) {
+    if (!p.is_conv(l)) continue;
+    conv_kept += static_cast<long>(p.outs[static_cast<size_t>(l)]) * (p.oplane(l) + p.qplane(l)) + 8;
+    plane = std::max(plane, static_cast<long>(p.oplane(l)));
+  }
   auto root_bytes = [&](long m, bool db = false) {
-    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + 6 * m + 16 + (db ? widths : 0));
+    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + 6 * m * plane + conv_kept * m + 16 + (db ? widths : 0));
   };
   // The longest operand one descriptor covers in the firmware with m samples per column
   // (ws_codegen.cc): a feature row's slice of a layer input, the whole dy of a layer, the root's
@@ -281,7 +359,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     for (int a = 0; a < p.rows; ++a) {
       for (int l = 0; l < L; ++l) n = std::max(n, p.len(l, a) * m);
     }
-    for (int l = 0; l < L; ++l) n = std::max(n, static_cast<long>(p.width[static_cast<size_t>(l) + 1]) * m);
+    for (int l = 0; l < L; ++l) n = std::max(n, static_cast<long>(p.outs[static_cast<size_t>(l)]) * p.oplane(l) * m);
     return n;
   };
   // The root reads its logits sample by sample with a stride of m (a 12-bit field of dmem).
@@ -401,7 +479,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   for (int l = 0; l < L; ++l) {
     WsLayerEst e;
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
-    e.weights = static_cast<long long>(d.in) * d.out;
+    e.weights = static_cast<long long>(d.w_in()) * d.w_out();
+    if (p.is_conv(l)) {
+      p.est.push_back(conv_estimate(p, hw, l, e.weights));
+      continue;
+    }
     // The wavelets per output through the channel that feeds row a: WsPlan::channel_len (in the
     // grid the band's relays split them: each reads them all, a loop turn per output where two
     // or more rows share the band's stream, else one read for the layer).
@@ -508,6 +590,18 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
 }  // namespace
 
 WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
+  if (const int l = g.first_conv(); l >= 0 && (o.grid || o.auto_layout || o.rows != 1)) {
+    // A convolution runs on one feature row: each column's PE holds its samples' planes whole.
+    const std::string what = "the convolution '" + g.layers[static_cast<size_t>(l)].name + "'";
+    if (o.grid && !o.auto_layout) throw CompileError(what + " runs on the rows layout so far; use ws.layout rows (or auto)");
+    if (o.rows > 1) {
+      throw CompileError(what + " runs on one feature row so far (each column's PE holds its samples' planes whole); use ws.rows 1 (or 0)");
+    }
+    WsOptions r = o;
+    r.grid = r.auto_layout = false;
+    r.rows = 1;
+    return place_ws(g, hw, r);
+  }
   if (const int l = g.first_layernorm(); l >= 0) {
     throw CompileError("the LayerNorm '" + g.layers[static_cast<size_t>(l)].ln.node + "' (on the output of " +
                        g.layers[static_cast<size_t>(l)].name +
@@ -613,6 +707,84 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
 
 namespace wafersim::compiler {
 
+std::vector<ConvTap> conv_taps(const ConvParams& c) {
+  // The outputs o in [0, n) whose input o s - pad + k lies in [0, size).
+  auto range = [](int n, int s, int pad, int k, int size, int* lo, int* hi) {
+    *lo = 0;
+    while (*lo < n && *lo * s - pad + k < 0) ++*lo;
+    *hi = *lo;
+    while (*hi < n && *hi * s - pad + k < size) ++*hi;
+  };
+  std::vector<ConvTap> taps;
+  for (int ci = 0; ci < c.c; ++ci) {
+    for (int ky = 0; ky < c.kh; ++ky) {
+      for (int kx = 0; kx < c.kw; ++kx) {
+        ConvTap t;
+        t.ci = ci, t.ky = ky, t.kx = kx;
+        range(c.ho, c.sh, c.pt, ky, c.h, &t.oy0, &t.oy1);
+        range(c.wo, c.sw, c.pl, kx, c.w, &t.ox0, &t.ox1);
+        if (t.oy1 <= t.oy0 || t.ox1 <= t.ox0) t.oy1 = t.oy0, t.ox1 = t.ox0;  // only padding: no op
+        taps.push_back(t);
+      }
+    }
+  }
+  return taps;
+}
+
+namespace {
+bool whole_plane(const ConvParams& c, const PoolParams& q) { return q.kh == c.ho && q.kw == c.wo && q.hq == 1 && q.wq == 1; }
+}  // namespace
+
+void pool_forward(const ConvParams& c, const PoolParams& q, const float* y, float* out) {
+  const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
+  if (q.kind == PoolParams::kAvg && whole_plane(c, q)) {
+    float sum = 0.0f;
+    for (int i = 0; i < c.ho * c.wo; ++i) sum += y[i];
+    out[0] = sum * inv;
+    return;
+  }
+  for (int py = 0; py < q.hq; ++py) {
+    for (int px = 0; px < q.wq; ++px) {
+      float v = 0;
+      for (int ky = 0; ky < q.kh; ++ky) {
+        for (int kx = 0; kx < q.kw; ++kx) {
+          const float e = y[(py * q.sh + ky) * c.wo + px * q.sw + kx];
+          if (ky == 0 && kx == 0) v = e;
+          else v = q.kind == PoolParams::kMax ? std::fmax(v, e) : v + e;
+        }
+      }
+      out[py * q.wq + px] = q.kind == PoolParams::kMax ? v : v * inv;
+    }
+  }
+}
+
+void pool_backward(const ConvParams& c, const PoolParams& q, const float* y, const float* out, const float* dout, float* dy) {
+  const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
+  std::fill(dy, dy + c.ho * c.wo, 0.0f);
+  if (q.kind == PoolParams::kAvg && whole_plane(c, q)) {
+    std::fill(dy, dy + c.ho * c.wo, dout[0] * inv);
+    return;
+  }
+  for (int py = 0; py < q.hq; ++py) {
+    for (int px = 0; px < q.wq; ++px) {
+      float r = dout[py * q.wq + px];
+      const float o = out[py * q.wq + px];
+      for (int ky = 0; ky < q.kh; ++ky) {
+        for (int kx = 0; kx < q.kw; ++kx) {
+          const int i = (py * q.sh + ky) * c.wo + px * q.sw + kx;
+          if (q.kind == PoolParams::kMax) {
+            const bool below = o > y[i];
+            dy[i] = dy[i] + (below ? 0.0f : r);
+            r = below ? r : 0.0f;
+          } else {
+            dy[i] = std::fma(inv, r, dy[i]);
+          }
+        }
+      }
+    }
+  }
+}
+
 std::vector<int> WsPlan::egress_order(int g) const {
   std::vector<int> order;
   const int first = band_first[static_cast<size_t>(g)], last = band_first[static_cast<size_t>(g) + 1] - 1;
@@ -628,7 +800,7 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
   WsEstimate est;
   // With prefetch, one request latency and the first layer's MemoryX READ per minibatch (later
   // READs overlap the broadcasts before them); without, every pass waits for both.
-  const double read0 = static_cast<double>(p.est.front().weights + g.layers.front().out) / pace.read_per_cycle;
+  const double read0 = static_cast<double>(p.est.front().weights + g.layers.front().w_out()) / pace.read_per_cycle;
   double total = pace.reduce_cycles + (pace.prefetch ? pace.latency_cycles + read0 : 0.0);
   // The inputs: row a's channel carries x[K_a] of the whole shard, column after column, ahead of
   // the first pass's weights in the same channel (each column's ramp filter lets in only its
@@ -645,9 +817,9 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
     const WsLayerEst& e = p.est[static_cast<size_t>(l)];
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     WsEstimate::Layer x;
-    x.host = static_cast<double>(e.weights + d.out) / pace.weights_per_cycle;
+    x.host = static_cast<double>(e.weights + d.w_out()) / pace.weights_per_cycle;
     const double stream = std::max(e.fwd_stream_cycles, x.host), stream_bwd = std::max(e.bwd_stream_cycles, x.host);
-    const double wait_f = pace.prefetch ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights + d.out) / pace.read_per_cycle;
+    const double wait_f = pace.prefetch ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights + d.w_out()) / pace.read_per_cycle;
     // The first layer's backward pass streams nothing (WsPlan::streamed_passes).
     const bool bwd_streams = p.streams(p.passes() - 1 - l);
     const double wait_b = pace.prefetch || !bwd_streams ? 0.0 : pace.latency_cycles + static_cast<double>(e.weights) / pace.read_per_cycle;
@@ -674,7 +846,7 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     const WsEstimate::Layer& x = est.layers[static_cast<size_t>(l)];
     layers.push_back({{"name", d.name},
-                      {"shape", S(d.out) + "x" + S(d.in)},
+                      {"shape", d.conv.on ? "conv " + S(d.conv.co) + "x" + S(d.conv.c) + "x" + S(d.conv.kh) + "x" + S(d.conv.kw) : S(d.out) + "x" + S(d.in)},
                       {"weights", e.weights},
                       {"weight_stream_cycles", x.stream_f},
                       {"weight_stream_us", x.stream_f / f * 1e6},

@@ -108,6 +108,8 @@ struct WsPlan {
     const auto b = static_cast<size_t>(band_of(a));
     return off[static_cast<size_t>(j)][static_cast<size_t>(band_first[b + 1])] - off[static_cast<size_t>(j)][static_cast<size_t>(band_first[b])];
   }
+  // The weights per output through the channel that feeds row a (a convolution's: c kh kw).
+  int wchannel_len(int l, int a) const { return grid ? channel_len(l, a) : wlen(l, a); }
   // The row of band g nearest its channel (its head: the channel row in a West band, the row
   // below it in an East band).
   int band_head(int g) const {
@@ -136,6 +138,31 @@ struct WsPlan {
     }
     return -1;
   }
+  // Convolutions (docs/weight-streaming.md#convolutions), per layer: conv[l].on for a
+  // convolution, with its pooling. A model with one runs on one feature row: each column's
+  // PE holds its samples' planes whole. outs[l]: the outputs of a pass (a dense layer's width,
+  // a convolution's channels); wcols[l]: a weight row's length (the input width; c kh kw).
+  std::vector<ConvParams> conv;
+  std::vector<PoolParams> pool;
+  std::vector<int> outs, wcols;
+  bool is_conv(int l) const { return l >= 0 && l < static_cast<int>(conv.size()) && conv[static_cast<size_t>(l)].on; }
+  bool any_conv() const {
+    for (const ConvParams& c : conv) {
+      if (c.on) return true;
+    }
+    return false;
+  }
+  // Values per output and sample: down the columns to the root (a convolution's plane), and
+  // back up (its pooled plane).
+  int oplane(int l) const { return is_conv(l) ? conv[static_cast<size_t>(l)].ho * conv[static_cast<size_t>(l)].wo : 1; }
+  int qplane(int l) const {
+    if (!is_conv(l)) return 1;
+    const PoolParams& q = pool[static_cast<size_t>(l)];
+    return q.kind == PoolParams::kNone ? oplane(l) : q.hq * q.wq;
+  }
+  // Row a's part of a weight row of layer l: from woff, wlen long.
+  int woff(int l, int a) const { return is_conv(l) ? 0 : off[static_cast<size_t>(l)][static_cast<size_t>(a)]; }
+  int wlen(int l, int a) const { return is_conv(l) ? (a == 0 ? wcols[static_cast<size_t>(l)] : 0) : len(l, a); }
   long row_bytes = 0, root_bytes = 0;       // SRAM need of a feature-row PE and of a root PE
   // The roots keep every layer's db and send each layer's west in one asynchronous send (where
   // SRAM holds them), else they send each output's db as it is summed (ws_codegen.cc).
@@ -161,6 +188,23 @@ struct WsPlan {
   int streamed_passes() const { return 2 * layers - 1; }
   bool streams(int ps) const { return ps < streamed_passes(); }
 };
+
+// One tap (ci, ky, kx) of a convolution, in the firmware's order (input channel, kernel row,
+// kernel column), with the output rows [oy0, oy1) and columns [ox0, ox1) whose input element
+// lies inside the plane (the padding is skipped, not multiplied).
+struct ConvTap {
+  int ci = 0, ky = 0, kx = 0, oy0 = 0, oy1 = 0, ox0 = 0, ox1 = 0;
+};
+std::vector<ConvTap> conv_taps(const ConvParams& c);
+
+// Pooling of one channel's plane (y: ho x wo) into out (hq x wq), as a root does it: max with
+// vmax (fmax) over the window's taps in order; average as the taps' sum in order times the
+// fp32 reciprocal of the count; a window of the whole plane (GlobalAveragePool) as vsum's sum
+// from 0 times that. Backward, dy (ho x wo, set to 0 first) from dout: max passes each
+// window's gradient to its first largest element (row by row; every tap adds 0 or it); average
+// adds (1 / count) dout to each element (fused); the whole plane's takes dout / count each.
+void pool_forward(const ConvParams& c, const PoolParams& q, const float* y, float* out);
+void pool_backward(const ConvParams& c, const PoolParams& q, const float* y, const float* out, const float* dout, float* dy);
 
 // The one estimate of a minibatch (the compile report shows it; the trainer bounds a run by it):
 // per layer, each pass takes the longer of its weight stream (the wafer's channels or the host

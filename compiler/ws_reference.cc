@@ -9,6 +9,99 @@
 namespace wafersim::compiler {
 namespace {
 
+// A convolution's forward of one sample (the row's sums, then the root's bias, activation and
+// pooling): its activated outputs before the pooling into *ys ([co][ho wo]), the pooled ones
+// returned ([co][hq wq]).
+std::vector<float> conv_forward(const WsPlan& p, int l, const std::vector<float>& W, const std::vector<float>& b,
+                                const std::vector<float>& in, std::vector<float>* ys) {
+  const ConvParams& c = p.conv[static_cast<size_t>(l)];
+  const PoolParams& q = p.pool[static_cast<size_t>(l)];
+  const int P = c.ho * c.wo, Pq = p.qplane(l), T = c.taps();
+  const std::vector<ConvTap> taps = conv_taps(c);
+  ys->assign(static_cast<size_t>(c.co) * P, 0.0f);
+  std::vector<float> acc(static_cast<size_t>(P)), out(static_cast<size_t>(c.co) * Pq);
+  for (int co = 0; co < c.co; ++co) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int t = 0; t < T; ++t) {
+      const ConvTap& tp = taps[static_cast<size_t>(t)];
+      const float wv = W[static_cast<size_t>(co) * T + t];
+      for (int oy = tp.oy0; oy < tp.oy1; ++oy) {
+        const int x0 = (tp.ci * c.h + oy * c.sh - c.pt + tp.ky) * c.w - c.pl + tp.kx;
+        for (int ox = tp.ox0; ox < tp.ox1; ++ox) {
+          float& a = acc[static_cast<size_t>(oy * c.wo + ox)];
+          a = std::fma(wv, in[static_cast<size_t>(x0 + ox * c.sw)], a);
+        }
+      }
+    }
+    float* y = &(*ys)[static_cast<size_t>(co) * P];
+    for (int i = 0; i < P; ++i) y[i] = act_fwd(p.act[static_cast<size_t>(l)], acc[static_cast<size_t>(i)] + b[static_cast<size_t>(co)], p.act_alpha[static_cast<size_t>(l)]);
+    if (q.kind == PoolParams::kNone) std::copy(y, y + P, &out[static_cast<size_t>(co) * Pq]);
+    else pool_forward(c, q, y, &out[static_cast<size_t>(co) * Pq]);
+  }
+  return out;
+}
+
+// A convolution's dW and db from every sample's dz ([co][ho wo], the root's), in the firmware's
+// order: per column (from the last, west along the row) the sum over its samples, for dW per
+// output row of each tap a fused multiply-add per column, for db vsum's over the samples' planes.
+void conv_grads(const WsPlan& p, int l, const std::vector<float>& W, const std::vector<std::vector<std::vector<float>>>& acts,
+                const std::vector<std::vector<float>>& dz, std::vector<float>* dw, std::vector<float>* db) {
+  (void)W;
+  const ConvParams& c = p.conv[static_cast<size_t>(l)];
+  const int P = c.ho * c.wo, T = c.taps(), C = p.cols;
+  const std::vector<ConvTap> taps = conv_taps(c);
+  dw->assign(static_cast<size_t>(c.co) * T, 0.0f);
+  db->assign(static_cast<size_t>(c.co), 0.0f);
+  for (int co = 0; co < c.co; ++co) {
+    for (int j = 0; j < C; ++j) {
+      const int col = C - 1 - j;
+      float bpart = 0;
+      for (int i = 0; i < p.col_m(col); ++i) {
+        const float* d = &dz[static_cast<size_t>(p.col_start(col) + i)][static_cast<size_t>(co) * P];
+        for (int k = 0; k < P; ++k) bpart += d[k];
+      }
+      (*db)[static_cast<size_t>(co)] = j == 0 ? bpart : (*db)[static_cast<size_t>(co)] + bpart;
+      for (int t = 0; t < T; ++t) {
+        const ConvTap& tp = taps[static_cast<size_t>(t)];
+        float part = 0;
+        for (int i = 0; i < p.col_m(col); ++i) {
+          const int s = p.col_start(col) + i;
+          const float* d = &dz[static_cast<size_t>(s)][static_cast<size_t>(co) * P];
+          const auto& in = acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
+          for (int oy = tp.oy0; oy < tp.oy1; ++oy) {
+            const int x0 = (tp.ci * c.h + oy * c.sh - c.pt + tp.ky) * c.w - c.pl + tp.kx;
+            for (int ox = tp.ox0; ox < tp.ox1; ++ox) part = std::fma(d[oy * c.wo + ox], in[static_cast<size_t>(x0 + ox * c.sw)], part);
+          }
+        }
+        float& e = (*dw)[static_cast<size_t>(co) * T + t];
+        e = j == 0 ? part : e + part;
+      }
+    }
+  }
+}
+
+// A convolution's dx of one sample (its input's gradient, [c][h w]) from its dz: per output,
+// per tap, per output row, w dz added to the inputs it read (fused).
+void conv_dx(const WsPlan& p, int l, const std::vector<float>& W, const std::vector<float>& dz, std::vector<float>* dx) {
+  const ConvParams& c = p.conv[static_cast<size_t>(l)];
+  const int P = c.ho * c.wo, T = c.taps();
+  const std::vector<ConvTap> taps = conv_taps(c);
+  for (int co = 0; co < c.co; ++co) {
+    for (int t = 0; t < T; ++t) {
+      const ConvTap& tp = taps[static_cast<size_t>(t)];
+      const float wv = W[static_cast<size_t>(co) * T + t];
+      for (int oy = tp.oy0; oy < tp.oy1; ++oy) {
+        const int x0 = (tp.ci * c.h + oy * c.sh - c.pt + tp.ky) * c.w - c.pl + tp.kx;
+        const float* d = &dz[static_cast<size_t>(co) * P + static_cast<size_t>(oy) * c.wo];
+        for (int ox = tp.ox0; ox < tp.ox1; ++ox) {
+          float& e = (*dx)[static_cast<size_t>(x0 + ox * c.sw)];
+          e = std::fma(wv, d[ox], e);
+        }
+      }
+    }
+  }
+}
+
 // Forward of one sample; acts[j] = input of layer j (acts[L] = logits). With a residual
 // connection into boundary t, acts[t] is the sum (source first, as the rows' vadd) and
 // (*outs)[t], if asked, the activated output before it.
@@ -25,6 +118,12 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
     const auto& in = acts.back();
     const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
     const auto& W = w[static_cast<size_t>(l)];
+    if (p.is_conv(l)) {
+      std::vector<float> ys;
+      acts.push_back(conv_forward(p, l, W, b[static_cast<size_t>(l)], in, &ys));
+      if (outs) (*outs)[static_cast<size_t>(l) + 1] = std::move(ys);  // a convolution's outputs before pooling
+      continue;
+    }
     std::vector<float> y(static_cast<size_t>(no)), z(static_cast<size_t>(no));
     for (int o = 0; o < no; ++o) {
       float sum = 0;
@@ -62,8 +161,20 @@ std::vector<float> ws_reference_forward(const WsPlan& p, const std::vector<std::
 std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, const std::vector<std::vector<float>>& w,
                                                            const std::vector<std::vector<float>>& b,
                                                            const std::vector<const float*>& xs, int threads) {
-  constexpr size_t kBlock = 64;  // samples side by side: independent chains for the vector unit
   const size_t n = xs.size();
+  if (p.any_conv()) {  // sample by sample, on `threads` threads
+    std::vector<std::vector<float>> out(n);
+    const size_t T = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(1, threads)), n));
+    auto one = [&](size_t first) {
+      for (size_t i = first; i < n; i += T) out[i] = forward_all(p, w, b, xs[i]).back();
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < T; ++t) pool.emplace_back(one, t);
+    one(0);
+    for (auto& th : pool) th.join();
+    return out;
+  }
+  constexpr size_t kBlock = 64;  // samples side by side: independent chains for the vector unit
   const int L = p.layers;
   std::vector<std::vector<float>> out(n);
   const size_t blocks = (n + kBlock - 1) / kBlock;
@@ -153,6 +264,9 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
     const auto& W = w[static_cast<size_t>(l)];
     auto& dw = r.dw[static_cast<size_t>(l)];
     auto& db = r.db[static_cast<size_t>(l)];
+    if (p.is_conv(l)) {
+      conv_grads(p, l, W, acts, dy, &dw, &db);
+    } else {
     dw.assign(static_cast<size_t>(no) * ni, 0.0f);
     db.assign(static_cast<size_t>(no), 0.0f);
     for (int o = 0; o < no; ++o) {
@@ -179,13 +293,35 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
         dw[static_cast<size_t>(o) * ni + k] = total;
       }
     }
+    }
     if (l == 0) break;
     for (int s = 0; s < S; ++s) {
       std::vector<float> dx(static_cast<size_t>(ni), 0.0f);
-      for (int o = 0; o < no; ++o) {
-        for (int k = 0; k < ni; ++k) {
-          dx[static_cast<size_t>(k)] = std::fma(W[static_cast<size_t>(o) * ni + k], dy[static_cast<size_t>(s)][static_cast<size_t>(o)], dx[static_cast<size_t>(k)]);
+      if (p.is_conv(l)) {
+        conv_dx(p, l, W, dy[static_cast<size_t>(s)], &dx);
+      } else {
+        for (int o = 0; o < no; ++o) {
+          for (int k = 0; k < ni; ++k) {
+            dx[static_cast<size_t>(k)] = std::fma(W[static_cast<size_t>(o) * ni + k], dy[static_cast<size_t>(s)][static_cast<size_t>(o)], dx[static_cast<size_t>(k)]);
+          }
         }
+      }
+      if (p.is_conv(l - 1)) {
+        // A convolution's output boundary: the root spreads the pooled gradient over the windows
+        // and takes the activation's derivative at its outputs before the pooling.
+        const ConvParams& c = p.conv[static_cast<size_t>(l) - 1];
+        const int P = c.ho * c.wo, Pq = p.qplane(l - 1);
+        const auto& ys = outs[static_cast<size_t>(s)][static_cast<size_t>(l)];
+        const auto& xq = acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
+        std::vector<float> dz(static_cast<size_t>(c.co) * P);
+        for (int co = 0; co < c.co; ++co) {
+          const size_t o = static_cast<size_t>(co) * P, oq = static_cast<size_t>(co) * Pq;
+          if (p.pool[static_cast<size_t>(l) - 1].kind == PoolParams::kNone) std::copy(&dx[oq], &dx[oq] + P, &dz[o]);
+          else pool_backward(c, p.pool[static_cast<size_t>(l) - 1], &ys[o], &xq[oq], &dx[oq], &dz[o]);
+        }
+        for (size_t i = 0; i < dz.size(); ++i) dz[i] = act_grad(p.act[static_cast<size_t>(l) - 1], ys[i], ys[i], dz[i], p.act_alpha[static_cast<size_t>(l) - 1]);
+        dy[static_cast<size_t>(s)] = std::move(dz);
+        continue;
       }
       // Boundary l's gradient: through layer l, plus the sum's where l feeds a residual
       // connection; where l is such a sum, that is also its source's share, and the derivative

@@ -3,13 +3,19 @@
 
 Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu|gelu|gelu_tanh] [--seed 1]
                              [--opset 13] [--batch 1] [--loss none|graph] [--residual]
-                             [--out models/fc_mnist.onnx]
+                             [--conv 8c5,m2,16c5,m2 [--image 1x28x28]] [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
   --act     activation between Linear layers (none after the last)
   --residual  a hidden layer whose input and output widths are equal adds its input to its
             activated output: h = h + act(fc(h)) (a residual MLP; the same parameter names)
   --layernorm  each hidden layer normalises its output before the activation: act(norm(fc(h)))
             (nn.LayerNorm, parameters normN.weight and normN.bias)
+  --conv    a CNN: convolutions and pooling over --image (C x H x W) before the Linear layers,
+            comma-separated: NcK[sS][pP] a Conv2d of N channels, K x K, stride S, padding P
+            (conv1, conv2, ...), followed by --act; mK a MaxPool2d K x K (stride K); aK an
+            AvgPool2d K x K; g an AdaptiveAvgPool2d(1) (GlobalAveragePool); then Flatten and
+            Linear layers to the widths of --layers, whose first is taken from the planes
+            (--layers 10: one Linear to 10 classes)
   --seed    torch.manual_seed before the layers are built, so the initial weights repeat
   --opset   ONNX opset_version of the export
   --batch   batch size of the example input; the batch axis is exported as the symbol "batch"
@@ -43,8 +49,8 @@ def widths(text):
         w = [int(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma list of integers: '{text}'")
-    if len(w) < 2 or min(w) < 1:
-        raise argparse.ArgumentTypeError(f"need at least two positive widths: '{text}'")
+    if len(w) < 1 or min(w) < 1:
+        raise argparse.ArgumentTypeError(f"need positive widths: '{text}'")
     return w
 
 
@@ -70,6 +76,50 @@ class ResidualMlp(nn.Module):
                 return y
             y = getattr(self, f"act{i + 1}")(y)
             x = x + y if self.widths[i] == self.widths[i + 1] else y
+
+
+def image(text):
+    try:
+        v = [int(t) for t in text.split("x")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}': need C x H x W, e.g. 1x28x28")
+    if len(v) != 3 or min(v) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': need C x H x W, e.g. 1x28x28")
+    return v
+
+
+def build_cnn(spec, img, layers, act):
+    """The CNN of --conv: its modules, and the Linear layers after the planes (see --conv)."""
+    import re
+    mods = collections.OrderedDict()
+    c, h, w = img
+    n_conv = 0
+    for item in spec.split(","):
+        m = re.fullmatch(r"(\d+)c(\d+)(?:s(\d+))?(?:p(\d+))?|([ma])(\d+)|(g)", item.strip())
+        if not m:
+            raise argparse.ArgumentTypeError(f"--conv item '{item}': NcK[sS][pP], mK, aK or g")
+        if m.group(1):
+            n, k, st, pd = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1), int(m.group(4) or 0)
+            n_conv += 1
+            mods[f"conv{n_conv}"] = nn.Conv2d(c, n, k, stride=st, padding=pd)
+            mods[f"cact{n_conv}"] = ACTIVATIONS[act]()
+            c, h, w = n, (h + 2 * pd - k) // st + 1, (w + 2 * pd - k) // st + 1
+        elif m.group(5):
+            k = int(m.group(6))
+            mods[f"pool{len(mods)}"] = nn.MaxPool2d(k) if m.group(5) == "m" else nn.AvgPool2d(k)
+            h, w = h // k, w // k
+        else:
+            mods[f"pool{len(mods)}"] = nn.AdaptiveAvgPool2d(1)
+            h = w = 1
+        if h < 1 or w < 1:
+            raise argparse.ArgumentTypeError(f"--conv '{spec}' leaves no plane of the {img} image")
+    mods["flatten"] = nn.Flatten()
+    widths_ = [c * h * w] + list(layers)
+    for i in range(len(widths_) - 1):
+        mods[f"fc{i + 1}"] = nn.Linear(widths_[i], widths_[i + 1])
+        if i < len(widths_) - 2:
+            mods[f"act{i + 1}"] = ACTIVATIONS[act]()
+    return nn.Sequential(mods)
 
 
 def build(layers, act, residual=False, layernorm=False):
@@ -129,6 +179,8 @@ def main():
     ap.add_argument("--loss", choices=["none", "graph"], default="none")
     ap.add_argument("--residual", action="store_true")
     ap.add_argument("--layernorm", action="store_true")
+    ap.add_argument("--conv", default="")
+    ap.add_argument("--image", type=image, default=[1, 28, 28])
     ap.add_argument("--out", default="models/fc_mnist.onnx")
     a = ap.parse_args()
     if a.batch < 1:
@@ -139,8 +191,19 @@ def main():
     torch.manual_seed(a.seed)
     if a.residual and a.layernorm:
         ap.error("--residual and --layernorm together are not built yet")
-    net = build(a.layers, a.act, a.residual, a.layernorm)
-    x = torch.zeros(a.batch, a.layers[0])
+    if not a.conv and len(a.layers) < 2:
+        ap.error("--layers needs at least two widths (the input's and the output's)")
+    if a.conv and (a.residual or a.layernorm):
+        ap.error("--conv with --residual or --layernorm is not built yet")
+    if a.conv:
+        try:
+            net = build_cnn(a.conv, a.image, a.layers, a.act)
+        except argparse.ArgumentTypeError as e:
+            ap.error(str(e))
+        x = torch.zeros(a.batch, *a.image)
+    else:
+        net = build(a.layers, a.act, a.residual, a.layernorm)
+        x = torch.zeros(a.batch, a.layers[0])
     if a.loss == "graph":
         model, args = WithLoss(net), (x, torch.zeros(a.batch, dtype=torch.int64))
         names_in, names_out = ["input", "labels"], ["loss"]

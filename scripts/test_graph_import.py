@@ -31,7 +31,7 @@ AFTER_PASSES = {
     "encoder": "6 Transpose, 5 Dense, 5 Reshape, 3 Slice, 2 Add, 2 LayerNorm, 2 MatMul, 1 Div, 1 Gather, 1 Softmax",
 }
 # The models today's kernels train on the wafer (exit 0; the others are refused, exit 2).
-SUPPORTED = {"leaky", "residual", "gelu_tanh", "norm_gelu"}
+SUPPORTED = {"leaky", "residual", "gelu_tanh", "norm_gelu", "cnn", "cnn_leaky_avg"}
 # What autodiff says of each (`training graph: ...`): a training graph, or the ops it has no
 # gradient rule for yet.
 TRAINING = {

@@ -167,6 +167,125 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
   m.SerializeToOstream(&f);
 }
 
+// A small CNN as torch.onnx.export writes nn.Sequential(Conv2d, act, pool, ..., Flatten,
+// Linear, ...) (scripts/make_model.py --conv): NCHW input "input" [batch, c, h, w], per conv
+// layer a Conv (conv1, conv2, ...; weight [co, c, k, k], bias) with strides and pads, the
+// activation, and a MaxPool / AveragePool (k x k, stride k) or GlobalAveragePool; then Flatten
+// and Gemm layers to the widths of `dense` (the first from the planes), activations between.
+struct ConvLayerSpec {
+  int co = 4, k = 3, stride = 1, pad = 0;
+  std::string pool;  // "", "MaxPool", "AveragePool", "GlobalAveragePool"
+  int pool_k = 2;
+};
+struct CnnSpec {
+  int c = 1, h = 8, w = 8;
+  std::vector<ConvLayerSpec> convs;
+  std::vector<int> dense = {4};  // widths after the planes' features
+  std::string act = "Relu";
+  uint64_t seed = 5;
+  int features() const { return c * h * w; }
+};
+
+inline void write_cnn(const std::string& path, const CnnSpec& spec) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.set_producer_name("wafersim-test");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("cnn");
+  auto* in = g->add_input();
+  in->set_name("input");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("batch");
+  for (int d : {spec.c, spec.h, spec.w}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  uint64_t s = spec.seed;
+  auto add_init = [&](const std::string& name, std::vector<int64_t> dims, float scale) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    size_t n = 1;
+    for (auto d : dims) t->add_dims(d), n *= static_cast<size_t>(d);
+    for (size_t i = 0; i < n; ++i) t->add_float_data(lcg_uniform(&s) * scale);
+  };
+  auto ints = [](onnx::NodeProto* n, const std::string& key, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+  };
+  int k = 0;
+  auto node = [&](const std::string& type, std::vector<std::string> ins) {
+    auto* n = g->add_node();
+    n->set_name("/" + type + "_" + std::to_string(k));
+    n->set_op_type(type);
+    for (auto& i : ins) n->add_input(i);
+    n->add_output("/" + type + "_" + std::to_string(k++) + "_output_0");
+    return n;
+  };
+  std::string cur = "input";
+  int c = spec.c, h = spec.h, w = spec.w;
+  for (size_t l = 0; l < spec.convs.size(); ++l) {
+    const ConvLayerSpec& cv = spec.convs[l];
+    const std::string name = "conv" + std::to_string(l + 1);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c * cv.k * cv.k));
+    add_init(name + ".weight", {cv.co, c, cv.k, cv.k}, scale);
+    add_init(name + ".bias", {cv.co}, scale);
+    auto* n = node("Conv", {cur, name + ".weight", name + ".bias"});
+    ints(n, "kernel_shape", {cv.k, cv.k});
+    ints(n, "strides", {cv.stride, cv.stride});
+    ints(n, "pads", {cv.pad, cv.pad, cv.pad, cv.pad});
+    ints(n, "dilations", {1, 1});
+    cur = n->output(0);
+    c = cv.co, h = (h + 2 * cv.pad - cv.k) / cv.stride + 1, w = (w + 2 * cv.pad - cv.k) / cv.stride + 1;
+    cur = node(spec.act, {cur})->output(0);
+    if (cv.pool == "GlobalAveragePool") {
+      cur = node(cv.pool, {cur})->output(0);
+      h = w = 1;
+    } else if (!cv.pool.empty()) {
+      auto* p = node(cv.pool, {cur});
+      ints(p, "kernel_shape", {cv.pool_k, cv.pool_k});
+      ints(p, "strides", {cv.pool_k, cv.pool_k});
+      ints(p, "pads", {0, 0, 0, 0});
+      cur = p->output(0);
+      h /= cv.pool_k, w /= cv.pool_k;
+    }
+  }
+  auto* f = node("Flatten", {cur});
+  auto* ax = f->add_attribute();
+  ax->set_name("axis");
+  ax->set_type(onnx::AttributeProto::INT);
+  ax->set_i(1);
+  cur = f->output(0);
+  int width = c * h * w;
+  for (size_t l = 0; l < spec.dense.size(); ++l) {
+    const std::string fc = "fc" + std::to_string(l + 1);
+    const int out = spec.dense[l];
+    const float scale = 1.0f / std::sqrt(static_cast<float>(width));
+    add_init(fc + ".weight", {out, width}, scale);
+    add_init(fc + ".bias", {out}, scale);
+    auto* n = node("Gemm", {cur, fc + ".weight", fc + ".bias"});
+    auto* tb = n->add_attribute();
+    tb->set_name("transB");
+    tb->set_type(onnx::AttributeProto::INT);
+    tb->set_i(1);
+    cur = n->output(0);
+    if (l + 1 < spec.dense.size()) cur = node(spec.act, {cur})->output(0);
+    width = out;
+  }
+  g->mutable_node(g->node_size() - 1)->set_output(0, "logits");
+  auto* o = g->add_output();
+  o->set_name("logits");
+  auto* ot = o->mutable_type()->mutable_tensor_type();
+  ot->set_elem_type(onnx::TensorProto::FLOAT);
+  ot->mutable_shape()->add_dim()->set_dim_param("batch");
+  ot->mutable_shape()->add_dim()->set_dim_value(width);
+  std::ofstream fo(path, std::ios::binary);
+  m.SerializeToOstream(&fo);
+}
+
 // `count` samples of `features` values in 0..255 whose label depends on them (so a model can learn).
 inline tlm::Dataset synthetic_dataset(size_t count, size_t features, int classes, uint64_t seed) {
   tlm::Dataset d;

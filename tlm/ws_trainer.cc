@@ -72,9 +72,9 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
   m_expect.assign(static_cast<size_t>(nch), 0);
   for (int l = 0; l < p.layers; ++l) {
     for (int a = 0; a < p.rows; ++a) {
-      m_expect[static_cast<size_t>(p.grid ? p.band_of(a) : a)] += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) * p.len(l, a);
+      m_expect[static_cast<size_t>(p.grid ? p.band_of(a) : a)] += static_cast<size_t>(p.outs[static_cast<size_t>(l)]) * p.wlen(l, a);
     }
-    m_expect.back() += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]);
+    m_expect.back() += static_cast<size_t>(p.outs[static_cast<size_t>(l)]);
   }
   m_expect.back() += 1;  // the loss sum
   // The marks, in the order the results come: per channel a layer's dW slices (or db), the last
@@ -85,9 +85,9 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
     const int l = L - 1 - k;
     for (size_t ch = 0; ch < static_cast<size_t>(nch); ++ch) m_mark[ch][static_cast<size_t>(k)] = k ? m_mark[ch][static_cast<size_t>(k) - 1] : 0;
     for (int a = 0; a < p.rows; ++a) {
-      m_mark[static_cast<size_t>(p.grid ? p.band_of(a) : a)][static_cast<size_t>(k)] += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) * p.len(l, a);
+      m_mark[static_cast<size_t>(p.grid ? p.band_of(a) : a)][static_cast<size_t>(k)] += static_cast<size_t>(p.outs[static_cast<size_t>(l)]) * p.wlen(l, a);
     }
-    m_mark.back()[static_cast<size_t>(k)] += static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) + (k == 0 ? 1 : 0);
+    m_mark.back()[static_cast<size_t>(k)] += static_cast<size_t>(p.outs[static_cast<size_t>(l)]) + (k == 0 ? 1 : 0);
   }
 }
 
@@ -120,8 +120,8 @@ void WsSystem::start_step() {
   m_pass_from.assign(static_cast<size_t>(2 * L), UINT64_MAX);
   m_pass_left.assign(static_cast<size_t>(2 * L), 0);
   for (int l = 0; l < L; ++l) {
-    const uint64_t n = static_cast<uint64_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1];
-    m_pass_left[static_cast<size_t>(l)] = n + static_cast<uint64_t>(p.width[static_cast<size_t>(l) + 1]);
+    const uint64_t n = static_cast<uint64_t>(p.wcols[static_cast<size_t>(l)]) * p.outs[static_cast<size_t>(l)];
+    m_pass_left[static_cast<size_t>(l)] = n + static_cast<uint64_t>(p.outs[static_cast<size_t>(l)]);
     m_pass_left[static_cast<size_t>(2 * L - 1 - l)] = p.streams(2 * L - 1 - l) ? n : 0;
   }
   m_entered = 0;
@@ -172,7 +172,7 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
   }
   const int l = ps < L ? ps : 2 * L - 1 - ps;
   const auto wc = static_cast<uint8_t>(m_c.colors.w), in = static_cast<uint8_t>(m_c.colors.in);
-  const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+  const int ni = p.wcols[static_cast<size_t>(l)], no = p.outs[static_cast<size_t>(l)];
   if (p.grid) {
     // Per band, output by output, its rows' slices in row order (the relays split them).
     const auto gin = static_cast<uint8_t>(m_c.colors.gin);
@@ -189,7 +189,7 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
   for (int a = 0; a < p.rows && !p.grid; ++a) {
     auto& q = m_pending[static_cast<size_t>(a)];
     for (int o = 0; o < no; ++o) {
-      for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
+      for (int k = p.woff(l, a); k < p.woff(l, a) + p.wlen(l, a); ++k) {
         q.push_back({f32_bits(W[static_cast<size_t>(o) * ni + k]), static_cast<uint32_t>(ps), wc, kWeight});
       }
     }
@@ -409,7 +409,7 @@ void WsSystem::results(std::vector<std::vector<float>>* dw, std::vector<std::vec
 void WsSystem::layer_results(int l, std::vector<float>* dw, std::vector<float>* db, float* loss_sum) const {
   const WsPlan& p = m_c.plan;
   const int L = p.layers, k = L - 1 - l;
-  const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+  const int ni = p.wcols[static_cast<size_t>(l)], no = p.outs[static_cast<size_t>(l)];
   dw->assign(static_cast<size_t>(ni) * no, 0.0f);
   // Per channel, per output: the rows' dW slices (the grid: of the band's rows in the order its
   // relays gather them), from the channel's mark of the layer before.
@@ -420,7 +420,7 @@ void WsSystem::layer_results(int l, std::vector<float>* dw, std::vector<float>* 
     const std::vector<int> rows = p.grid ? p.egress_order(ch) : std::vector<int>{ch};
     for (int o = 0; o < no; ++o) {
       for (int a : rows) {
-        for (int f = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; f < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++f) {
+        for (int f = p.woff(l, a); f < p.woff(l, a) + p.wlen(l, a); ++f) {
           (*dw)[static_cast<size_t>(o) * ni + f] = f32_from_bits(got[i++]);
         }
       }
@@ -463,8 +463,8 @@ void WsTrainer::Port::b_transport(::tlm::tlm_generic_payload& t, sc_core::sc_tim
     return;
   }
   const int l = ps < L ? ps : 2 * L - 1 - ps;
-  const size_t nw = static_cast<size_t>(p.width[static_cast<size_t>(l)]) * p.width[static_cast<size_t>(l) + 1];
-  const size_t nb = ps < L ? static_cast<size_t>(p.width[static_cast<size_t>(l) + 1]) : 0;
+  const size_t nw = static_cast<size_t>(p.wcols[static_cast<size_t>(l)]) * p.outs[static_cast<size_t>(l)];
+  const size_t nb = ps < L ? static_cast<size_t>(p.outs[static_cast<size_t>(l)]) : 0;
   if (t.get_data_length() != 4 * (nw + nb)) {
     t.set_response_status(::tlm::TLM_BURST_ERROR_RESPONSE);
     return;

@@ -54,26 +54,40 @@ struct WsRig {
   tlm::Normalize norm;
 };
 
-WsRig make_ws_rig(const MlpSpec& spec, int width, int height, int spacing, const WsOptions& o, const std::string& name,
-                  int sram_kb = 0) {
+// The rig of the model at `path` (`features` inputs, `classes` outputs).
+WsRig make_ws_rig_file(const std::string& path, int features, int classes, int width, int height, int spacing, const WsOptions& o,
+                       int sram_kb = 0) {
   WsRig r;
   r.hw = small_config(width, height);
   r.hw.io.spacing = spacing;
   if (sram_kb) r.hw.core.sram_kb = sram_kb;
-  const std::string path = tmp_path(name + ".onnx");
-  write_mlp(path, spec);
   CompileOptions co;
   r.graph = validate_model(import_onnx(path), co);
   const WsPlan plan = place_ws(r.graph, r.hw, o);
   r.compiled = generate_ws(plan, asm_target(r.hw));
-  r.data = synthetic_dataset(64, static_cast<size_t>(spec.widths.front()), spec.widths.back(), 3);
+  r.data = synthetic_dataset(64, static_cast<size_t>(features), classes, 3);
   return r;
+}
+
+WsRig make_ws_rig(const MlpSpec& spec, int width, int height, int spacing, const WsOptions& o, const std::string& name,
+                  int sram_kb = 0) {
+  const std::string path = tmp_path(name + ".onnx");
+  write_mlp(path, spec);
+  return make_ws_rig_file(path, spec.widths.front(), spec.widths.back(), width, height, spacing, o, sram_kb);
+}
+
+WsRig make_ws_rig(const CnnSpec& spec, int width, int height, int spacing, const WsOptions& o, const std::string& name,
+                  int sram_kb = 0) {
+  const std::string path = tmp_path(name + ".onnx");
+  write_cnn(path, spec);
+  return make_ws_rig_file(path, spec.features(), spec.dense.back(), width, height, spacing, o, sram_kb);
 }
 
 // Trains `steps` minibatches on the wafers and, alongside, on the reference (per-system
 // gradients, SwarmX's tree sum, a MemoryX of its own); weights, biases and losses must agree bit
 // for bit.
-void check_ws(const MlpSpec& spec, int width, int height, int spacing, const WsOptions& o, int steps, const std::string& name,
+template <typename Spec>
+void check_ws(const Spec& spec, int width, int height, int spacing, const WsOptions& o, int steps, const std::string& name,
               int sram_kb = 0) {
   WsRig r = make_ws_rig(spec, width, height, spacing, o, name, sram_kb);
   const WsPlan& p = r.compiled.plan;
@@ -366,6 +380,33 @@ TEST(WsTraining, GeluMatchesTheReference) {
   o.batch = 8;
   o.columns = 2;
   check_ws(MlpSpec{{12, 7, 5, 3}, "Gelu", 5, 13}, 12, 20, 4, o, 3, "ws_gelu");
+}
+
+// Convolutions (weight streaming's one feature row, docs/weight-streaming.md#convolutions):
+// a CNN of a padded strided convolution with MaxPool, one with AveragePool and one with
+// GlobalAveragePool, two samples a column; bit for bit against ws_reference.cc.
+TEST(WsTraining, ConvolutionsMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  CnnSpec spec;
+  spec.c = 2, spec.h = 9, spec.w = 8;
+  spec.convs = {{4, 3, 1, 1, "MaxPool", 2}, {5, 3, 2, 1, "AveragePool", 2}};
+  spec.dense = {6, 3};
+  WsOptions o;
+  o.batch = 6;
+  o.columns = 3;
+  check_ws(spec, 8, 12, 4, o, 3, "ws_conv");
+}
+
+TEST(WsTraining, ConvolutionsWithGlobalPoolingAndLeakyRelu) {
+  SKIP_IF_KERNEL_STARTED();
+  CnnSpec spec;
+  spec.c = 1, spec.h = 7, spec.w = 7;
+  spec.convs = {{3, 2, 1, 0, ""}, {4, 3, 1, 0, "GlobalAveragePool"}};
+  spec.dense = {3};
+  spec.act = "LeakyRelu";
+  WsOptions o;
+  o.batch = 4;
+  check_ws(spec, 8, 12, 4, o, 3, "ws_conv_gap");
 }
 
 // One SystemC kernel per process: one configuration per test.

@@ -168,14 +168,19 @@ TEST(Compiler, ValidateOnlyPrintsEachDenseKernelWithItsFusion) {
   EXPECT_FALSE(std::filesystem::exists(test_tmp_dir() + "/out")) << "validate-only writes nothing";
 }
 
-// Conv and Softplus are not in the kernel library: both are listed in one run, grouped by op, by
-// name; the nodes after the Conv that are supported (Flatten, the Gemms) are not blamed for
-// following it (issue 37).
+// A Conv with a dilation no kernel takes and Softplus, which is not in the kernel library: both
+// are listed in one run, grouped by op, by name; the nodes after the Conv that are supported
+// (Flatten, the Gemms) are not blamed for following it (issue 37).
 TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
   Graph g;
-  g.input("input", onnx::TensorProto::FLOAT, {-1, 1, 4, 4});
+  g.input("input", onnx::TensorProto::FLOAT, {-1, 1, 6, 6});  // a 3 x 3 kernel dilated by 2: 2 x 2 outputs
   g.init("conv.weight", {1, 1, 3, 3});
-  g.node("Conv", "/conv/Conv", {"input", "conv.weight"}, "c");
+  onnx::NodeProto* conv = g.node("Conv", "/conv/Conv", {"input", "conv.weight"}, "c");
+  onnx::AttributeProto* dil = conv->add_attribute();
+  dil->set_name("dilations");
+  dil->set_type(onnx::AttributeProto::INTS);
+  dil->add_ints(2);
+  dil->add_ints(2);
   g.node("Flatten", "/flatten/Flatten", {"c"}, "flat");
   g.linear("fc1", "flat", "h", 4, 8);
   g.node("Softplus", "/act1/Softplus", {"h"}, "a");
@@ -185,7 +190,7 @@ TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
   EXPECT_EQ(r.rc, kExitUsage);
   EXPECT_TRUE(contains(r.err, "2 unsupported nodes of 2 op types:")) << r.err;
   EXPECT_FALSE(contains(r.err, "Gemm")) << r.err;
-  EXPECT_TRUE(contains(r.err, "Conv (1 node): op Conv is not in the kernel library: node '/conv/Conv'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "Conv (1 node): dilations [2, 2]; the kernels take dilation 1 only: node '/conv/Conv'")) << r.err;
   EXPECT_TRUE(contains(r.err, "Softplus (1 node): op Softplus is not in the kernel library: node '/act1/Softplus'")) << r.err;
   EXPECT_FALSE(contains(r.out, "every node is supported")) << r.out;
 }
