@@ -25,7 +25,9 @@ With --mode weight-streaming it trains WS_CASES instead: the wafer runs `--mode 
 momentum or Adam updating the weights) and PyTorch trains with torch.optim.SGD or torch.optim.Adam.
 Checks loss1, losses, onnx (metadata: mode, step, optimizer; the report: 2 systems), weights
 and the optimizer state, which the weight-streaming checkpoint keeps as PyTorch does
-(NAME.momentum_buffer, NAME.exp_avg, NAME.exp_avg_sq). This is the check of weight streaming
+(NAME.momentum_buffer, NAME.exp_avg, NAME.exp_avg_sq). Its CNN cases (CONV: a LeNet-style
+Conv, ReLU, MaxPool, Linear on 28 x 28, and a padded Conv with LeakyReLU and AveragePool) train
+CNN_STEPS steps and compare the losses after 1, 2 and CNN_STEPS. This is the check of weight streaming
 that shares no code with the simulator (the C++ reference of WsTraining.* uses MemoryX and
 SwarmX::tree_sum themselves).
 Prints PASS/FAIL per check and exits 1 if any check fails.
@@ -95,6 +97,14 @@ WS_CASES = [
     # The grid layout: bands of rows on both edges fed through relays, rows with empty slices.
     ("ws_grid_sgd_sigmoid", [30, 9, 4], "sigmoid", 13, 6, "sgd", 0.1, 0.9, ["--ws.layout", "grid", "--ws.rows", "12"]),
 ]
+# CNNs (make_model.py --conv SPEC --image CxHxW; `layers` are the widths after the planes):
+# weight streaming's convolutions, trained for CNN_STEPS steps (runs of 1, 2 and CNN_STEPS).
+CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c3p1,a2", [1, 12, 12])}
+WS_CASES += [
+    ("ws_sgd_lenet", [10], "relu", 13, 14, "sgd", 0.05, 0.9),
+    ("ws_sgd_leaky_avg", [10], "leaky_relu", 17, 15, "sgd", 0.05, 0.9),
+]
+CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual).
 RESIDUAL = {"residual_op14", "ws_sgd_residual"}
 # Cases built with a LayerNorm before each hidden activation (make_model.py --layernorm).
@@ -131,10 +141,10 @@ def check(shape, what, ok, detail):
     return ok
 
 
-def export(net, layers, opset, path):
+def export(net, layers, opset, path, shape=None):
     """torch.onnx.export as scripts/make_model.py calls it (--loss none)."""
     net.eval()
-    x = torch.zeros(1, layers[0])
+    x = torch.zeros(1, *(shape or [layers[0]]))
     torch.onnx.export(net, (x,), path, input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
                       opset_version=opset, do_constant_folding=True)
@@ -158,11 +168,16 @@ def make_case(workdir, name, layers, act, opset, seed):
     d = os.path.join(workdir, name)
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(seed)
-    net = make_model.build(layers, act, name in RESIDUAL, name in LAYERNORM)
+    shape = CONV[name][1] if name in CONV else None
+    if name in CONV:
+        net = make_model.build_cnn(CONV[name][0], shape, layers, act)
+    else:
+        net = make_model.build(layers, act, name in RESIDUAL, name in LAYERNORM)
     model_path = os.path.join(d, "model.onnx")
-    export(net, layers, opset, model_path)
+    export(net, layers, opset, model_path, shape)
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((BATCH, layers[0])).astype(np.float32)
+    # The samples flat (one row of features each, as the wafer's input); torch_train reshapes.
+    x = rng.standard_normal((BATCH, int(np.prod(shape)) if shape else layers[0])).astype(np.float32)
     y = (np.arange(BATCH) % layers[-1]).astype(np.int64)
     rng.shuffle(y)
     np.save(os.path.join(d, "x.npy"), x)
@@ -170,9 +185,11 @@ def make_case(workdir, name, layers, act, opset, seed):
     return d, net, model_path, x, y, rng
 
 
-def torch_train(net, x, y, lr, mu, steps, dtype, optimizer="sgd"):
+def torch_train(net, x, y, lr, mu, steps, dtype, optimizer="sgd", shape=None):
     """Full-batch training with torch.optim.SGD(lr, momentum) or torch.optim.Adam(lr); returns the
-    loss before each update, the model, the optimizer."""
+    loss before each update, the model, the optimizer. `shape`: a CNN's C x H x W (x is flat)."""
+    if shape:
+        x = x.reshape(x.shape[0], *shape)
     net = copy.deepcopy(net).to(dtype)
     if optimizer == "adam":
         opt = torch.optim.Adam(net.parameters(), lr=lr)
@@ -389,8 +406,10 @@ def test_shape(wafersim, workdir, shape):
 def test_ws_case(wafersim, workdir, case):
     name, layers, act, opset, seed, optimizer, lr, mu, *extra = case
     extra = extra[0] if extra else []
-    print(f"{name}: weight streaming on {WS_SYSTEMS} systems, layers {','.join(map(str, layers))} {act} "
-          f"opset {opset}, batch {BATCH}, {WS_STEPS} steps, {optimizer} lr {lr}"
+    print(f"{name}: weight streaming on {WS_SYSTEMS} systems, "
+          + (f"conv {CONV[name][0]} on {'x'.join(map(str, CONV[name][1]))}, " if name in CONV else "")
+          + f"layers {','.join(map(str, layers))} {act} "
+          f"opset {opset}, batch {BATCH}, {CNN_STEPS if name in CONV else WS_STEPS} steps, {optimizer} lr {lr}"
           + (f" momentum {mu}" if optimizer == "sgd" else ""))
     d, net, model_path, x, y, rng = make_case(workdir, name, layers, act, opset, seed)
 
@@ -407,20 +426,25 @@ def test_ws_case(wafersim, workdir, case):
     common += extra
     t0 = time.monotonic()
     runs = {}
-    for k in range(1, WS_STEPS + 1):
+    shape = CONV[name][1] if name in CONV else None
+    steps = CNN_STEPS if shape else WS_STEPS
+    at = [1, 2, steps] if shape else list(range(1, steps + 1))
+    for k in at:
         runs[k] = wafer_train(wafersim, d, f"out{k}", [model_path, "--train.steps", str(k)] + common)
         if runs[k] is None:
             return
-    out = os.path.join(d, f"out{WS_STEPS}")
-    rep = runs[WS_STEPS]
+    out = os.path.join(d, f"out{steps}")
+    rep = runs[steps]
     check(name, "wafersim train", rep.get("mode") == "weight-streaming" and rep.get("systems") == WS_SYSTEMS
-          and rep.get("steps") == WS_STEPS,
-          f"{WS_STEPS} runs of 1..{WS_STEPS} steps in {time.monotonic() - t0:.2f} s; the report says mode "
+          and rep.get("steps") == steps,
+          f"runs of {', '.join(map(str, at))} steps in {time.monotonic() - t0:.2f} s; the report says mode "
           f"{rep.get('mode')}, {rep.get('systems')} systems, {rep.get('steps')} steps")
-    wafer_losses = [runs[k]["final_loss"] for k in range(1, WS_STEPS + 1)]
+    wafer_losses = [runs[k]["final_loss"] for k in at]
 
-    t_losses, t_net, t_opt = torch_train(net, x, y, lr, mu, WS_STEPS, torch.float32, optimizer)
-    d_losses, d_net, _ = torch_train(net, x, y, lr, mu, WS_STEPS, torch.float64, optimizer)
+    t_losses, t_net, t_opt = torch_train(net, x, y, lr, mu, steps, torch.float32, optimizer, shape)
+    d_losses, d_net, _ = torch_train(net, x, y, lr, mu, steps, torch.float64, optimizer, shape)
+    t_losses = [t_losses[k - 1] for k in at]
+    d_losses = [d_losses[k - 1] for k in at]
     w1, t1 = wafer_losses[0], t_losses[0]
     check(name, "loss1", abs(w1 - t1) <= LOSS1_ATOL + LOSS1_RTOL * abs(t1),
           f"wafer {w1:.8f} torch {t1:.8f}: abs {abs(w1 - t1):.2e} (tol abs {LOSS1_ATOL:g} + rel {LOSS1_RTOL:g}; "
@@ -433,8 +457,8 @@ def test_ws_case(wafersim, workdir, case):
 
     ck = onnx.load(os.path.join(out, "checkpoint.onnx"))
     meta = {p.key: p.value for p in ck.metadata_props}
-    check(name, "onnx", meta.get("wafersim.mode") == "weight-streaming" and meta.get("wafersim.step") == str(WS_STEPS)
-          and meta.get("wafersim.optimizer") == optimizer and meta.get("wafersim.batch") == str(BATCH),
+    check(name, "onnx", meta.get("wafersim.mode") == "weight-streaming"
+          and meta.get("wafersim.step") == str(steps) and meta.get("wafersim.optimizer") == optimizer and meta.get("wafersim.batch") == str(BATCH),
           f"metadata mode {meta.get('wafersim.mode')} step {meta.get('wafersim.step')} optimizer "
           f"{meta.get('wafersim.optimizer')} batch {meta.get('wafersim.batch')}")
     inits = {t.name: numpy_helper.to_array(t) for t in ck.graph.initializer}
