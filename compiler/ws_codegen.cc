@@ -119,7 +119,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as.data(".space acc, fp32, " + S(m));
   // Convolutions (conv_forward, conv_backward below): per layer a table of its taps, 4 words
   // each: the byte offset of its first input element in a sample's planes (and of its dx), that
-  // of its first output in the plane of sums, the elements of an output row, the output rows;
+  // of its first output in the plane of sums, the elements of an output row, all its elements;
   // one plane of sums; the current sample's X and dx and the current dW element.
   int cplane = 0;
   for (int l = 0; l < L; ++l) {
@@ -130,7 +130,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     for (const ConvTap& t : conv_taps(cv)) {
       const long long xo = 4LL * ((static_cast<long long>(t.ci) * cv.h + t.oy0 * cv.sh - cv.pt + t.ky) * cv.w + t.ox0 * cv.sw - cv.pl + t.kx);
       const long long ao = 4LL * (static_cast<long long>(t.oy0) * cv.wo + t.ox0);
-      tbl += ", " + S(t.oy1 > t.oy0 ? xo : 0) + ", " + S(ao) + ", " + S(t.ox1 - t.ox0) + ", " + S(t.oy1 - t.oy0);
+      tbl += ", " + S(t.oy1 > t.oy0 ? xo : 0) + ", " + S(ao) + ", " + S(t.ox1 - t.ox0) + ", " + S(static_cast<long long>(t.oy1 - t.oy0) * (t.ox1 - t.ox0));
     }
     as.data(tbl);
   }
@@ -422,19 +422,26 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
 
   // A convolution's work for one output (its weights w[co][c kh kw] in r12's buffer), sample by
   // sample from X{l} ([s][c][h][w]): the plane of sums cleared, then per tap (the table ct{l},
-  // in the order of ConvTap) per output row one vaxpy of the tap's weight times the input row
-  // into the row of sums; the plane goes down the column to the root. Registers: r2 sample, r5
-  // the tap's weight, r6 its table entry, r7 tap, r8 rows left, r13 r14 scratch.
+  // in the order of ConvTap) one vaxpy of the tap's weight times its window of the input (a
+  // two-dimensional operand: drows, rows of the valid outputs' inputs) into the valid part of
+  // the plane; the plane goes down the column to the root. Registers: r2 sample, r5 the tap's
+  // weight, r6 its table entry, r7 tap, r13 r14 scratch.
+  auto tap_shape = [&](const ConvParams& cv, const std::vector<std::string>& win, const std::vector<std::string>& out) {
+    as << "ld32 r13, [r6+8]" << "li r14, " + S(static_cast<long long>(cv.sh) * cv.w);
+    for (const std::string& d : win) as << "drows " + d + ", r13, r14";
+    as << "li r14, " + S(cv.wo);
+    for (const std::string& d : out) as << "drows " + d + ", r13, r14";
+  };
   auto conv_forward = [&](int l) {
     const ConvParams& cv = p.conv[static_cast<size_t>(l)];
     const std::string L_ = S(l);
     as << "li r2, 0" << "li r13, X" + L_ << "st32 [r0+xbase], r13";
     as << "cs_" + L_ + ":" << "vfill.fp32 " + dCacc + ", r0" << "mov r5, r12" << "li r6, ct" + L_ << "li r7, 0";
-    as << "ct_" + L_ + ":" << "ld32 r8, [r6+12]" << "beq r8, r0, cn_" + L_ << "ld32 r13, [r6]" << "ld32 r14, [r0+xbase]"
-       << "add r13, r13, r14" << "dbase " + dCx + ", r13" << "ld32 r13, [r6+4]" << "li r14, cacc" << "add r13, r13, r14"
-       << "dbase " + dCa + ", r13" << "ld32 r13, [r6+8]" << "dlen " + dCx + ", r13" << "dlen " + dCa + ", r13" << "ld32 r14, [r5]";
-    as << "cr_" + L_ + ":" << "vaxpy.fp32 " + dCa + ", " + dCx + ", r14" << "daddb " + dCa + ", " + S(4LL * cv.wo)
-       << "daddb " + dCx + ", " + S(4LL * cv.sh * cv.w) << "addi r8, r8, -1" << "bne r8, r0, cr_" + L_;
+    as << "ct_" + L_ + ":" << "ld32 r13, [r6+12]" << "beq r13, r0, cn_" + L_ << "dlen " + dCx + ", r13" << "dlen " + dCa + ", r13";
+    tap_shape(cv, {dCx}, {dCa});
+    as << "ld32 r13, [r6]" << "ld32 r14, [r0+xbase]" << "add r13, r13, r14" << "dbase " + dCx + ", r13" << "ld32 r13, [r6+4]"
+       << "li r14, cacc" << "add r13, r13, r14" << "dbase " + dCa + ", r13" << "ld32 r14, [r5]"
+       << "vaxpy.fp32 " + dCa + ", " + dCx + ", r14";
     as << "cn_" + L_ + ":" << "addi r5, r5, 4" << "addi r6, r6, 16" << "addi r7, r7, 1" << "li r13, " + S(cv.taps())
        << "bne r7, r13, ct_" + L_;
     as << "vmov.fp32 " + dChP + ", " + dCacc;
@@ -442,26 +449,25 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
        << "addi r2, r2, 1" << "li r14, " + S(m) << "bne r2, r14, cs_" + L_;
   };
   // Its backward work for one output: dz of the output is at r4 ([s][plane], the root's), and
-  // per sample, tap and output row a vaxpy of the weight times the dz row into the dx row (not
-  // in the first layer) and a vfmac of the dz row and the input row into the tap's dW element
-  // (dwp; the dW row starts at 0). r4 moves past the output's dz.
+  // per sample and tap a vaxpy of the weight times the tap's dz into its window of dx (not in
+  // the first layer) and a vfmac of that dz and the input window into the tap's dW element
+  // (dwp; the dW row starts at 0), row after row of the window. r4 moves past the output's dz.
   auto conv_backward = [&](int l) {
     const ConvParams& cv = p.conv[static_cast<size_t>(l)];
     const std::string P_ = S(2 * L - 1 - l);
     as << "li r2, 0" << "li r13, X" + S(l) << "st32 [r0+xbase], r13";
     if (l > 0) as << "li r13, dx" << "st32 [r0+dxbase], r13";
     as << "cbs_" + P_ + ":" << "mov r5, r12" << "li r6, ct" + S(l) << "li r7, 0" << "addi r13, r12, " + S(2 * B4) << "st32 [r0+dwp], r13";
-    as << "cbt_" + P_ + ":" << "ld32 r8, [r6+12]" << "beq r8, r0, cbn_" + P_ << "ld32 r13, [r6]" << "ld32 r14, [r0+xbase]"
-       << "add r14, r13, r14" << "dbase " + dCx + ", r14";
-    if (l > 0) as << "ld32 r14, [r0+dxbase]" << "add r14, r13, r14" << "dbase " + dCdx + ", r14";
-    as << "ld32 r13, [r6+4]" << "add r13, r13, r4" << "dbase " + dCz + ", r13" << "ld32 r13, [r6+8]" << "dlen " + dCx + ", r13"
-       << "dlen " + dCz + ", r13" << "dlen " + dCw0 + ", r13";
+    as << "cbt_" + P_ + ":" << "ld32 r13, [r6+12]" << "beq r13, r0, cbn_" + P_ << "dlen " + dCx + ", r13" << "dlen " + dCz + ", r13"
+       << "dlen " + dCw0 + ", r13";
     if (l > 0) as << "dlen " + dCdx + ", r13";
-    as << "ld32 r13, [r0+dwp]" << "dbase " + dCw0 + ", r13" << "ld32 r14, [r5]";
-    as << "cbr_" + P_ + ":";
-    if (l > 0) as << "vaxpy.fp32 " + dCdx + ", " + dCz + ", r14" << "daddb " + dCdx + ", " + S(4LL * cv.sh * cv.w);
-    as << "vfmac.fp32 " + dCw0 + ", " + dCz + ", " + dCx + ", " + dCw0 << "daddb " + dCz + ", " + S(4LL * cv.wo)
-       << "daddb " + dCx + ", " + S(4LL * cv.sh * cv.w) << "addi r8, r8, -1" << "bne r8, r0, cbr_" + P_;
+    tap_shape(cv, l > 0 ? std::vector<std::string>{dCx, dCdx} : std::vector<std::string>{dCx}, {dCz});
+    as << "ld32 r13, [r6]" << "ld32 r14, [r0+xbase]" << "add r14, r13, r14" << "dbase " + dCx + ", r14";
+    if (l > 0) as << "ld32 r14, [r0+dxbase]" << "add r14, r13, r14" << "dbase " + dCdx + ", r14";
+    as << "ld32 r13, [r6+4]" << "add r13, r13, r4" << "dbase " + dCz + ", r13" << "ld32 r13, [r0+dwp]" << "dbase " + dCw0 + ", r13"
+       << "ld32 r14, [r5]";
+    if (l > 0) as << "vaxpy.fp32 " + dCdx + ", " + dCz + ", r14";
+    as << "vfmac.fp32 " + dCw0 + ", " + dCz + ", " + dCx + ", " + dCw0;
     as << "cbn_" + P_ + ":" << "addi r5, r5, 4" << "addi r6, r6, 16" << "ld32 r13, [r0+dwp]" << "addi r13, r13, 4"
        << "st32 [r0+dwp], r13" << "addi r7, r7, 1" << "li r13, " + S(cv.taps()) << "bne r7, r13, cbt_" + P_;
     const long long xb = 4LL * p.width[static_cast<size_t>(l)];

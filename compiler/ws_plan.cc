@@ -151,37 +151,31 @@ int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
 
 // The cost of a convolution's passes on its one feature row (ws_codegen.cc, conv_forward and
 // conv_backward) and at the roots (bias, activation, pooling; its backward), per pass. Per
-// output, per sample: the plane's clearing and per tap a table read and per valid output row
-// one vector op (forward a vaxpy; backward a vaxpy for dx, not in the first layer, and a
-// vfmac into the dW element, whose three reads take two cycles an element) with its loop turn.
-// The root's work per output runs beside the rows' (it takes output o while they compute
-// o + 1), so a pass takes the slower of the two per output.
+// output, per sample: the plane's clearing, per tap its table entry and descriptors (kTapF,
+// kTapB instructions and a loop turn) and its vector ops over the tap's window (two-dimensional
+// operands: one element a step): forward a vaxpy, backward a vaxpy into dx (not in the first
+// layer) and a vfmac into the dW element (three reads: two cycles an element); the plane down
+// the column. The root's work per output runs beside the rows' (it takes output o while they
+// compute o + 1), so a pass takes the slower of the two per output.
 WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long weights) {
-  constexpr double kTapTurn = 16;  // a tap's table reads, descriptors and loop turn
-  constexpr double kRowTurn = 5;   // an output row's descriptor moves and loop turn
-  constexpr double kRootOp = 6;    // a root vector op's issue and its loop's share
+  constexpr double kTapF = 22, kTapB = 36;  // a tap's scalar instructions (ws_codegen.cc)
+  constexpr double kSample = 10;            // a sample's loop turn and bookkeeping
+  constexpr double kRootOp = 6;             // a root vector op's issue and its loop's share
   const ConvParams& c = p.conv[static_cast<size_t>(l)];
   const PoolParams& q = p.pool[static_cast<size_t>(l)];
-  const double m = p.m, refetch = hw.core.decode_latency - 1;
-  const double fmac = std::max(1, hw.core.fmac_fp32), add = std::max(1, hw.core.add_fp32);
+  const double m = p.m, refetch = hw.core.decode_latency - 1, add = std::max(1, hw.core.add_fp32);
   const double P = static_cast<double>(c.ho) * c.wo, Pq = p.qplane(l), co = c.co;
-  double fwd_taps = 0, bwd_taps = 0;
-  for (int ky = 0; ky < c.kh; ++ky) {
-    int rows = 0;
-    for (int oy = 0; oy < c.ho; ++oy) rows += oy * c.sh - c.pt + ky >= 0 && oy * c.sh - c.pt + ky < c.h;
-    for (int kx = 0; kx < c.kw; ++kx) {
-      int n = 0;
-      for (int ox = 0; ox < c.wo; ++ox) n += ox * c.sw - c.pl + kx >= 0 && ox * c.sw - c.pl + kx < c.w;
-      if (rows == 0 || n == 0) continue;
-      const double strided = c.sw > 1 ? n : std::ceil(n / fmac);
-      fwd_taps += rows * (strided + kRowTurn + refetch);
-      bwd_taps += rows * ((l > 0 ? strided : 0.0) + 2.0 * n + (l > 0 ? 2 : 1) * kRowTurn + refetch);
-    }
+  double window = 0;  // the taps' window elements, summed
+  int live = 0;       // taps with a window
+  for (const ConvTap& t : conv_taps(c)) {
+    window += static_cast<double>(t.oy1 - t.oy0) * (t.ox1 - t.ox0);
+    live += t.oy1 > t.oy0;
   }
-  fwd_taps = c.c * fwd_taps + c.taps() * (kTapTurn + refetch);
-  bwd_taps = c.c * bwd_taps + c.taps() * (kTapTurn + refetch);
-  const double row_f = m * (P / add + fwd_taps + P) + kPerOutput;  // clear, taps, the plane down the column
-  const double row_b = m * bwd_taps + c.taps() / add + kPerOutput;
+  const double taps = c.taps();
+  const double row_f = m * (P / add + window + live * kTapF + taps * (5 + refetch) + P + kSample) + kPerOutput;
+  // Three cycles per window element either way: a vaxpy and a two-cycle vfmac, or in the first
+  // layer (no dx) the vfmac alone, measured at about three (docs/performance.md).
+  const double row_b = m * (3.0 * window + live * kTapB + taps * (8 + refetch) + kSample) + taps / add + kPerOutput;
   // The root per output: the sums in, the bias and activation (a few ops over m P), the pooling
   // (an op per pooled row and window tap), the pooled plane back up; backward the pooled
   // gradient in, its spreading over the windows (four ops per tap and row: max), the
@@ -195,7 +189,9 @@ WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long w
   e.stream_cycles = static_cast<double>(weights) / p.channel_rate;
   e.fwd_stream_cycles = e.bwd_stream_cycles = e.stream_cycles;
   e.fwd_cycles = co * std::max(row_f, root_f) + std::min(row_f, root_f);
-  e.bwd_cycles = co * std::max(row_b, root_b) + std::min(row_b, root_b);
+  // Backward, the roots spread every output's gradient before the rows start the pass (they
+  // need the whole dz): in series.
+  e.bwd_cycles = co * (row_b + root_b);
   e.egress_cycles = static_cast<double>(weights) / p.channel_rate;
   e.turn_cycles = (p.root_y - p.row_y.front()) * hw.router.hop_latency + kPerOutput;
   return e;
@@ -422,6 +418,21 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   p.row_bytes = row_bytes(m);
   p.root_db_buffer = root_bytes(m, true) <= sram;
   p.root_bytes = root_bytes(m, p.root_db_buffer);
+  if (p.row_bytes > sram && p.any_conv() && m == 1) {
+    // One sample a column and still too large: its planes do not fit one PE.
+    int widest = -1;
+    long most = 0;
+    for (int l = 0; l < L; ++l) {
+      const long n = static_cast<long>(p.outs[static_cast<size_t>(l)]) * p.oplane(l);
+      if (p.is_conv(l) && n > most) most = n, widest = l;
+    }
+    const ConvParams& c = p.conv[static_cast<size_t>(widest)];
+    throw CompileError("weight-streaming: a model with convolutions runs on one feature row, whose PE holds a sample's planes whole "
+                       "(docs/weight-streaming.md#convolutions): with one sample per column it needs " + S(p.row_bytes) +
+                       " bytes of SRAM, the core has " + S(sram) + "; the largest buffer is the gradient of the output of '" +
+                       g.layers[static_cast<size_t>(widest)].name + "', " + S(c.co) + " x " + S(c.ho) + " x " + S(c.wo) +
+                       " = " + S(4 * most) + " bytes. Use fewer channels or smaller planes (a stride, a pooling earlier), or a larger core.sram_kb");
+  }
   if (p.row_bytes > sram) {
     // A row's PE holds the gathered dy of the widest layer output whole (ws_codegen.cc), however
     // many rows share the inputs: where that alone (with code and an empty slice) outgrows SRAM,

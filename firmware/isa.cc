@@ -74,6 +74,7 @@ const OpInfo kOpInfo[] = {
     {"vfmacs", "d,d,d,r", true, false},
     {"ctl", "c", false, false},
     {"swadv", "c", false, false},
+    {"drows", "d,r,r", false, false},
 };
 static_assert(sizeof(kOpInfo) / sizeof(kOpInfo[0]) == static_cast<size_t>(Op::kCount), "op table out of step");
 

@@ -44,6 +44,10 @@ enum class Op : uint8_t {
   // on that color before it has left that router; nothing is sent (the SDK's advance_switch on
   // a fabric output). Tree reductions forward later children's data this way.
   kSwadv,
+  // Gives a memory descriptor a second dimension: rows of rN elements (each `stride` apart), rS
+  // elements from one row's start to the next (the SDK's mem4d_dsd, two of its four dimensions);
+  // rN = 0 makes it one-dimensional again, as dmem does.
+  kDrows,
   kCount
 };
 

@@ -304,16 +304,35 @@ bool PeCore::mem_store(uint64_t now, uint32_t addr, int bytes, uint32_t v) {
   return true;
 }
 
-uint32_t PeCore::elem_addr(const Dsd& d, uint32_t i, int bytes) const {
-  return d.base + static_cast<uint32_t>(static_cast<int64_t>(i) * d.stride * bytes);
+void PeCore::dsd_span(const Dsd& d, uint32_t from, uint32_t n, int bytes, int64_t* lo, int64_t* hi) {
+  *lo = INT64_MAX;
+  *hi = INT64_MIN;
+  auto at = [&](int64_t row, int64_t c) {
+    const int64_t a = static_cast<int64_t>(d.base) + (row * (d.rowlen ? d.rowstride : 0) + c * d.stride) * bytes;
+    *lo = std::min(*lo, a);
+    *hi = std::max(*hi, a + bytes);
+  };
+  if (n == 0) return;
+  if (d.rowlen == 0) {
+    at(0, from);
+    at(0, static_cast<int64_t>(from) + n - 1);
+    return;
+  }
+  // Two-dimensional: the address is affine in (row, column), so its extremes over the first
+  // row's part, the whole rows between and the last row's part lie at their corners.
+  const int64_t r0 = from / d.rowlen, c0 = from % d.rowlen, r1 = (static_cast<int64_t>(from) + n - 1) / d.rowlen;
+  const int64_t c1 = (static_cast<int64_t>(from) + n - 1) % d.rowlen, last = static_cast<int64_t>(d.rowlen) - 1;
+  at(r0, c0);
+  at(r0, r0 == r1 ? c1 : last);
+  if (r1 - r0 >= 2) at(r0 + 1, 0), at(r0 + 1, last), at(r1 - 1, 0), at(r1 - 1, last);
+  if (r1 > r0) at(r1, 0), at(r1, c1);
 }
 
 bool PeCore::mem_range_ok(const Dsd& d, uint32_t from, uint32_t n, int bytes) const {
   if (n == 0) return true;
-  const int64_t a = static_cast<int64_t>(d.base) + static_cast<int64_t>(from) * d.stride * bytes;
-  const int64_t b = a + static_cast<int64_t>(n - 1) * d.stride * bytes;
-  const int64_t lo = std::min(a, b), hi = std::max(a, b) + bytes;
-  return lo >= 0 && hi <= m_sram_bytes && (d.base & static_cast<uint32_t>(bytes - 1)) == 0;
+  int64_t lo, hi;
+  dsd_span(d, from, n, bytes, &lo, &hi);
+  return lo >= 0 && hi <= static_cast<int64_t>(m_sram_bytes) && (d.base & static_cast<uint32_t>(bytes - 1)) == 0;
 }
 
 namespace {
@@ -452,6 +471,10 @@ bool PeCore::exec_scalar(uint64_t now, Resources& res) {
     case Op::kDbase: m_dsd[g[0]].base = r[g[1]]; break;
     case Op::kDaddb: m_dsd[g[0]].base += static_cast<uint32_t>(in.imm); break;
     case Op::kDstride: m_dsd[g[0]].stride = static_cast<int32_t>(r[g[1]]); break;
+    case Op::kDrows:
+      m_dsd[g[0]].rowlen = r[g[1]];
+      m_dsd[g[0]].rowstride = static_cast<int32_t>(r[g[2]]);
+      break;
     case Op::kFilt: {
       Queue& q = m_inq[m_queue_of_color[g[0] & 31]];
       q.flo = r[g[1]];
@@ -519,9 +542,9 @@ uint64_t PeCore::pure_run_end(uint64_t t) const {
   const VecOp& op = m_main_op;
   if (op.active && op.sum) return pure_run<true>(t, 1u << op.in.reg[0], 0, 0);
   if (op.active && op.dst.kind == kMemDsd && op.done < op.total) {
-    const int64_t step = int64_t{op.dst.stride} * op.dbytes;
-    const int64_t a = int64_t{op.dst.base} + step * op.done, b = int64_t{op.dst.base} + step * (op.total - 1);
-    return pure_run<true>(t, 0, static_cast<uint64_t>(std::min(a, b)), static_cast<uint64_t>(std::max(a, b)) + op.dbytes);
+    int64_t lo, hi;
+    dsd_span(op.dst, op.done, op.total - op.done, op.dbytes, &lo, &hi);
+    return pure_run<true>(t, 0, static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(std::max<int64_t>(hi, 0)));
   }
   return pure_run<false>(t, 0, 0, 0);
 }
@@ -552,7 +575,7 @@ uint64_t PeCore::pure_run(uint64_t t, uint32_t unknown, uint64_t dlo, uint64_t d
       switch (in.op) {
         case Op::kNop: case Op::kActivate: case Op::kBlock: case Op::kUnblock:
         case Op::kDmem: case Op::kDfin: case Op::kDfout: case Op::kDlen: case Op::kDbase: case Op::kDaddb:
-        case Op::kDstride:
+        case Op::kDstride: case Op::kDrows:
           break;
         case Op::kLd16: case Op::kLd32: {
           if (kTrack && (unknown & (1u << in.reg[1]))) return t;

@@ -70,7 +70,17 @@ class PeCore : public PeAgent {
     int32_t stride = 1;     // memory: elements
     uint32_t base = 0;      // memory: byte address
     uint32_t len = 0;
+    uint32_t rowlen = 0;     // memory, two-dimensional (drows): elements per row (0: one row)
+    int32_t rowstride = 0;   // memory, two-dimensional: elements from a row's start to the next's
   };
+  // The bytes [lo, hi) that elements from .. from + n - 1 of memory descriptor d cover (n > 0).
+  static void dsd_span(const Dsd& d, uint32_t from, uint32_t n, int bytes, int64_t* lo, int64_t* hi);
+  // The byte address of element i of memory descriptor d (elements of `bytes`).
+  static uint32_t dsd_addr(const Dsd& d, uint32_t i, int bytes) {
+    if (d.rowlen == 0) return d.base + static_cast<uint32_t>(static_cast<int64_t>(i) * d.stride * bytes);
+    const int64_t e = static_cast<int64_t>(i / d.rowlen) * d.rowstride + static_cast<int64_t>(i % d.rowlen) * d.stride;
+    return d.base + static_cast<uint32_t>(e * bytes);
+  }
   // A queue slot: the payload and (input queues) the cycle it becomes readable. The slots of all
   // of a core's queues are one block (m_qmem), a queue's consecutive.
   struct QSlot {
@@ -175,7 +185,6 @@ class PeCore : public PeAgent {
   bool pick_task(uint64_t now);
   uint32_t mem_load(uint64_t now, uint32_t addr, int bytes, bool* ok);
   bool mem_store(uint64_t now, uint32_t addr, int bytes, uint32_t v);
-  uint32_t elem_addr(const Dsd& d, uint32_t i, int bytes) const;
   bool mem_range_ok(const Dsd& d, uint32_t from, uint32_t n, int bytes) const;
 
   const CoreConfig m_cfg;

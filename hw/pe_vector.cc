@@ -97,8 +97,9 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
                        ", length " + std::to_string(d.len) + ") is misaligned or outside SRAM");
         return false;
       }
-      const int64_t a = d.base, b = static_cast<int64_t>(elem_addr(d, op.total ? op.total - 1 : 0, dbytes));
-      if (op.total && std::min(a, b) < m_code_bytes) {
+      int64_t lo = 0, hi = 0;
+      if (op.total) dsd_span(d, 0, op.total, dbytes, &lo, &hi);
+      if (op.total && lo < static_cast<int64_t>(m_code_bytes)) {
         fault(now, std::string(op_info(in.op).mnemonic) + ": destination would overwrite code");
         return false;
       }
@@ -112,14 +113,14 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
     op.sbytes[k] = static_cast<uint8_t>(src_bytes(k));
     if (op.src[k].kind == kMemDsd) {
       ++op.reads;
-      if (op.src[k].stride != 1) op.one_per_step = true;
+      if (op.src[k].stride != 1 || op.src[k].rowlen) op.one_per_step = true;
     } else {
       op.one_per_step = true;
     }
   }
   op.dbytes = static_cast<uint8_t>(dbytes);
   op.writes = !sum && op.dst.kind == kMemDsd ? 1 : 0;
-  if (!sum && (op.dst.kind != kMemDsd || op.dst.stride != 1)) op.one_per_step = true;
+  if (!sum && (op.dst.kind != kMemDsd || op.dst.stride != 1 || op.dst.rowlen)) op.one_per_step = true;
   op.port_cycles = static_cast<uint8_t>(std::max(1, (op.reads + m_cfg.read_ports - 1) / m_cfg.read_ports));
   op.mem_only = op.reads == op.nsrc && (sum || op.dst.kind == kMemDsd);
   op.f32 = sum || in.fmt2 == NumFormat::kF32;
@@ -130,6 +131,7 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
   if (op.mem_only && op.reads >= 2 && op.reads <= m_cfg.read_ports) {
     bool same = true;
     for (int k = 1; k < op.nsrc; ++k) same = same && op.src[k].stride * op.sbytes[k] == op.src[0].stride * op.sbytes[0];
+    for (int k = 0; k < op.nsrc; ++k) same = same && op.src[k].rowlen == 0;  // two-dimensional: not one fixed advance
     if (same) {
       const uint32_t kk = op.one_per_step ? 1u : static_cast<uint32_t>(op.rate);
       uint64_t banks = 0;
@@ -174,7 +176,10 @@ inline float PeCore::apply(VecOp& op, const float* v, bool* raw_copy) {
 }
 
 bool PeCore::elements_f32(VecOp& op, uint32_t k) {
-  if (op.sum || op.in.fmt2 != NumFormat::kF32) return false;
+  if (op.sum || op.in.fmt2 != NumFormat::kF32 || op.dst.rowlen) return false;
+  for (int s = 0; s < op.nsrc; ++s) {
+    if (op.src[s].rowlen) return false;  // the runs below step by a fixed stride
+  }
   for (int s = 0; s < op.nsrc; ++s) {
     if (op.sfmt[s] != NumFormat::kF32) return false;
   }
@@ -234,7 +239,7 @@ inline void PeCore::element_f32(VecOp& op) {
   for (int s = 0; s < op.nsrc; ++s) {
     const Dsd& d = op.src[s];
     if (d.kind == kMemDsd) {
-      std::memcpy(&raw[s], sram + mem_addr(d.base, d.stride, i, 4), 4);
+      std::memcpy(&raw[s], sram + dsd_addr(d, i, 4), 4);
     } else {
       raw[s] = take_input(m_inq[d.queue]);
     }
@@ -245,7 +250,7 @@ inline void PeCore::element_f32(VecOp& op) {
   if (op.sum) return;
   const uint32_t out = raw_copy ? raw[0] : f32_bits(r);
   if (op.dst.kind == kMemDsd) {
-    std::memcpy(sram + mem_addr(op.dst.base, op.dst.stride, i, 4), &out, 4);
+    std::memcpy(sram + dsd_addr(op.dst, i, 4), &out, 4);
   } else {
     put_output(op.dst.queue, out);
   }
@@ -271,7 +276,7 @@ void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict
       const Dsd& d = op.src[s];
       const int bytes = op.sbytes[s];
       if (kMemOnly || d.kind == kMemDsd) {
-        raw[s] = read_elem(sram + mem_addr(d.base, d.stride, i, bytes), bytes);
+        raw[s] = read_elem(sram + dsd_addr(d, i, bytes), bytes);
       } else {
         raw[s] = take_input(m_inq[d.queue]);
         if (bytes == 2) raw[s] &= 0xffff;
@@ -283,7 +288,7 @@ void PeCore::finish_step(uint64_t now, VecOp& op, uint32_t k, bool self_conflict
     if (op.sum) continue;
     const uint32_t out = raw_copy ? raw[0] : narrow(dfmt, r, bias);
     if (kMemOnly || op.dst.kind == kMemDsd) {
-      std::memcpy(sram + mem_addr(op.dst.base, op.dst.stride, i, op.dbytes), &out, op.dbytes);
+      std::memcpy(sram + dsd_addr(op.dst, i, op.dbytes), &out, op.dbytes);
     } else {
       put_output(op.dst.queue, out);
     }
@@ -305,7 +310,7 @@ bool PeCore::solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const {
   uint64_t banks = 0;
   for (int s = 0; s < op.nsrc; ++s) {
     const Dsd& d = op.src[s];
-    const uint64_t mine = bank_span(mem_addr(d.base, d.stride, i, op.sbytes[s]), k * op.sbytes[s] / 2u, m_cfg.sram_banks);
+    const uint64_t mine = bank_span(dsd_addr(d, i, op.sbytes[s]), k * op.sbytes[s] / 2u, m_cfg.sram_banks);
     if (mine & banks) return true;
     banks |= mine;
   }
@@ -318,6 +323,7 @@ bool PeCore::solo_conflict(const VecOp& op, uint32_t i, uint32_t k) const {
 bool PeCore::solo_banks_periodic(const VecOp& op) const {
   for (int s = 0; s < op.nsrc; ++s) {
     const Dsd& d = op.src[s];
+    if (d.rowlen) return false;
     const int64_t step = int64_t{d.stride} * op.sbytes[s];
     const int64_t first = int64_t{d.base} + int64_t{op.done} * step, last = int64_t{d.base} + int64_t{op.total - 1} * step;
     if (std::min(first, last) < 0 || std::max(first, last) > int64_t{UINT32_MAX}) return false;
@@ -390,7 +396,7 @@ int PeCore::step_vector(uint64_t now, VecOp& op, Resources& res) {
     const Dsd& d = op.src[s];
     if (d.kind != kMemDsd) continue;
     // One element, or k consecutive ones (stride 1): consecutive 16-bit words either way.
-    const uint64_t mine = bank_span(mem_addr(d.base, d.stride, op.done, op.sbytes[s]), k * op.sbytes[s] / 2u, nb);
+    const uint64_t mine = bank_span(dsd_addr(d, op.done, op.sbytes[s]), k * op.sbytes[s] / 2u, nb);
     // Reads spread over several port cycles are assumed to be ordered around conflicts.
     if ((mine & banks) && reads <= m_cfg.read_ports) self_conflict = true;
     banks |= mine;

@@ -495,6 +495,65 @@ TEST(CoreFabric, StrideZeroDestinationAccumulatesInElementOrder) {
   EXPECT_EQ(c->stats().vector_elems, 6u);
 }
 
+// drows gives a memory descriptor rows: a window of a plane (rows of 3 elements, stride 2, rows
+// 8 apart) as one operand of a vaxpy into a 2-D destination (rows of 3, 4 apart), one element a
+// step; dmem makes it one-dimensional again; a 2-D operand outside SRAM faults. The
+// convolutions of weight streaming read their taps' windows this way (ws_codegen.cc).
+TEST(CoreFabric, TwoDimensionalDescriptorsWalkRowsOfAPlane) {
+  CoreRig rig(1);
+  std::string plane;
+  for (int i = 0; i < 32; ++i) plane += (i ? ", " : "") + std::to_string(i) + ".5";
+  PeCore* c = rig.add(0, 0, R"(
+    .task 0, main, active
+    .data x, fp32, )" + plane + R"(
+    .space y, fp32, 12
+    .space z, fp32, 4
+    main:
+      dmem d0, x, 9, 2
+      li r1, 3
+      li r2, 8
+      drows d0, r1, r2
+      dmem d1, y, 9, 1
+      li r2, 4
+      drows d1, r1, r2
+      lif r3, 2.0
+      vaxpy.fp32 d1, d0, r3
+      dmem d0, x, 4, 1
+      dmem d2, z, 4, 1
+      vmov.fp32 d2, d0
+      halt
+  )");
+  rig.halt_cycle(c);
+  const auto y = rig.read_f32(c, "y", 12), z = rig.read_f32(c, "z", 4);
+  for (int r = 0; r < 3; ++r) {
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(y[static_cast<size_t>(4 * r + k)], 2.0f * (static_cast<float>(8 * r + 2 * k) + 0.5f)) << r << "," << k;
+    EXPECT_EQ(y[static_cast<size_t>(4 * r + 3)], 0.0f) << "the gap between the destination's rows";
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(z[static_cast<size_t>(i)], static_cast<float>(i) + 0.5f) << "dmem: one-dimensional again";
+  EXPECT_EQ(c->stats().vector_elems, 13u);
+
+  CoreRig bad(1);
+  bad.add(0, 0, R"(
+    .task 0, main, active
+    .space x, fp32, 4
+    .space y, fp32, 4
+    main:
+      dmem d0, x, 4, 1
+      li r1, 2
+      li r2, 100000
+      drows d0, r1, r2
+      dmem d1, y, 4, 1
+      vmov.fp32 d1, d0
+      halt
+  )");
+  try {
+    bad.run_until_halted(1000);
+    FAIL() << "expected a PeFaultError";
+  } catch (const PeFaultError& e) {
+    EXPECT_TRUE(contains(e.what(), "outside SRAM")) << e.what();
+  }
+}
+
 // Same program, same results and cycle counts whatever the thread count and visiting order.
 TEST(CoreFabric, DeterministicAcrossThreadsAndVisitOrders) {
   struct Result {

@@ -195,6 +195,78 @@ TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
   EXPECT_FALSE(contains(r.out, "every node is supported")) << r.out;
 }
 
+// Convolutions and pooling the kernels do not take are refused by name, with exit 2: grouped
+// convolutions, overlapping or padded pooling, a convolution feeding the loss, a CNN in
+// layer-pipelined mode, and (weight streaming) planes that do not fit a PE's SRAM.
+TEST(Compiler, ConvolutionRefusalsNameTheNode) {
+  auto ints = [](onnx::NodeProto* n, const std::string& key, const std::vector<int64_t>& v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  // Conv (co channels, 3 x 3) over 1 x h x h, then `pool` (k x k, stride s; "" none), Flatten, a Linear.
+  auto cnn = [&](const std::string& name, int64_t co, int64_t h, int64_t group, const std::string& pool, int64_t k, int64_t s,
+                 bool pads, bool dense = true) {
+    Graph g;
+    g.input("input", onnx::TensorProto::FLOAT, {-1, group, h, h});
+    g.init("conv.weight", {co, 1, 3, 3});
+    onnx::NodeProto* c = g.node("Conv", "/conv/Conv", {"input", "conv.weight"}, "c");
+    if (group != 1) Graph::attr(c, "group", group);
+    g.node("Relu", "/relu/Relu", {"c"}, "r");
+    std::string cur = "r";
+    int64_t hw = h - 2;
+    if (!pool.empty()) {
+      onnx::NodeProto* p = g.node(pool, "/pool/" + pool, {cur}, "p");
+      if (pool != "GlobalAveragePool") {
+        ints(p, "kernel_shape", {k, k});
+        ints(p, "strides", {s, s});
+        if (pads) ints(p, "pads", {1, 1, 1, 1});
+        hw = (hw + (pads ? 2 : 0) - k) / s + 1;
+      } else {
+        hw = 1;
+      }
+      cur = "p";
+    }
+    g.node("Flatten", "/flatten/Flatten", {cur}, "flat");
+    if (dense) {
+      g.linear("fc", "flat", "logits", co * hw * hw, 4);
+      g.output("logits", 4);
+    } else {
+      g.output("flat", co * hw * hw);
+    }
+    return g.save(name);
+  };
+  CmdResult r = compile({cnn("conv_group", 2, 6, 2, "", 0, 0, false), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "group = 2; the kernels take group 1 only")) << r.err;
+  EXPECT_TRUE(contains(r.err, "node '/conv/Conv'")) << r.err;
+  r = compile({cnn("pool_overlap", 2, 9, 1, "MaxPool", 3, 2, false), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "overlapping windows (strides below the kernel) are not supported yet: node '/pool/MaxPool'")) << r.err;
+  r = compile({cnn("pool_pads", 2, 8, 1, "AveragePool", 2, 2, true), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "pooling takes no padding yet: node '/pool/AveragePool'")) << r.err;
+  r = compile({cnn("conv_last", 4, 6, 1, "GlobalAveragePool", 0, 0, false, false), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "must be a dense layer (Gemm or MatMul)")) << r.err;
+  const std::string ok = cnn("conv_ok", 4, 10, 1, "MaxPool", 2, 2, false);
+  r = compile({ok, "--validate-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "/conv/Conv: conv 4 x 1 x 3 x 3 (stride 1x1, pads 0,0) over 1 x 10 x 10 + relu + maxpool 2x2 -> 4 x 4 x 4")) << r.out;
+  r = compile({ok, "--mode", "layer-pipelined", "--compile-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "the convolution '/conv/Conv' runs in weight-streaming mode only so far")) << r.err;
+  r = compile({ok, "--mode", "auto", "--compile-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "mode auto: weight streaming")) << r.out;
+  // 64 channels of 62 x 62: 984 KB of gradient for one sample.
+  r = compile({cnn("conv_big", 64, 64, 1, "MaxPool", 2, 2, false), "--mode", "weight-streaming", "--compile-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "holds a sample's planes whole")) << r.err;
+  EXPECT_TRUE(contains(r.err, "the gradient of the output of '/conv/Conv', 64 x 62 x 62")) << r.err;
+}
+
 TEST(Compiler, MalformedAndTruncatedFilesAreNotValidOnnx) {
   const std::string garbage = model_path("garbage");
   write_text(garbage, "this is not a protobuf \xff\xfe\x01 at all\n");
