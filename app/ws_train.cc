@@ -103,15 +103,29 @@ void write_ws_checkpoint(const std::string& src, const std::string& dst, const K
     add_extra(d.weight + ".momentum_buffer", ws.momentum_buffer.empty() ? ws.momentum_buffer : to_onnx(d, ws.momentum_buffer, false));
     add_extra(d.weight + ".exp_avg", ws.exp_avg.empty() ? ws.exp_avg : to_onnx(d, ws.exp_avg, false));
     add_extra(d.weight + ".exp_avg_sq", ws.exp_avg_sq.empty() ? ws.exp_avg_sq : to_onnx(d, ws.exp_avg_sq, false));
-    if (!d.bias.empty()) {
-      const tlm::TensorState bs = mx.state(t.bias_tensor(static_cast<int>(l)));
-      health.tensor(t.steps_done(), "MemoryX's bias '" + d.bias + "'", bs.weights);
-      std::vector<float> b = bs.weights;
-      for (float& v : b) v /= d.beta;
-      weights[d.bias] = b;
-      add_extra(d.bias + ".momentum_buffer", bs.momentum_buffer);
-      add_extra(d.bias + ".exp_avg", bs.exp_avg);
-      add_extra(d.bias + ".exp_avg_sq", bs.exp_avg_sq);
+    // The roots' tensor: the bias, then a LayerNorm's gamma and beta (each a value per output).
+    const tlm::TensorState bs = mx.state(t.bias_tensor(static_cast<int>(l)));
+    const std::string bname = d.bias.empty() ? d.name + ".bias" : d.bias;
+    health.tensor(t.steps_done(), "MemoryX's bias '" + bname + "'", bs.weights);
+    auto cut = [&](const std::vector<float>& v, int k) {
+      const long n = d.w_out();
+      return v.empty() ? v : std::vector<float>(v.begin() + k * n, v.begin() + (k + 1) * n);
+    };
+    const std::vector<std::string> names = d.ln.on ? std::vector<std::string>{bname, d.ln.scale, d.ln.bias} : std::vector<std::string>{bname};
+    for (size_t k = 0; k < names.size(); ++k) {
+      const int ki = static_cast<int>(k);
+      if (k > 0 || !d.bias.empty()) {
+        std::vector<float> v = cut(bs.weights, ki);
+        if (k == 0) {
+          for (float& x : v) x /= d.beta;
+        }
+        weights[names[k]] = v;
+      } else if (!d.ln.on) {
+        continue;  // no bias initializer: nothing to write (beside a LayerNorm, its state is, for the resume)
+      }
+      add_extra(names[k] + ".momentum_buffer", cut(bs.momentum_buffer, ki));
+      add_extra(names[k] + ".exp_avg", cut(bs.exp_avg, ki));
+      add_extra(names[k] + ".exp_avg_sq", cut(bs.exp_avg_sq, ki));
     }
   }
   write_onnx_with_weights(src, dst, weights, extra,
@@ -155,15 +169,26 @@ long long restore_ws(const OnnxModel& m, const KernelGraph& g, const TrainConfig
   };
   for (size_t l = 0; l < g.layers.size(); ++l) {
     const DenseKernel& d = g.layers[l];
-    auto restore = [&](int id, const std::string& name, const DenseKernel* layout) {
+    // A tensor's optimizer state from its parts' (one part, or the roots' three: bias, gamma, beta).
+    auto restore_parts = [&](int id, const std::vector<std::string>& names, const DenseKernel* layout) {
       tlm::TensorState s = mx.state(id);
-      const size_t n = s.weights.size();
+      const size_t n = s.weights.size() / names.size();
       s.step = static_cast<uint64_t>(step);
+      auto joined = [&](const std::string& suffix) {
+        std::vector<float> v;
+        for (const std::string& name : names) {
+          const std::vector<float> part = get(name + suffix, n, layout);
+          if (part.empty()) return std::vector<float>{};
+          v.insert(v.end(), part.begin(), part.end());
+        }
+        return v;
+      };
+      const std::string& name = names.front();
       if (step > 0) {
-        if (c.memx.optimizer == "sgd") s.momentum_buffer = get(name + ".momentum_buffer", n, layout);
+        if (c.memx.optimizer == "sgd") s.momentum_buffer = joined(".momentum_buffer");
         else {
-          s.exp_avg = get(name + ".exp_avg", n, layout);
-          s.exp_avg_sq = get(name + ".exp_avg_sq", n, layout);
+          s.exp_avg = joined(".exp_avg");
+          s.exp_avg_sq = joined(".exp_avg_sq");
         }
         if ((c.memx.optimizer == "sgd" && s.momentum_buffer.empty()) || (c.memx.optimizer != "sgd" && s.exp_avg.empty())) {
           throw ConfigError(c.resume + ": the optimizer state of '" + name + "' is missing");
@@ -171,8 +196,12 @@ long long restore_ws(const OnnxModel& m, const KernelGraph& g, const TrainConfig
       }
       mx.set_state(id, std::move(s));
     };
-    restore(t.weight_tensor(static_cast<int>(l)), d.weight, &d);
-    if (!d.bias.empty()) restore(t.bias_tensor(static_cast<int>(l)), d.bias, nullptr);
+    restore_parts(t.weight_tensor(static_cast<int>(l)), {d.weight}, &d);
+    if (d.ln.on) {
+      restore_parts(t.bias_tensor(static_cast<int>(l)), {d.bias.empty() ? d.name + ".bias" : d.bias, d.ln.scale, d.ln.bias}, nullptr);
+    } else if (!d.bias.empty()) {
+      restore_parts(t.bias_tensor(static_cast<int>(l)), {d.bias}, nullptr);
+    }
   }
   return step;
 }
@@ -382,7 +411,19 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
       for (size_t k = 0; k < test.features; ++k) xn[i * test.features + k] = c.norm.apply(test.sample(i)[k]);
       xs[i] = &xn[i * test.features];
     }
-    const auto zs = ws_reference_forward_batch(b.compiled.plan, w, bs, xs, c.hw.sim.threads);
+    // The roots' tensors hold a LayerNorm's gamma and beta after the bias.
+    std::vector<std::vector<float>> bias = bs;
+    WsNorms norms;
+    for (size_t l = 0; l < g.layers.size(); ++l) {
+      const auto n = static_cast<long>(g.layers[l].w_out());
+      norms.g.emplace_back();
+      norms.b.emplace_back();
+      if (!g.layers[l].ln.on) continue;
+      norms.g.back().assign(bs[l].begin() + n, bs[l].begin() + 2 * n);
+      norms.b.back().assign(bs[l].begin() + 2 * n, bs[l].begin() + 3 * n);
+      bias[l].resize(static_cast<size_t>(n));
+    }
+    const auto zs = ws_reference_forward_batch(b.compiled.plan, w, bias, xs, c.hw.sim.threads, norms);
     for (size_t i = 0; i < test.count; ++i) {
       const auto& z = zs[i];
       right += static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin()) == test.labels[i];

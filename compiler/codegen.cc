@@ -380,6 +380,33 @@ void emit_act_fwd(kernels::PeAsm& a, Activation act, float alpha, const std::str
   }
 }
 
+void emit_ln_fwd(kernels::PeAsm& a, int n, float eps, const std::string& dZ, const std::string& dXh, const std::string& dT,
+                 const std::string& dLs, const std::string& lsc, const std::string& dOnes, const std::string& dG,
+                 const std::string& dB, const std::function<void()>& keep_r) {
+  const std::string inv_n = kernels::f32_literal(1.0f / static_cast<float>(n));
+  a << "vsum.fp32 r13, " + dZ << "lif r14, " + inv_n << "fmul r13, r13, r14" << "lif r14, -1.0" << "fmul r13, r13, r14"
+    << "vfmacs.fp32 " + dXh + ", " + dZ + ", " + dOnes + ", r13" << "vmul.fp32 " + dT + ", " + dXh + ", " + dXh << "vsum.fp32 r13, " + dT
+    << "lif r14, " + inv_n << "fmul r13, r13, r14" << "lif r14, " + kernels::f32_literal(eps) << "fadd r13, r13, r14"
+    << "st32 [r0+" + lsc + "], r13" << "vlog.fp32 " + dLs + ", " + dLs << "lif r14, -0.5" << "vmuls.fp32 " + dLs + ", " + dLs + ", r14"
+    << "vexp.fp32 " + dLs + ", " + dLs << "ld32 r13, [r0+" + lsc + "]";
+  keep_r();
+  a << "vmuls.fp32 " + dXh + ", " + dXh + ", r13" << "vmul.fp32 " + dZ + ", " + dXh + ", " + dG << "vadd.fp32 " + dZ + ", " + dZ + ", " + dB;
+}
+
+void emit_ln_bwd(kernels::PeAsm& a, int n, const std::string& dG, const std::string& dXh, const std::string& dL1,
+                 const std::string& dL2, const std::string& dGam, const std::string& dOnes, const std::string& ra1,
+                 const std::string& ra2, const std::function<void()>& load_r) {
+  const std::string inv_n = kernels::f32_literal(1.0f / static_cast<float>(n));
+  a << "vmul.fp32 " + dL1 + ", " + dG + ", " + dGam;
+  a << "vsum.fp32 " + ra1 + ", " + dL1 << "lif r13, " + inv_n << "fmul " + ra1 + ", " + ra1 + ", r13" << "lif r13, -1.0"
+    << "fmul " + ra1 + ", " + ra1 + ", r13";
+  a << "vmul.fp32 " + dL2 + ", " + dL1 + ", " + dXh << "vsum.fp32 " + ra2 + ", " + dL2 << "lif r13, " + inv_n
+    << "fmul " + ra2 + ", " + ra2 + ", r13" << "lif r13, -1.0" << "fmul " + ra2 + ", " + ra2 + ", r13";
+  a << "vfmacs.fp32 " + dL1 + ", " + dL1 + ", " + dOnes + ", " + ra1 << "vfmacs.fp32 " + dL1 + ", " + dL1 + ", " + dXh + ", " + ra2;
+  load_r();
+  a << "vmuls.fp32 " + dG + ", " + dL1 + ", r13";
+}
+
 namespace {
 
 std::string lit(float v) { return kernels::f32_literal(v); }
@@ -719,12 +746,8 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
     if (ln) {
       // The LayerNorm's gradients, then its input's: g = r (g gamma - S1 / n - x^ S2 / n).
       a << "addi r13, r11, " + S(2 * xoff) << "dbase " + dXh + ", r13" << "vfmac.fp32 " + dLvg + ", " + dG + ", " + dXh + ", " + dLvg
-        << "vadd.fp32 " + dLvb + ", " + dLvb + ", " + dG << "vmul.fp32 " + dL1 + ", " + dG + ", " + dLg;
-      a << "vsum.fp32 r9, " + dL1 << "lif r13, " + inv_n << "fmul r9, r9, r13" << "lif r13, -1.0" << "fmul r9, r9, r13";
-      a << "vmul.fp32 " + dL2 + ", " + dL1 + ", " + dXh << "vsum.fp32 r10, " + dL2 << "lif r13, " + inv_n << "fmul r10, r10, r13"
-        << "lif r13, -1.0" << "fmul r10, r10, r13";
-      a << "vfmacs.fp32 " + dL1 + ", " + dL1 + ", " + dOnes + ", r9" << "vfmacs.fp32 " + dL1 + ", " + dL1 + ", " + dXh + ", r10"
-        << "addi r14, r11, " + S(3 * xoff) << "ld32 r13, [r14]" << "vmuls.fp32 " + dG + ", " + dL1 + ", r13";
+        << "vadd.fp32 " + dLvb + ", " + dLvb + ", " + dG;
+      emit_ln_bwd(a, no, dG, dXh, dL1, dL2, dLg, dOnes, "r9", "r10", [&] { a << "addi r14, r11, " + S(3 * xoff) << "ld32 r13, [r14]"; });
     }
     a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";
     a << "jmp gcommon";
@@ -735,13 +758,8 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
     std::string dSend = dYf;
     if (ln) {
       // u = gamma (z - mean) r + beta into acc, x^ and r kept (regions 3 and 4 of the ring).
-      a << "vsum.fp32 r13, " + dAcc << "lif r14, " + inv_n << "fmul r13, r13, r14" << "lif r14, -1.0" << "fmul r13, r13, r14"
-        << "addi r14, r3, " + S(2 * xoff) << "dbase " + dXh + ", r14" << "vfmacs.fp32 " + dXh + ", " + dAcc + ", " + dOnes + ", r13"
-        << "vmul.fp32 " + dL1 + ", " + dXh + ", " + dXh << "vsum.fp32 r13, " + dL1 << "lif r14, " + inv_n << "fmul r13, r13, r14"
-        << "lif r14, " + kernels::f32_literal(ln->eps) << "fadd r13, r13, r14" << "st32 [r0+lsc], r13" << "vlog.fp32 " + dLs + ", " + dLs
-        << "lif r14, -0.5" << "vmuls.fp32 " + dLs + ", " + dLs + ", r14" << "vexp.fp32 " + dLs + ", " + dLs << "ld32 r13, [r0+lsc]"
-        << "addi r14, r3, " + S(3 * xoff) << "st32 [r14], r13" << "vmuls.fp32 " + dXh + ", " + dXh + ", r13"
-        << "vmul.fp32 " + dAcc + ", " + dXh + ", " + dLg << "vadd.fp32 " + dAcc + ", " + dAcc + ", " + dLb;
+      a << "addi r14, r3, " + S(2 * xoff) << "dbase " + dXh + ", r14";
+      emit_ln_fwd(a, no, ln->eps, dAcc, dXh, dL1, dLs, "lsc", dOnes, dLg, dLb, [&] { a << "addi r14, r3, " + S(3 * xoff) << "st32 [r14], r13"; });
     }
     if (gelu) {
       // z kept for the derivative, y = gelu(z) into xring's slot and sent from there.

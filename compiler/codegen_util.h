@@ -1,6 +1,7 @@
 // Code pieces shared by the layer-pipelined and weight-streaming generators.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "compiler/kernel_graph.h"
@@ -33,5 +34,20 @@ void emit_gelu_fwd(kernels::PeAsm& a, Activation act, const std::string& dY, con
                    const std::string (&t)[4], const std::string& dOnes);
 void emit_gelu_bwd(kernels::PeAsm& a, Activation act, const std::string& dG, const std::string& dZ,
                    const std::string (&t)[4], const std::string& dOnes);
+
+// LayerNorm over one sample's n values, as reference.cc layer_norm and layer_norm_grad compute it
+// (the same operations in the same order), for both modes' roots. Forward: dZ (the values after
+// the bias) in place to u = gamma x^ + beta, x^ into dXh, dT scratch; r = 1 / sqrt(var + eps) is
+// e^(-0.5 log(.)) on the one-element dLs over the word `lsc`, and is in r13 when `keep_r` runs
+// (which stores it). dG/dB: gamma and beta; dOnes: 1.0s. Uses r13 and r14.
+void emit_ln_fwd(kernels::PeAsm& a, int n, float eps, const std::string& dZ, const std::string& dXh, const std::string& dT,
+                 const std::string& dLs, const std::string& lsc, const std::string& dOnes, const std::string& dG,
+                 const std::string& dB, const std::function<void()>& keep_r);
+// Backward of its input, given dG the gradient at u (in place to the gradient at z): dL1 = dG
+// gamma, then r (dL1 - mean(dL1) - x^ mean(dL1 x^)) with r loaded into r13 by `load_r`; dL2
+// scratch; ra1 and ra2 two scratch registers besides r13.
+void emit_ln_bwd(kernels::PeAsm& a, int n, const std::string& dG, const std::string& dXh, const std::string& dL1,
+                 const std::string& dL2, const std::string& dGam, const std::string& dOnes, const std::string& ra1,
+                 const std::string& ra2, const std::function<void()>& load_r);
 
 }  // namespace wafersim::compiler

@@ -239,7 +239,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     if (f.h + pads[0] + pads[2] < kh || f.w + pads[1] + pads[3] < kw) {
       return "a " + std::to_string(kh) + " x " + std::to_string(kw) + " kernel does not fit the padded " + std::to_string(f.h) + " x " + std::to_string(f.w) + " plane";
     }
-    if (kh > f.h + 2 * 64 || kw > f.w + 2 * 64 || co * ho * wo > (int64_t{1} << 30)) return "the output is too large";
+    if (co * ho * wo > (int64_t{1} << 30)) return "the output (" + std::to_string(co * ho * wo) + " values a sample) is too large";
     DenseKernel d;
     d.name = n.name;
     d.weight = w->name;
@@ -282,6 +282,9 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       const OnnxAttr* ks = n.attr("kernel_shape");
       if (!ks || ks->ints.size() != 2) return "kernel_shape must give 2 sizes";
       const OnnxAttr* st = n.attr("strides");
+      if (st && st->ints.size() != 2) return "strides must give 2 values";
+      auto out_of = [](const std::vector<int64_t>& v) { return std::any_of(v.begin(), v.end(), [](int64_t x) { return x < 1 || x > 4096; }); };
+      if (out_of(ks->ints) || (st && out_of(st->ints))) return "kernel_shape and strides must be 1 to 4096";
       pp.kh = static_cast<int>(ks->ints[0]), pp.kw = static_cast<int>(ks->ints[1]);
       pp.sh = st && st->ints.size() == 2 ? static_cast<int>(st->ints[0]) : 1;
       pp.sw = st && st->ints.size() == 2 ? static_cast<int>(st->ints[1]) : 1;

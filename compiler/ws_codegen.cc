@@ -736,6 +736,22 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     as.data(".space tt, fp32, " + S(std::max(1, wqmax)));
     as.data(".space zw, fp32, 1");
   }
+  // A LayerNorm's layer (docs/weight-streaming.md#layernorm): its outputs of the m samples
+  // (LZ, [o][s]; backward their gradient), x^ (LX) and r (LR) for the backward pass, gamma (LGM)
+  // and beta (LBT) as they stream in, d gamma and d beta (LDG, LDB); scratch of the widest.
+  int lnmax = 0;
+  for (int l = 0; l < L; ++l) {
+    if (!p.has_ln(l)) continue;
+    const long long n = p.outs[static_cast<size_t>(l)];
+    lnmax = std::max(lnmax, static_cast<int>(n));
+    for (const char* b : {"LZ", "LX"}) as.data(".space " + std::string(b) + S(l) + ", fp32, " + S(n * m));
+    as.data(".space LR" + S(l) + ", fp32, " + S(m));
+    for (const char* b : {"LGM", "LBT", "LDG", "LDB"}) as.data(".space " + std::string(b) + S(l) + ", fp32, " + S(n));
+  }
+  if (lnmax) {
+    for (const char* b : {"lt1", "lt2", "lones"}) as.data(".space " + std::string(b) + ", fp32, " + S(lnmax));
+    as.data(".space lsc, fp32, 1");
+  }
   as.data(".space lab, i32, " + S(m));
   as.data(".space cfg, i32, 2");
   as.data(".space tm, fp32, " + S(mv));
@@ -765,7 +781,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   std::vector<long long> dbv_off;
   for (int l = 0; l < L; ++l) {
     dbv_off.push_back(db_total);
-    db_total += p.outs[static_cast<size_t>(l)];
+    db_total += static_cast<long long>(p.outs[static_cast<size_t>(l)]) * (p.has_ln(l) ? 3 : 1);  // db, then a LayerNorm's d gamma and d beta
   }
   const bool batched = p.root_db_buffer;
   if (batched) as.data(".space dbv, fp32, " + S(db_total));
@@ -809,7 +825,30 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   const std::string dPy = conv ? as.mem("tm", 1) : "", dGq = conv ? as.mem("tm", 1) : "", dDt = conv ? as.mem("tm", 1) : "";
   const std::string dRr = gq ? as.mem("rr", 1) : "", dCm = gq ? as.mem("cm", 1) : "", dTt = gq ? as.mem("tt", 1) : "";
   const std::string dZero = gq ? as.mem("zw", 1, 0) : "", dZp = conv ? as.mem("tm", 1) : "";
+  // A LayerNorm's: a sample's outputs and x^ (stride m; an output's m values, stride 1, where
+  // per_output says), scratch, r's word, 1.0s, gamma, beta, one element of them as it streams in
+  // and d gamma's accumulator (stride 0). The root has 44 descriptor registers: these share.
+  const bool lnr = lnmax > 0;
+  const std::string dLz = lnr ? as.mem("lt1", 1) : "", dLx = lnr ? as.mem("lt1", 1) : "", dLt1 = lnr ? as.mem("lt1", 1) : "";
+  const std::string dLt2 = lnr ? as.mem("lt2", 1) : "", dLs = lnr ? as.mem("lsc", 1) : "", dLones = lnr ? as.mem("lones", 1) : "";
+  const std::string dLg = lnr ? as.mem("lt1", 1) : "", dLb = lnr ? as.mem("lt1", 1) : "", dLw0 = lnr ? as.mem("lt1", 1, 0) : "";
+  const std::string& dLzo = dLz;
+  const std::string& dLxo = dLx;
+  const std::string& dLo = dLw0;
+  // dLz and dLx over one output's m values (contiguous), and dLw0 `n` long.
+  auto per_output = [&](int n) {
+    as << "li r13, " + S(m) << "dlen " + dLz + ", r13" << "dlen " + dLx + ", r13" << "li r13, 1" << "dstride " + dLz + ", r13"
+       << "dstride " + dLx + ", r13" << "li r13, " + S(n) << "dlen " + dLw0 + ", r13";
+  };
   as << "li r0, 0";
+  if (lnr) as << "li r13, " + S(lnmax) << "dlen " + dLones + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dLones + ", r13";
+  // A LayerNorm layer l's per-sample vectors: n long, the sample's outputs m apart.
+  auto ln_lengths = [&](int l) {
+    as << "li r13, " + S(p.outs[static_cast<size_t>(l)]);
+    for (const std::string& d : {dLz, dLx, dLt1, dLt2, dLones, dLg, dLb}) as << "dlen " + d + ", r13";
+    as << "li r13, " + S(m) << "dstride " + dLz + ", r13" << "dstride " + dLx + ", r13" << "li r13, LGM" + S(l) << "dbase " + dLg + ", r13"
+       << "li r13, LBT" + S(l) << "dbase " + dLb + ", r13";
+  };
   if (ones) {
     as << "li r13, " + S(mv) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
   }
@@ -912,6 +951,30 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       out_lengths(m);
       continue;
     }
+    if (p.has_ln(l)) {
+      // A LayerNorm: every output's z (the bias added) kept, with gamma and beta as they stream
+      // in after the bias; then each sample's outputs normalised (stride m), then per output the
+      // activation and the values back up, in output order as without it.
+      const std::string L_ = S(l);
+      per_output(1);
+      as << "li r1, LGM" + L_ << "li r2, LBT" + L_ << "li r3, LZ" + L_ << "li r10, 0" << "lay_" + L_ + ":";
+      as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13" << "dbase " + dLo + ", r1"
+         << "vmov.fp32 " + dLo + ", " + dB1 << "dbase " + dLo + ", r2" << "vmov.fp32 " + dLo + ", " + dB1 << "dbase " + dLzo + ", r3"
+         << "vadd.fp32 " + dLzo + ", " + dChI + ", " + dBB << "addi r1, r1, 4" << "addi r2, r2, 4" << "addi r3, r3, " + S(M4)
+         << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lay_" + L_;
+      ln_lengths(l);
+      as << "li r11, 0" << "li r15, 0" << "lns_" + L_ + ":" << "li r13, LZ" + L_ << "add r13, r13, r15" << "dbase " + dLz + ", r13"
+         << "li r13, LX" + L_ << "add r13, r13, r15" << "dbase " + dLx + ", r13";
+      emit_ln_fwd(as, nO, p.ln_eps[static_cast<size_t>(l)], dLz, dLx, dLt1, dLs, "lsc", dLones, dLg, dLb,
+                  [&] { as << "li r14, LR" + L_ << "add r14, r14, r15" << "st32 [r14], r13"; });
+      as << "addi r15, r15, 4" << "addi r11, r11, 1" << "li r13, " + S(m) << "bne r11, r13, lns_" + L_;
+      const Activation act = l + 1 < L && !act_needs_pre(p.act[static_cast<size_t>(l)]) ? p.act[static_cast<size_t>(l)] : Activation::kNone;
+      per_output(1);
+      as << "li r3, LZ" + L_ << "li r10, 0" << "lno_" + L_ + ":" << "dbase " + dLzo + ", r3";
+      emit_act_fwd(as, act, p.act_alpha[static_cast<size_t>(l)], dY, dLzo, dTmp, dOnes);
+      as << "vmov.fp32 " + dRetO + ", " + dY << "addi r3, r3, " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lno_" + L_;
+      continue;
+    }
     as << "li r10, 0" << "lay_" + S(l) + ":";
     as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
        << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB;
@@ -950,7 +1013,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     if (dbv_off[static_cast<size_t>(l)]) as << "addi r12, r12, " + S(4 * dbv_off[static_cast<size_t>(l)]);
   };
   auto layer_sent = [&](int l) {
-    if (batched) send_east("dbv", dbv_off[static_cast<size_t>(l)], p.outs[static_cast<size_t>(l)]);
+    if (batched) send_east("dbv", dbv_off[static_cast<size_t>(l)], static_cast<long long>(p.outs[static_cast<size_t>(l)]) * (p.has_ln(l) ? 3 : 1));
   };
   if (batched) {
     send_east("lsum", 0, 1);
@@ -989,6 +1052,40 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       as << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq) << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)])
          << "bne r10, r13, gb_" + L_;
       out_lengths(m);
+      layer_sent(l);
+      continue;
+    }
+    if (p.has_ln(l)) {
+      // A LayerNorm: the whole gradient at u kept (in LZ, [o][s]); per output its column's d gamma
+      // (fused multiply-adds over the samples from 0) and d beta (vsum); each sample's gradient
+      // through the normalisation (stride m); then per output dz back up and db, then the layer's
+      // d gamma and d beta after its db.
+      const std::string L_ = S(l);
+      const int nO = p.outs[static_cast<size_t>(l)];
+      per_output(m);
+      as << "li r3, LZ" + L_ << "li r10, 0" << "gl_" + L_ + ":" << "dbase " + dLzo + ", r3" << "vmov.fp32 " + dLzo + ", " + dChI
+         << "addi r3, r3, " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, gl_" + L_;
+      as << "li r3, LZ" + L_ << "li r4, LX" + L_ << "li r5, LDG" + L_ << "li r6, LDB" + L_ << "li r10, 0" << "gd_" + L_ + ":"
+         << "dbase " + dLzo + ", r3" << "dbase " + dLxo + ", r4" << "dbase " + dLw0 + ", r5" << "st32 [r5], r0"
+         << "vfmac.fp32 " + dLw0 + ", " + dLzo + ", " + dLxo + ", " + dLw0 << "vsum.fp32 r13, " + dLzo << "st32 [r6], r13"
+         << "addi r3, r3, " + S(M4) << "addi r4, r4, " + S(M4) << "addi r5, r5, 4" << "addi r6, r6, 4" << "addi r10, r10, 1"
+         << "li r13, " + S(nO) << "bne r10, r13, gd_" + L_;
+      ln_lengths(l);
+      as << "li r11, 0" << "li r15, 0" << "gs_" + L_ + ":" << "li r13, LZ" + L_ << "add r13, r13, r15" << "dbase " + dLz + ", r13"
+         << "li r13, LX" + L_ << "add r13, r13, r15" << "dbase " + dLx + ", r13";
+      emit_ln_bwd(as, nO, dLz, dLx, dLt1, dLt2, dLg, dLones, "r7", "r8",
+                  [&] { as << "li r14, LR" + L_ << "add r14, r14, r15" << "ld32 r13, [r14]"; });
+      as << "addi r15, r15, 4" << "addi r11, r11, 1" << "li r13, " + S(m) << "bne r11, r13, gs_" + L_;
+      per_output(m);
+      as << "li r3, LZ" + L_ << "li r10, 0" << "gz_" + L_ + ":" << "dbase " + dLzo + ", r3" << "vmov.fp32 " + dRetO + ", " + dLzo
+         << "vsum.fp32 r13, " + dLzo;
+      db_out();
+      as << "addi r3, r3, " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, gz_" + L_;
+      for (const char* b : {"LDG", "LDB"}) {
+        as << "li r3, " + std::string(b) + L_ << "li r10, 0" << std::string(b) + "o_" + L_ + ":" << "ld32 r13, [r3]";
+        db_out();
+        as << "addi r3, r3, 4" << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, " + std::string(b) + "o_" + L_;
+      }
       layer_sent(l);
       continue;
     }

@@ -254,6 +254,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     p.pool.push_back(d.pool);
     p.outs.push_back(d.w_out());
     p.wcols.push_back(d.w_in());
+    p.ln_on.push_back(d.ln.on ? 1 : 0);
+    p.ln_eps.push_back(d.ln.eps);
     p.act.push_back(d.act);
     p.act_alpha.push_back(d.act_alpha);
     p.residual.push_back(d.residual);
@@ -333,17 +335,26 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   // of every layer's db, which lets the roots send each layer's db west in one send
   // (WsPlan::root_db_buffer) where it fits.
   long widths = 0;
-  for (int l = 0; l < L; ++l) widths += p.outs[static_cast<size_t>(l)];
+  for (int l = 0; l < L; ++l) widths += static_cast<long>(p.outs[static_cast<size_t>(l)]) * (p.has_ln(l) ? 3 : 1);
   // A convolution's root keeps its outputs before and after the pooling for the backward pass
   // (the rows keep only the pooled ones), and its per-output vectors hold a plane per sample.
-  long conv_kept = 0, plane = 1;
+  long conv_kept = 0, plane = 1, ln_words = 0, ln_widest = 0;
   for (int l = 0; l < L; ++l) {
+    if (p.has_ln(l)) {
+      ln_words += 4L * p.outs[static_cast<size_t>(l)] + 8;
+      ln_widest = std::max(ln_widest, static_cast<long>(p.outs[static_cast<size_t>(l)]));
+    }
     if (!p.is_conv(l)) continue;
     conv_kept += static_cast<long>(p.outs[static_cast<size_t>(l)]) * (p.oplane(l) + p.qplane(l)) + 8;
     plane = std::max(plane, static_cast<long>(p.oplane(l)));
   }
+  // A LayerNorm's root keeps the layer's outputs and x^ of its samples (2 n m), r (m), gamma,
+  // beta and their gradients (4 n), and scratch of the widest (3 n).
+  long ln_m = 0;
+  for (int l = 0; l < L; ++l) ln_m += p.has_ln(l) ? 2L * p.outs[static_cast<size_t>(l)] + 1 : 0;
   auto root_bytes = [&](long m, bool db = false) {
-    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + 6 * m * plane + conv_kept * m + 16 + (db ? widths : 0));
+    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + 6 * m * plane + conv_kept * m + ln_m * m + ln_words +
+                                              (ln_widest ? 3 * ln_widest + 4 : 0) + 16 + (db ? widths : 0));
   };
   // The longest operand one descriptor covers in the firmware with m samples per column
   // (ws_codegen.cc): a feature row's slice of a layer input, the whole dy of a layer, the root's
@@ -593,6 +604,16 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     bool east = false;
     for (int b : p.band_east) east = east || b != 0;
     if (east) e.turn_cycles += static_cast<double>(W - 2 * p.x0 - p.cols) * (hw.router.hop_latency + 1);
+    if (p.has_ln(l)) {
+      // A LayerNorm: the root normalises once it holds the layer, in series with the rows
+      // (docs/weight-streaming.md#layernorm): per sample about nine vector ops over the n outputs
+      // (strided: one element a step) and a few scalar ones; per output the activation and the
+      // values back up. Backward per output d gamma and d beta (two ops over m), per sample about
+      // eight ops, per output dz up and db.
+      const double n = d.out, per = hw.core.decode_latency - 1 + 2;
+      e.fwd_cycles += m * (9.0 * n + 60) + n * (2.0 * m + 14 + per);
+      e.bwd_cycles += n * (3.0 * m + 16 + per) + m * (8.0 * n + 60) + n * (2.0 * m + 14 + per) + 2.0 * n * (8 + per);
+    }
     p.est.push_back(e);
   }
   return p;
@@ -613,10 +634,9 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     r.rows = 1;
     return place_ws(g, hw, r);
   }
-  if (const int l = g.first_layernorm(); l >= 0) {
-    throw CompileError("the LayerNorm '" + g.layers[static_cast<size_t>(l)].ln.node + "' (on the output of " +
-                       g.layers[static_cast<size_t>(l)].name +
-                       ") runs in layer-pipelined mode only so far; use --mode layer-pipelined");
+  if (!g.layers.empty() && g.layers.back().ln.on) {
+    throw CompileError("the LayerNorm '" + g.layers.back().ln.node + "' is on the logits (the output of " + g.layers.back().name +
+                       "), which feed the loss directly; weight streaming normalises hidden layers only");
   }
   if (o.auto_layout) {
     // Each layout's best; the grid only where its estimate is lower (it takes relays), and the

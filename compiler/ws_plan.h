@@ -145,6 +145,21 @@ struct WsPlan {
   std::vector<ConvParams> conv;
   std::vector<PoolParams> pool;
   std::vector<int> outs, wcols;
+  // Per layer: a LayerNorm after the bias, before the activation (at the roots, which hold every
+  // output of their samples: docs/weight-streaming.md#layernorm), and its epsilon.
+  std::vector<int> ln_on;
+  std::vector<float> ln_eps;
+  bool has_ln(int l) const { return l >= 0 && l < static_cast<int>(ln_on.size()) && ln_on[static_cast<size_t>(l)] != 0; }
+  // The values per output a layer's roots take with the weights (the bias; with a LayerNorm also
+  // gamma and beta: MemoryX holds them as one tensor, b then gamma then beta) and give back
+  // (db; d gamma and d beta).
+  int root_params(int l) const { return outs[static_cast<size_t>(l)] * (has_ln(l) ? 3 : 1); }
+  bool any_ln() const {
+    for (int v : ln_on) {
+      if (v) return true;
+    }
+    return false;
+  }
   bool is_conv(int l) const { return l >= 0 && l < static_cast<int>(conv.size()) && conv[static_cast<size_t>(l)].on; }
   bool any_conv() const {
     for (const ConvParams& c : conv) {

@@ -105,10 +105,18 @@ void conv_dx(const WsPlan& p, int l, const std::vector<float>& W, const std::vec
 // Forward of one sample; acts[j] = input of layer j (acts[L] = logits). With a residual
 // connection into boundary t, acts[t] is the sum (source first, as the rows' vadd) and
 // (*outs)[t], if asked, the activated output before it.
+// A LayerNorm's x^ and 1 / sqrt(var + eps) of one sample, per boundary (its layer's output).
+struct LnKept {
+  std::vector<std::vector<float>> xhat;
+  std::vector<float> r;
+};
+
 std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<std::vector<float>>& w,
                                             const std::vector<std::vector<float>>& b, const float* x,
                                             std::vector<std::vector<float>>* outs = nullptr,
-                                            std::vector<std::vector<float>>* pres = nullptr) {
+                                            std::vector<std::vector<float>>* pres = nullptr, const WsNorms& norms = {},
+                                            LnKept* kept = nullptr) {
+  if (kept) kept->xhat.assign(static_cast<size_t>(p.layers) + 1, {}), kept->r.assign(static_cast<size_t>(p.layers) + 1, 0.0f);
   if (outs) outs->assign(static_cast<size_t>(p.layers) + 1, {});
   if (pres) pres->assign(static_cast<size_t>(p.layers) + 1, {});
   const int L = p.layers;
@@ -139,6 +147,15 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
       z[static_cast<size_t>(o)] = pre;
       y[static_cast<size_t>(o)] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_alpha[static_cast<size_t>(l)]) : pre;
     }
+    if (p.has_ln(l)) {
+      // The root normalises the sample's outputs (all of them: it holds the layer), then the
+      // activation.
+      std::vector<float> xh;
+      float r = 0;
+      layer_norm(&z, norms.g[static_cast<size_t>(l)], norms.b[static_cast<size_t>(l)], p.ln_eps[static_cast<size_t>(l)], &xh, &r);
+      for (int o = 0; o < no; ++o) y[static_cast<size_t>(o)] = act_fwd(p.act[static_cast<size_t>(l)], z[static_cast<size_t>(o)], p.act_alpha[static_cast<size_t>(l)]);
+      if (kept) kept->xhat[static_cast<size_t>(l) + 1] = std::move(xh), kept->r[static_cast<size_t>(l) + 1] = r;
+    }
     if (pres) (*pres)[static_cast<size_t>(l) + 1] = std::move(z);  // a GELU's derivative is taken at z
     if (const int k = p.residual_source(l + 1); k >= 0) {
       std::vector<float> sum(y.size());
@@ -154,19 +171,19 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
 }  // namespace
 
 std::vector<float> ws_reference_forward(const WsPlan& p, const std::vector<std::vector<float>>& w,
-                                        const std::vector<std::vector<float>>& b, const float* x) {
-  return forward_all(p, w, b, x).back();
+                                        const std::vector<std::vector<float>>& b, const float* x, const WsNorms& norms) {
+  return forward_all(p, w, b, x, nullptr, nullptr, norms).back();
 }
 
 std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, const std::vector<std::vector<float>>& w,
                                                            const std::vector<std::vector<float>>& b,
-                                                           const std::vector<const float*>& xs, int threads) {
+                                                           const std::vector<const float*>& xs, int threads, const WsNorms& norms) {
   const size_t n = xs.size();
-  if (p.any_conv()) {  // sample by sample, on `threads` threads
+  if (p.any_conv() || p.any_ln()) {  // sample by sample, on `threads` threads
     std::vector<std::vector<float>> out(n);
     const size_t T = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(1, threads)), n));
     auto one = [&](size_t first) {
-      for (size_t i = first; i < n; i += T) out[i] = forward_all(p, w, b, xs[i]).back();
+      for (size_t i = first; i < n; i += T) out[i] = forward_all(p, w, b, xs[i], nullptr, nullptr, norms).back();
     };
     std::vector<std::thread> pool;
     for (size_t t = 1; t < T; ++t) pool.emplace_back(one, t);
@@ -238,15 +255,17 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
 
 WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>>& w,
                            const std::vector<std::vector<float>>& b, const std::vector<const float*>& xs,
-                           const std::vector<int>& labels) {
+                           const std::vector<int>& labels, const WsNorms& norms) {
   const int L = p.layers, S = p.shard, C = p.cols;
   std::vector<std::vector<std::vector<float>>> acts(static_cast<size_t>(S)), outs(static_cast<size_t>(S)), pres(static_cast<size_t>(S));
   // A residual connection's gradient of the sum (boundary t), kept per sample for its source.
   std::vector<std::vector<std::vector<float>>> skip(static_cast<size_t>(S), std::vector<std::vector<float>>(static_cast<size_t>(L) + 1));
   std::vector<std::vector<float>> dy(static_cast<size_t>(S));  // per sample, gradient at the current layer's output
   std::vector<float> losses(static_cast<size_t>(S));
+  std::vector<LnKept> lnk(static_cast<size_t>(S));
   for (int s = 0; s < S; ++s) {
-    acts[static_cast<size_t>(s)] = forward_all(p, w, b, xs[static_cast<size_t>(s)], &outs[static_cast<size_t>(s)], &pres[static_cast<size_t>(s)]);
+    acts[static_cast<size_t>(s)] = forward_all(p, w, b, xs[static_cast<size_t>(s)], &outs[static_cast<size_t>(s)], &pres[static_cast<size_t>(s)],
+                                               norms, &lnk[static_cast<size_t>(s)]);
     losses[static_cast<size_t>(s)] = softmax_xent(acts[static_cast<size_t>(s)].back(), labels[static_cast<size_t>(s)], p.batch,
                                                   &dy[static_cast<size_t>(s)]);
   }
@@ -259,11 +278,34 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
   }
   r.dw.resize(static_cast<size_t>(L));
   r.db.resize(static_cast<size_t>(L));
+  r.dg.resize(static_cast<size_t>(L));
+  r.dbeta.resize(static_cast<size_t>(L));
   for (int l = L - 1; l >= 0; --l) {
     const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
     const auto& W = w[static_cast<size_t>(l)];
     auto& dw = r.dw[static_cast<size_t>(l)];
     auto& db = r.db[static_cast<size_t>(l)];
+    if (p.has_ln(l)) {
+      // The root, once it holds the layer's whole gradient dy (at u): per column its samples'
+      // d gamma and d beta from zero (then west over the columns, as db), and each sample's dy
+      // through the normalisation to the gradient at z.
+      auto& dg = r.dg[static_cast<size_t>(l)];
+      auto& dbe = r.dbeta[static_cast<size_t>(l)];
+      dg.assign(static_cast<size_t>(no), 0.0f);
+      dbe.assign(static_cast<size_t>(no), 0.0f);
+      for (int c = C - 1; c >= 0; --c) {
+        std::vector<float> vg(static_cast<size_t>(no), 0.0f), vb(static_cast<size_t>(no), 0.0f);
+        for (int i = 0; i < p.col_m(c); ++i) {
+          const size_t s = static_cast<size_t>(p.col_start(c) + i);
+          layer_norm_grad(&dy[s], lnk[s].xhat[static_cast<size_t>(l) + 1], lnk[s].r[static_cast<size_t>(l) + 1], norms.g[static_cast<size_t>(l)], &vg, &vb);
+        }
+        for (int o = 0; o < no; ++o) {
+          const size_t k = static_cast<size_t>(o);
+          dg[k] = c == C - 1 ? vg[k] : dg[k] + vg[k];
+          dbe[k] = c == C - 1 ? vb[k] : dbe[k] + vb[k];
+        }
+      }
+    }
     if (p.is_conv(l)) {
       conv_grads(p, l, W, acts, dy, &dw, &db);
     } else {

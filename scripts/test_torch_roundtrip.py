@@ -101,6 +101,9 @@ WS_CASES = [
 # weight streaming's convolutions, trained for CNN_STEPS steps (runs of 1, 2 and CNN_STEPS).
 CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c3p1,a2", [1, 12, 12])}
 WS_CASES += [
+    # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
+    ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
+    ("ws_adam_layernorm_relu", [16, 10, 8, 4], "relu", 13, 17, "adam", 0.01, 0.0),
     ("ws_sgd_lenet", [10], "relu", 13, 14, "sgd", 0.05, 0.9),
     ("ws_sgd_leaky_avg", [10], "leaky_relu", 17, 15, "sgd", 0.05, 0.9),
 ]
@@ -108,7 +111,7 @@ CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual).
 RESIDUAL = {"residual_op14", "ws_sgd_residual"}
 # Cases built with a LayerNorm before each hidden activation (make_model.py --layernorm).
-LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17"}
+LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17", "ws_sgd_layernorm_gelu", "ws_adam_layernorm_relu"}
 WS_SYSTEMS = 2
 WS_STEPS = 3
 WS_STATE_RTOL = 2e-6

@@ -74,7 +74,7 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
     for (int a = 0; a < p.rows; ++a) {
       m_expect[static_cast<size_t>(p.grid ? p.band_of(a) : a)] += static_cast<size_t>(p.outs[static_cast<size_t>(l)]) * p.wlen(l, a);
     }
-    m_expect.back() += static_cast<size_t>(p.outs[static_cast<size_t>(l)]);
+    m_expect.back() += static_cast<size_t>(p.root_params(l));
   }
   m_expect.back() += 1;  // the loss sum
   // The marks, in the order the results come: per channel a layer's dW slices (or db), the last
@@ -87,7 +87,7 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
     for (int a = 0; a < p.rows; ++a) {
       m_mark[static_cast<size_t>(p.grid ? p.band_of(a) : a)][static_cast<size_t>(k)] += static_cast<size_t>(p.outs[static_cast<size_t>(l)]) * p.wlen(l, a);
     }
-    m_mark.back()[static_cast<size_t>(k)] += static_cast<size_t>(p.outs[static_cast<size_t>(l)]) + (k == 0 ? 1 : 0);
+    m_mark.back()[static_cast<size_t>(k)] += static_cast<size_t>(p.root_params(l)) + (k == 0 ? 1 : 0);
   }
 }
 
@@ -121,7 +121,7 @@ void WsSystem::start_step() {
   m_pass_left.assign(static_cast<size_t>(2 * L), 0);
   for (int l = 0; l < L; ++l) {
     const uint64_t n = static_cast<uint64_t>(p.wcols[static_cast<size_t>(l)]) * p.outs[static_cast<size_t>(l)];
-    m_pass_left[static_cast<size_t>(l)] = n + static_cast<uint64_t>(p.outs[static_cast<size_t>(l)]);
+    m_pass_left[static_cast<size_t>(l)] = n + static_cast<uint64_t>(p.root_params(l));
     m_pass_left[static_cast<size_t>(2 * L - 1 - l)] = p.streams(2 * L - 1 - l) ? n : 0;
   }
   m_entered = 0;
@@ -195,7 +195,15 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
     }
   }
   if (b) {
-    for (int o = 0; o < no; ++o) m_pending.back().push_back({f32_bits(b[o]), static_cast<uint32_t>(ps), in, kWeight});
+    // Per output its bias (with a LayerNorm also its gamma and beta, after the bias).
+    const bool ln = p.has_ln(l);
+    for (int o = 0; o < no; ++o) {
+      m_pending.back().push_back({f32_bits(b[o]), static_cast<uint32_t>(ps), in, kWeight});
+      if (ln) {
+        m_pending.back().push_back({f32_bits(b[no + o]), static_cast<uint32_t>(ps), in, kWeight});
+        m_pending.back().push_back({f32_bits(b[2 * no + o]), static_cast<uint32_t>(ps), in, kWeight});
+      }
+    }
   }
   mark_pending();
   m_pass_from[static_cast<size_t>(ps)] = from;
@@ -430,7 +438,7 @@ void WsSystem::layer_results(int l, std::vector<float>* dw, std::vector<float>* 
   size_t i = k ? m_mark.back()[static_cast<size_t>(k) - 1] : 0;
   if (k == 0) *loss_sum = f32_from_bits(root[i++]);
   db->clear();
-  for (int o = 0; o < no; ++o) db->push_back(f32_from_bits(root[i++]));
+  for (int o = 0; o < p.root_params(l); ++o) db->push_back(f32_from_bits(root[i++]));  // db (then d gamma, d beta)
 }
 
 WsTrainer::Port::Port(sc_core::sc_module_name n, WsTrainer* o, WsSystem* s)
@@ -464,7 +472,7 @@ void WsTrainer::Port::b_transport(::tlm::tlm_generic_payload& t, sc_core::sc_tim
   }
   const int l = ps < L ? ps : 2 * L - 1 - ps;
   const size_t nw = static_cast<size_t>(p.wcols[static_cast<size_t>(l)]) * p.outs[static_cast<size_t>(l)];
-  const size_t nb = ps < L ? static_cast<size_t>(p.outs[static_cast<size_t>(l)]) : 0;
+  const size_t nb = ps < L ? static_cast<size_t>(p.root_params(l)) : 0;
   if (t.get_data_length() != 4 * (nw + nb)) {
     t.set_response_status(::tlm::TLM_BURST_ERROR_RESPONSE);
     return;
@@ -502,7 +510,13 @@ WsTrainer::WsTrainer(sc_core::sc_module_name name, const HwConfig& hw, const com
     const std::string wn = d.weight.empty() ? d.name + ".weight" : d.weight;
     const std::string bn = d.bias.empty() ? d.name + ".bias" : d.bias;
     m_wid.push_back(memx.find_tensor(wn) >= 0 ? memx.find_tensor(wn) : memx.add_tensor(wn, d.w));
-    m_bid.push_back(memx.find_tensor(bn) >= 0 ? memx.find_tensor(bn) : memx.add_tensor(bn, d.b));
+    // A LayerNorm's gamma and beta travel with the bias: one tensor, b then gamma then beta.
+    std::vector<float> root = d.b;
+    if (d.ln.on) {
+      root.insert(root.end(), d.ln.g.begin(), d.ln.g.end());
+      root.insert(root.end(), d.ln.b.begin(), d.ln.b.end());
+    }
+    m_bid.push_back(memx.find_tensor(bn) >= 0 ? memx.find_tensor(bn) : memx.add_tensor(bn, root));
   }
   for (const auto& d : g.layers) m_pass_names.push_back(d.name + " forward");
   for (auto it = g.layers.rbegin(); it != g.layers.rend(); ++it) m_pass_names.push_back(it->name + " backward");

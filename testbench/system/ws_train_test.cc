@@ -103,15 +103,31 @@ void check_ws(const Spec& spec, int width, int height, int spacing, const WsOpti
   tlm::WsTrainer& t = k.trainer();
   std::vector<int> rw, rb;
   for (size_t l = 0; l < r.graph.layers.size(); ++l) {
-    rw.push_back(mref.add_tensor("w" + std::to_string(l), r.graph.layers[l].w));
-    rb.push_back(mref.add_tensor("b" + std::to_string(l), r.graph.layers[l].b));
+    const DenseKernel& d = r.graph.layers[l];
+    rw.push_back(mref.add_tensor("w" + std::to_string(l), d.w));
+    std::vector<float> root = d.b;  // with a LayerNorm: b, gamma, beta (as the trainer's MemoryX holds them)
+    if (d.ln.on) {
+      root.insert(root.end(), d.ln.g.begin(), d.ln.g.end());
+      root.insert(root.end(), d.ln.b.begin(), d.ln.b.end());
+    }
+    rb.push_back(mref.add_tensor("b" + std::to_string(l), root));
   }
   tlm::InputWorker order(r.data, {}, r.norm, 11);
   for (int s = 0; s < steps; ++s) {
     std::vector<std::vector<float>> w, b;
+    WsNorms norms;
     for (size_t l = 0; l < rw.size(); ++l) {
       w.push_back(mref.weights(rw[l]));
-      b.push_back(mref.weights(rb[l]));
+      std::vector<float> root = mref.weights(rb[l]);
+      const auto n = static_cast<long>(r.graph.layers[l].w_out());
+      norms.g.emplace_back();
+      norms.b.emplace_back();
+      if (r.graph.layers[l].ln.on) {
+        norms.g.back().assign(root.begin() + n, root.begin() + 2 * n);
+        norms.b.back().assign(root.begin() + 2 * n, root.end());
+        root.resize(static_cast<size_t>(n));
+      }
+      b.push_back(std::move(root));
     }
     std::vector<WsGrads> per;
     for (int i = 0; i < p.systems; ++i) {
@@ -126,7 +142,12 @@ void check_ws(const Spec& spec, int width, int height, int spacing, const WsOpti
         labels.push_back(r.data.labels[idx]);
       }
       for (auto& x : xs) ptrs.push_back(x.data());
-      per.push_back(ws_reference_grads(p, w, b, ptrs, labels));
+      per.push_back(ws_reference_grads(p, w, b, ptrs, labels, norms));
+      for (size_t l = 0; l < rw.size(); ++l) {  // the roots' gradients as they leave: db, d gamma, d beta
+        auto& g = per.back();
+        g.db[l].insert(g.db[l].end(), g.dg[l].begin(), g.dg[l].end());
+        g.db[l].insert(g.db[l].end(), g.dbeta[l].begin(), g.dbeta[l].end());
+      }
     }
     auto tree = [&](auto get, size_t n) {
       std::vector<const float*> parts;
@@ -395,6 +416,30 @@ TEST(WsTraining, ConvolutionsMatchTheReference) {
   o.batch = 6;
   o.columns = 3;
   check_ws(spec, 8, 12, 4, o, 3, "ws_conv");
+}
+
+// LayerNorm before each hidden activation (ReLU; GELU, which the rows apply to the normalised
+// values), at the roots: bit for bit against ws_reference.cc, with gamma and beta trained.
+TEST(WsTraining, LayerNormMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  MlpSpec spec{{12, 9, 7, 3}, "Relu", 5, 17};
+  spec.layernorm = true;
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  check_ws(spec, 12, 20, 4, o, 3, "ws_ln");
+}
+
+TEST(WsTraining, GridLayerNormWithGelu) {
+  SKIP_IF_KERNEL_STARTED();
+  MlpSpec spec{{23, 11, 6, 4}, "Gelu", 5, 17};
+  spec.layernorm = true;
+  WsOptions o;
+  o.batch = 6;
+  o.grid = true;
+  o.rows = 5;
+  o.columns = 3;
+  check_ws(spec, 10, 40, 4, o, 3, "ws_ln_grid");
 }
 
 TEST(WsTraining, ConvolutionsWithGlobalPoolingAndLeakyRelu) {

@@ -287,6 +287,7 @@ done:   nop
         vfmacs.bf16 d1, d2, d3, r4, async=1, done=unblock:5
         ctl 4
         swadv 4
+        drows d3, r1, r2
 end:
 .task 0, main, active
 .task 5, loop, color=IN
@@ -322,7 +323,7 @@ uint32_t word_at(const PeImage& img, const std::string& sym, uint32_t k) {
 
 TEST(Assembler, SampleProgramUsesEveryMnemonic) {
   const PeImage img = assemble(kSample, "sample.s", AsmTarget{});
-  ASSERT_EQ(img.code.size(), 71u);
+  ASSERT_EQ(img.code.size(), 72u);
   std::vector<bool> seen(static_cast<size_t>(Op::kCount));
   for (uint64_t w : img.code) seen[static_cast<size_t>(decode(w).op)] = true;
   for (size_t o = 0; o < seen.size(); ++o) {
@@ -332,9 +333,9 @@ TEST(Assembler, SampleProgramUsesEveryMnemonic) {
 
 TEST(Assembler, SampleProgramLayoutAndFields) {
   const PeImage img = assemble(kSample, "sample.s", AsmTarget{});
-  // Data starts right after the 71 instructions (568 bytes), naturally aligned.
+  // Data starts right after the 72 instructions (576 bytes), naturally aligned.
   ASSERT_NE(img.find("x"), nullptr);
-  EXPECT_EQ(img.find("x")->addr, 568u);
+  EXPECT_EQ(img.find("x")->addr, 576u);
   EXPECT_EQ(img.find("h")->addr, 640u);  // .align 64 after x's 20 bytes
   EXPECT_EQ(img.find("c")->addr, 646u);
   EXPECT_EQ(img.find("b")->addr, 650u);
@@ -349,7 +350,7 @@ TEST(Assembler, SampleProgramLayoutAndFields) {
   ASSERT_NE(loop, nullptr);
   EXPECT_TRUE(loop->code);
   EXPECT_EQ(loop->addr, 27u);
-  EXPECT_EQ(img.find("end")->addr, 71u);
+  EXPECT_EQ(img.find("end")->addr, 72u);
   EXPECT_TRUE(img.find("ints")->is_int);
   EXPECT_EQ(img.find("ints")->elem_bytes, 2u);
   EXPECT_EQ(img.find("h")->fmt, NumFormat::kF16);
@@ -372,7 +373,7 @@ TEST(Assembler, SampleProgramLayoutAndFields) {
   const auto at = [&](size_t i) { return decode(img.code[i]); };
   EXPECT_EQ(at(1).imm, INT32_MIN);
   EXPECT_EQ(at(2).imm, -1);  // 0xffffffff as a bit pattern
-  EXPECT_EQ(at(3).imm, 568 + 4);
+  EXPECT_EQ(at(3).imm, 576 + 4);
   EXPECT_EQ(static_cast<uint32_t>(at(4).imm), 0x3fc00000u);
   EXPECT_EQ(static_cast<uint32_t>(at(5).imm), 0xff800000u);
   EXPECT_EQ(static_cast<uint32_t>(at(6).imm), 0x7fc00001u);
@@ -385,7 +386,7 @@ TEST(Assembler, SampleProgramLayoutAndFields) {
   EXPECT_EQ(at(29).imm, 66);   // blt done
   const Instr dmem = at(37);
   EXPECT_EQ(dmem.op, Op::kDmem);
-  EXPECT_EQ(dmem.imm, 568);
+  EXPECT_EQ(dmem.imm, 576);
   EXPECT_EQ(dmem.imm2, 16);
   EXPECT_EQ(dmem.imm3, 1);
   EXPECT_EQ(at(38).imm3, -2048);
@@ -412,7 +413,7 @@ TEST(Assembler, SampleProgramLayoutAndFields) {
   EXPECT_EQ(word_at(img, "b", 0), 0x3fc0u);
   EXPECT_EQ(word_at(img, "ints", 0), 0x8000u);
   EXPECT_EQ(word_at(img, "ints", 1), 0xffffu);
-  EXPECT_EQ(word_at(img, "words", 2), 576u);  // x+8
+  EXPECT_EQ(word_at(img, "words", 2), 584u);  // x+8
   EXPECT_EQ(word_at(img, "words", 3), 660u);  // its own address
   EXPECT_EQ(word_at(img, "tail", 2), 0x7fc00000u);
 }
