@@ -859,16 +859,28 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     if (ones) as << "dlen " + dOnes + ", r13";
   };
   // Pooling of the m planes of one output: from r1 (Y, [s][ho wo]) into r2 (Q, [s][hq wq]).
-  auto pool_fwd = [&](int l) {
-    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
+  // A pooling's geometry at layer l: its planes' sizes and the reciprocal of a window's count.
+  struct PoolGeo {
+    const ConvParams& cv;
+    const PoolParams& q;
+    std::string L_;
+    long long P, Pq;
+    std::string inv;
+  };
+  auto pool_geo = [&](int l) {
     const PoolParams& q = p.pool[static_cast<size_t>(l)];
-    const std::string L_ = S(l);
-    const long long P = p.oplane(l), Pq = p.qplane(l);
-    const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
+    return PoolGeo{p.conv[static_cast<size_t>(l)], q, S(l), p.oplane(l), p.qplane(l), kernels::f32_literal(1.0f / static_cast<float>(q.kh * q.kw))};
+  };
+  auto pool_fwd = [&](int l) {
+    const PoolGeo g = pool_geo(l);
+    const ConvParams& cv = g.cv;
+    const PoolParams& q = g.q;
+    const std::string& L_ = g.L_;
+    const long long P = g.P, Pq = g.Pq;
     as << "mov r3, r1" << "mov r4, r2" << "li r5, 0" << "pps_" + L_ + ":";
-    if (q.kh == cv.ho && q.kw == cv.wo && q.hq == 1 && q.wq == 1 && q.kind == PoolParams::kAvg) {
+    if (whole_plane(cv, q)) {
       as << "li r13, " + S(P) << "dlen " + dPy + ", r13" << "li r13, 1" << "dstride " + dPy + ", r13" << "dbase " + dPy + ", r3"
-         << "vsum.fp32 r13, " + dPy << "lif r14, " + kernels::f32_literal(inv) << "fmul r13, r13, r14" << "st32 [r4], r13";
+         << "vsum.fp32 r13, " + dPy << "lif r14, " + g.inv << "fmul r13, r13, r14" << "st32 [r4], r13";
     } else {
       as << "li r13, " + S(q.wq) << "dlen " + dPq + ", r13" << "dlen " + dPy + ", r13" << "li r13, " + S(q.sw) << "dstride " + dPy + ", r13"
          << "li r13, 1" << "dstride " + dPq + ", r13" << "mov r6, r3" << "mov r7, r4" << "li r8, 0" << "ppr_" + L_ + ":" << "dbase " + dPq + ", r7";
@@ -879,7 +891,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
           else as << std::string(q.kind == PoolParams::kMax ? "vmax" : "vadd") + ".fp32 " + dPq + ", " + dPq + ", " + dPy;
         }
       }
-      if (q.kind == PoolParams::kAvg) as << "lif r13, " + kernels::f32_literal(inv) << "vmuls.fp32 " + dPq + ", " + dPq + ", r13";
+      if (q.kind == PoolParams::kAvg) as << "lif r13, " + g.inv << "vmuls.fp32 " + dPq + ", " + dPq + ", r13";
       as << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq) << "addi r8, r8, 1" << "li r13, " + S(q.hq)
          << "bne r8, r13, ppr_" + L_;
     }
@@ -889,15 +901,15 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   // dz (tm, [s][ho wo], cleared first), with Y at r1 and Q at r2 (kept). Scratch: r3-r9, r11,
   // r13-r15 (the labels in r9 are used up by then; r10 and r12 are the gather's).
   auto pool_bwd = [&](int l) {
-    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
-    const PoolParams& q = p.pool[static_cast<size_t>(l)];
-    const std::string L_ = S(l);
-    const long long P = p.oplane(l), Pq = p.qplane(l);
-    const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
+    const PoolGeo g = pool_geo(l);
+    const ConvParams& cv = g.cv;
+    const PoolParams& q = g.q;
+    const std::string& L_ = g.L_;
+    const long long P = g.P, Pq = g.Pq;
     as << "li r13, " + S(m * P) << "dlen " + dZp + ", r13" << "li r13, tm" << "dbase " + dZp + ", r13" << "vfill.fp32 " + dZp + ", r0";
     as << "mov r3, r1" << "mov r4, r2" << "li r15, tm" << "li r11, gq" << "li r5, 0" << "pbs_" + L_ + ":";
-    if (q.kh == cv.ho && q.kw == cv.wo && q.hq == 1 && q.wq == 1 && q.kind == PoolParams::kAvg) {
-      as << "li r13, " + S(P) << "dlen " + dZp + ", r13" << "dbase " + dZp + ", r15" << "ld32 r13, [r11]" << "lif r14, " + kernels::f32_literal(inv)
+    if (whole_plane(cv, q)) {
+      as << "li r13, " + S(P) << "dlen " + dZp + ", r13" << "dbase " + dZp + ", r15" << "ld32 r13, [r11]" << "lif r14, " + g.inv
          << "fmul r13, r13, r14" << "vfill.fp32 " + dZp + ", r13";
     } else {
       as << "li r13, " + S(q.wq);
@@ -917,7 +929,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
             as << "vcmpgt.fp32 " + dCm + ", " + dPq + ", " + dPy << "vsel.fp32 " + dTt + ", " + dCm + ", " + dZero + ", " + dRr
                << "vadd.fp32 " + dDt + ", " + dDt + ", " + dTt << "vsel.fp32 " + dRr + ", " + dCm + ", " + dRr + ", " + dZero;
           } else {
-            as << "lif r13, " + kernels::f32_literal(inv) << "vaxpy.fp32 " + dDt + ", " + dGq + ", r13";
+            as << "lif r13, " + g.inv << "vaxpy.fp32 " + dDt + ", " + dGq + ", r13";
           }
         }
       }

@@ -762,13 +762,9 @@ std::vector<ConvTap> conv_taps(const ConvParams& c) {
   return taps;
 }
 
-namespace {
-bool whole_plane(const ConvParams& c, const PoolParams& q) { return q.kh == c.ho && q.kw == c.wo && q.hq == 1 && q.wq == 1; }
-}  // namespace
-
 void pool_forward(const ConvParams& c, const PoolParams& q, const float* y, float* out) {
   const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
-  if (q.kind == PoolParams::kAvg && whole_plane(c, q)) {
+  if (whole_plane(c, q)) {
     float sum = 0.0f;
     for (int i = 0; i < c.ho * c.wo; ++i) sum += y[i];
     out[0] = sum * inv;
@@ -792,7 +788,7 @@ void pool_forward(const ConvParams& c, const PoolParams& q, const float* y, floa
 void pool_backward(const ConvParams& c, const PoolParams& q, const float* y, const float* out, const float* dout, float* dy) {
   const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
   std::fill(dy, dy + c.ho * c.wo, 0.0f);
-  if (q.kind == PoolParams::kAvg && whole_plane(c, q)) {
+  if (whole_plane(c, q)) {
     std::fill(dy, dy + c.ho * c.wo, dout[0] * inv);
     return;
   }

@@ -219,6 +219,10 @@ std::vector<ConvTap> conv_taps(const ConvParams& c);
 // window's gradient to its first largest element (row by row; every tap adds 0 or it); average
 // adds (1 / count) dout to each element (fused); the whole plane's takes dout / count each.
 void pool_forward(const ConvParams& c, const PoolParams& q, const float* y, float* out);
+// Whether pooling q of c's outputs is one window of the whole plane (GlobalAveragePool's).
+inline bool whole_plane(const ConvParams& c, const PoolParams& q) {
+  return q.kind == PoolParams::kAvg && q.kh == c.ho && q.kw == c.wo && q.hq == 1 && q.wq == 1;
+}
 void pool_backward(const ConvParams& c, const PoolParams& q, const float* y, const float* out, const float* dout, float* dy);
 
 // The one estimate of a minibatch (the compile report shows it; the trainer bounds a run by it):

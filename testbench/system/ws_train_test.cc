@@ -420,26 +420,28 @@ TEST(WsTraining, ConvolutionsMatchTheReference) {
 
 // LayerNorm before each hidden activation (ReLU; GELU, which the rows apply to the normalised
 // values), at the roots: bit for bit against ws_reference.cc, with gamma and beta trained.
+MlpSpec ln_spec(std::vector<int> widths, const std::string& act) {
+  MlpSpec spec{std::move(widths), act, 5, 17};
+  spec.layernorm = true;
+  return spec;
+}
+
 TEST(WsTraining, LayerNormMatchesTheReference) {
   SKIP_IF_KERNEL_STARTED();
-  MlpSpec spec{{12, 9, 7, 3}, "Relu", 5, 17};
-  spec.layernorm = true;
   WsOptions o;
   o.batch = 8;
   o.columns = 2;
-  check_ws(spec, 12, 20, 4, o, 3, "ws_ln");
+  check_ws(ln_spec({12, 9, 7, 3}, "Relu"), 12, 20, 4, o, 3, "ws_ln");
 }
 
 TEST(WsTraining, GridLayerNormWithGelu) {
   SKIP_IF_KERNEL_STARTED();
-  MlpSpec spec{{23, 11, 6, 4}, "Gelu", 5, 17};
-  spec.layernorm = true;
   WsOptions o;
   o.batch = 6;
   o.grid = true;
   o.rows = 5;
   o.columns = 3;
-  check_ws(spec, 10, 40, 4, o, 3, "ws_ln_grid");
+  check_ws(ln_spec({23, 11, 6, 4}, "Gelu"), 10, 40, 4, o, 3, "ws_ln_grid");
 }
 
 TEST(WsTraining, ConvolutionsWithGlobalPoolingAndLeakyRelu) {
