@@ -781,7 +781,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   std::vector<long long> dbv_off;
   for (int l = 0; l < L; ++l) {
     dbv_off.push_back(db_total);
-    db_total += static_cast<long long>(p.outs[static_cast<size_t>(l)]) * (p.has_ln(l) ? 3 : 1);  // db, then a LayerNorm's d gamma and d beta
+    db_total += p.root_params(l);  // db, then a LayerNorm's d gamma and d beta
   }
   const bool batched = p.root_db_buffer;
   if (batched) as.data(".space dbv, fp32, " + S(db_total));
@@ -1025,7 +1025,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     if (dbv_off[static_cast<size_t>(l)]) as << "addi r12, r12, " + S(4 * dbv_off[static_cast<size_t>(l)]);
   };
   auto layer_sent = [&](int l) {
-    if (batched) send_east("dbv", dbv_off[static_cast<size_t>(l)], static_cast<long long>(p.outs[static_cast<size_t>(l)]) * (p.has_ln(l) ? 3 : 1));
+    if (batched) send_east("dbv", dbv_off[static_cast<size_t>(l)], p.root_params(l));
   };
   if (batched) {
     send_east("lsum", 0, 1);

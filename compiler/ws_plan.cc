@@ -154,9 +154,9 @@ int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
 // output, per sample: the plane's clearing, per tap its table entry and descriptors (kTapF,
 // kTapB instructions and a loop turn) and its vector ops over the tap's window (two-dimensional
 // operands: one element a step): forward a vaxpy, backward a vaxpy into dx (not in the first
-// layer) and a vfmac into the dW element (three reads: two cycles an element); the plane down
-// the column. The root's work per output runs beside the rows' (it takes output o while they
-// compute o + 1), so a pass takes the slower of the two per output.
+// layer) and a vfmac into the dW element; the plane down the column. Forward, the root's work
+// per output runs beside the rows' (it takes output o while they compute o + 1), so a pass
+// takes the slower of the two per output.
 WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long weights) {
   constexpr double kTapF = 22, kTapB = 36;  // a tap's scalar instructions (ws_codegen.cc)
   constexpr double kSample = 10;            // a sample's loop turn and bookkeeping
@@ -335,7 +335,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   // of every layer's db, which lets the roots send each layer's db west in one send
   // (WsPlan::root_db_buffer) where it fits.
   long widths = 0;
-  for (int l = 0; l < L; ++l) widths += static_cast<long>(p.outs[static_cast<size_t>(l)]) * (p.has_ln(l) ? 3 : 1);
+  for (int l = 0; l < L; ++l) widths += p.root_params(l);
   // A convolution's root keeps its outputs before and after the pooling for the backward pass
   // (the rows keep only the pooled ones), and its per-output vectors hold a plane per sample.
   long conv_kept = 0, plane = 1, ln_words = 0, ln_widest = 0;
