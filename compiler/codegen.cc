@@ -316,13 +316,23 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
 }  // namespace
 
 std::string emit_softmax_loss(kernels::PeAsm& a, int no, const std::string& dAcc, const std::string& dT,
-                              const std::string& dG) {
+                              const std::string& dG, const std::vector<std::string>& scratch) {
   const uint32_t n = static_cast<uint32_t>(no);
   a << "vmov.fp32 " + dT + ", " + dAcc;
+  // Its nine descriptor registers: fresh ones, or `scratch`'s (each set here by a dmem).
+  const bool reuse = scratch.size() >= 9;
+  size_t next = 0;
+  auto reg = [&] { return reuse ? scratch[next++] : a.dsd(); };
+  auto over = [&](const std::string& symbol, uint32_t len) {
+    if (!reuse) return a.mem(symbol, len);
+    const std::string d = reg();
+    a.mem(d, symbol, len);
+    return d;
+  };
   // The max by halving, in place in t: two descriptor registers serve every level, each level
   // re-pointing them (a dmem each, as a fresh pair per level would take), so any class count fits
   // the core's registers (until 2026-11-28 a pair per level: 200 classes ran out of 44).
-  const std::string d1 = a.dsd(), d2 = a.dsd();
+  const std::string d1 = reg(), d2 = reg();
   for (int m = no; m > 1;) {
     const int half = m / 2;
     a.mem(d1, "t", static_cast<uint32_t>(half));
@@ -330,8 +340,8 @@ std::string emit_softmax_loss(kernels::PeAsm& a, int no, const std::string& dAcc
     a << "vmax.fp32 " + d1 + ", " + d1 + ", " + d2;
     m -= half;
   }
-  const std::string dM = a.mem("mvec", n), dZ = a.mem("z", n), dE = a.mem("e", n);
-  const std::string dS1 = a.mem("s1", 1), dL1 = a.mem("l1", 1), dQ1 = a.mem("q1", 1), dLV = a.mem("lossv", 1);
+  const std::string dM = over("mvec", n), dZ = over("z", n), dE = over("e", n);
+  const std::string dS1 = over("s1", 1), dL1 = over("l1", 1), dQ1 = over("q1", 1), dLV = over("lossv", 1);
   a << "ld32 r13, [r0+t]" << "vfill.fp32 " + dM + ", r13" << "vsub.fp32 " + dZ + ", " + dAcc + ", " + dM
     << "vexp.fp32 " + dE + ", " + dZ << "vsum.fp32 r13, " + dE << "st32 [r0+s1], r13" << "vlog.fp32 " + dL1 + ", " + dS1
     << "vrecip.fp32 " + dQ1 + ", " + dS1 << "ld32 r13, [r0+q1]" << "vmuls.fp32 " + dG + ", " + dE + ", r13";

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "compiler/kernel_graph.h"
 #include "firmware/kernels/kernel_util.h"
@@ -14,8 +15,9 @@ namespace wafersim::compiler {
 // descriptors of the data symbols t and g (n elements each); the program must also declare z, e,
 // mvec (n elements) and s1, l1, q1, lossv (1 each). Clobbers r10, r13, r14 and leaves 4 * label
 // in r10 for emit_softmax_grad. Returns a descriptor of lossv.
+// `scratch`: nine descriptor registers to use (set here), or none: fresh ones.
 std::string emit_softmax_loss(kernels::PeAsm& a, int n, const std::string& dLogits, const std::string& dT,
-                              const std::string& dG);
+                              const std::string& dG, const std::vector<std::string>& scratch = {});
 // Then g = (p - onehot(label)) / batch, in place.
 void emit_softmax_grad(kernels::PeAsm& a, int batch, const std::string& dG);
 

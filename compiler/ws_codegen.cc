@@ -821,17 +821,28 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   // A convolution's: its outputs' plane (Y), the pooled one (Q), a pooling row and a window tap's
   // row (strided), the pooled gradient, the plane of dz, a row's scratch and the zero.
   const bool conv = gq > 0 || mv > m;
-  const std::string dCY = conv ? as.mem("tm", 1) : "", dCQ = conv ? as.mem("tm", 1) : "", dPq = conv ? as.mem("tm", 1) : "";
-  const std::string dPy = conv ? as.mem("tm", 1) : "", dGq = conv ? as.mem("tm", 1) : "", dDt = conv ? as.mem("tm", 1) : "";
-  const std::string dRr = gq ? as.mem("rr", 1) : "", dCm = gq ? as.mem("cm", 1) : "", dTt = gq ? as.mem("tt", 1) : "";
-  const std::string dZero = gq ? as.mem("zw", 1, 0) : "", dZp = conv ? as.mem("tm", 1) : "";
+  // The root has 44 descriptor registers: a convolution's and a LayerNorm's share a pool (their
+  // layers never run at once), each section setting every one it uses first (conv_reset,
+  // ln_reset: dmem, so base, length, stride and rows are known).
+  const bool lnr = lnmax > 0;
+  std::vector<std::string> pool;
+  for (int i = 0; i < std::max(conv ? 11 : 0, lnr ? 9 : 0); ++i) pool.push_back(as.dsd());
+  auto pd = [&](size_t i, bool on) { return on ? pool[i] : std::string(); };
+  const std::string dCY = pd(0, conv), dCQ = pd(1, conv), dPq = pd(2, conv), dPy = pd(3, conv), dGq = pd(4, conv), dDt = pd(5, conv);
+  const std::string dRr = pd(6, gq > 0), dCm = pd(7, gq > 0), dTt = pd(8, gq > 0), dZero = pd(9, gq > 0), dZp = pd(10, conv);
+  auto conv_reset = [&] {
+    for (const std::string& d : {dCY, dCQ, dPq, dPy, dGq, dDt, dZp}) as << "dmem " + d + ", tm, 1, 1";
+    if (gq) as << "dmem " + dRr + ", rr, 1, 1" << "dmem " + dCm + ", cm, 1, 1" << "dmem " + dTt + ", tt, 1, 1" << "dmem " + dZero + ", zw, 1, 0";
+  };
   // A LayerNorm's: a sample's outputs and x^ (stride m; an output's m values, stride 1, where
   // per_output says), scratch, r's word, 1.0s, gamma, beta, one element of them as it streams in
   // and d gamma's accumulator (stride 0). The root has 44 descriptor registers: these share.
-  const bool lnr = lnmax > 0;
-  const std::string dLz = lnr ? as.mem("lt1", 1) : "", dLx = lnr ? as.mem("lt1", 1) : "", dLt1 = lnr ? as.mem("lt1", 1) : "";
-  const std::string dLt2 = lnr ? as.mem("lt2", 1) : "", dLs = lnr ? as.mem("lsc", 1) : "", dLones = lnr ? as.mem("lones", 1) : "";
-  const std::string dLg = lnr ? as.mem("lt1", 1) : "", dLb = lnr ? as.mem("lt1", 1) : "", dLw0 = lnr ? as.mem("lt1", 1, 0) : "";
+  const std::string dLz = pd(0, lnr), dLx = pd(1, lnr), dLt1 = pd(2, lnr), dLt2 = pd(3, lnr), dLs = pd(4, lnr), dLones = pd(5, lnr);
+  const std::string dLg = pd(6, lnr), dLb = pd(7, lnr), dLw0 = pd(8, lnr);
+  auto ln_reset = [&] {
+    for (const std::string& d : {dLz, dLx, dLt1, dLg, dLb}) as << "dmem " + d + ", lt1, 1, 1";
+    as << "dmem " + dLt2 + ", lt2, 1, 1" << "dmem " + dLs + ", lsc, 1, 1" << "dmem " + dLones + ", lones, 1, 1" << "dmem " + dLw0 + ", lt1, 1, 0";
+  };
   const std::string& dLzo = dLz;
   const std::string& dLxo = dLx;
   const std::string& dLo = dLw0;
@@ -841,7 +852,10 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
        << "dstride " + dLx + ", r13" << "li r13, " + S(n) << "dlen " + dLw0 + ", r13";
   };
   as << "li r0, 0";
-  if (lnr) as << "li r13, " + S(lnmax) << "dlen " + dLones + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dLones + ", r13";
+  if (lnr) {
+    ln_reset();
+    as << "li r13, " + S(lnmax) << "dlen " + dLones + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dLones + ", r13";
+  }
   // A LayerNorm layer l's per-sample vectors: n long, the sample's outputs m apart.
   auto ln_lengths = [&](int l) {
     as << "li r13, " + S(p.outs[static_cast<size_t>(l)]);
@@ -951,6 +965,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       // pooling into QK, the pooled planes back up (r1, r2: this output's part of YK, QK).
       const long long P = p.oplane(l), Pq = p.qplane(l);
       const bool pooled = p.pool[static_cast<size_t>(l)].kind != PoolParams::kNone;
+      conv_reset();
       out_lengths(m * P);
       as << "li r13, " + S(m * Pq) << "dlen " + dRetO + ", r13" << "dlen " + dCQ + ", r13" << "li r13, " + S(m * P) << "dlen " + dCY + ", r13"
          << "li r1, YK" + S(l) << "li r2, " + (pooled ? "QK" + S(l) : "YK" + S(l)) << "li r10, 0" << "lay_" + S(l) + ":";
@@ -968,6 +983,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       // in after the bias; then each sample's outputs normalised (stride m), then per output the
       // activation and the values back up, in output order as without it.
       const std::string L_ = S(l);
+      ln_reset();
       per_output(1);
       as << "li r1, LGM" + L_ << "li r2, LBT" + L_ << "li r3, LZ" + L_ << "li r10, 0" << "lay_" + L_ + ":";
       as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13" << "dbase " + dLo + ", r1"
@@ -1004,7 +1020,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   as << "li r11, 0" << "li r12, lab" << "li r13, zl" << "dbase " + dZs + ", r13" << "li r13, dyl" << "dbase " + dGs + ", r13"
      << "st32 [r0+lsum], r0";
   as << "ls:" << "vmov.fp32 " + dZc + ", " + dZs << "ld32 r9, [r12]";
-  emit_softmax_loss(as, nL, dZc, dT, dG);
+  emit_softmax_loss(as, nL, dZc, dT, dG, pool);  // the pool's registers are free here (nine where any)
   as << "ld32 r13, [r0+lsum]" << "ld32 r14, [r0+lossv]" << "fadd r13, r13, r14" << "st32 [r0+lsum], r13";
   emit_softmax_grad(as, p.batch, dG);
   as << "vmov.fp32 " + dGs + ", " + dG << "daddb " + dZs + ", 4" << "daddb " + dGs + ", 4" << "addi r12, r12, 4"
@@ -1046,6 +1062,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       const long long P = p.oplane(l), Pq = p.qplane(l);
       const bool pooled = p.pool[static_cast<size_t>(l)].kind != PoolParams::kNone;
       const std::string L_ = S(l);
+      conv_reset();
       as << "li r1, YK" + L_ << "li r2, " + (pooled ? "QK" + L_ : "YK" + L_) << "li r10, 0" << "gb_" + L_ + ":";
       if (pooled) {
         as << "li r13, " + S(m * Pq) << "dlen " + dChI + ", r13" << "dlen " + dGq + ", r13" << "li r13, gq" << "dbase " + dGq + ", r13"
@@ -1074,6 +1091,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       // d gamma and d beta after its db.
       const std::string L_ = S(l);
       const int nO = p.outs[static_cast<size_t>(l)];
+      ln_reset();
       per_output(m);
       as << "li r3, LZ" + L_ << "li r10, 0" << "gl_" + L_ + ":" << "dbase " + dLzo + ", r3" << "vmov.fp32 " + dLzo + ", " + dChI
          << "addi r3, r3, " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, gl_" + L_;

@@ -456,6 +456,22 @@ TEST(WsTraining, ConvolutionsWithGlobalPoolingAndLeakyRelu) {
   check_ws(spec, 8, 12, 4, o, 3, "ws_conv_gap");
 }
 
+// Three input channels, a strided padded convolution, Tanh (whose derivative takes a vector of
+// ones at the roots) and a dense hidden layer: the roots' descriptor registers hold (a
+// convolution's and the loss's share a pool; 45 of 44 before).
+TEST(WsTraining, ConvolutionsWithTanhOnThreeChannels) {
+  SKIP_IF_KERNEL_STARTED();
+  CnnSpec spec;
+  spec.c = 3, spec.h = 10, spec.w = 10;
+  spec.convs = {{5, 3, 2, 1, "MaxPool", 2}, {4, 2, 1, 0, "GlobalAveragePool"}};
+  spec.dense = {6, 3};
+  spec.act = "Tanh";
+  WsOptions o;
+  o.batch = 4;
+  o.columns = 2;
+  check_ws(spec, 8, 12, 4, o, 3, "ws_conv_tanh");
+}
+
 // One SystemC kernel per process: one configuration per test.
 void systems_tanh(int n) {
   WsOptions o;
