@@ -385,22 +385,16 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
          << "addi r6, r6, " + S(4LL * Pq) << "addi r8, r8, 1" << "li r13, " + S(co) << "bne r8, r13, tc_" + S(q);
       // The dense transposition's lengths again.
       as << "li r13, " + S(m) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13";
-      if (const int nx = next_read(q); nx >= 0) {
-        window(nx);
-        issue(nx);
-      }
-      as << "li r13, " + S(q + 1) << "beq r1, r13, rj_" + S(q) << "li r13, 1" << "st32 [r0+joinf], r13" << "exit"
-         << "rj_" + S(q) + ":" << "activate 3" << "exit";
-      continue;
-    }
-    as << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5"
+    } else {
+      as << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5"
        << std::string("li r6, ") + (jgelu ? "Z" : src >= 0 ? "R" : "X") + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
        << "tr_" + S(q) + ":" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * m) << "daddb " + dTrD + ", 4"
        << "addi r8, r8, 1" << "bne r8, r13, tr_" + S(q);
-    // A GELU's boundary waits for the start of the next pass (boundary_prelude): the read may
-    // end while this row still works on layer q, and a long handler here would hold up every
-    // output's chain through this row, row after row.
-    if (!jgelu) boundary_prelude(j);
+      // A GELU's boundary waits for the start of the next pass (boundary_prelude): the read may
+      // end while this row still works on layer q, and a long handler here would hold up every
+      // output's chain through this row, row after row.
+      if (!jgelu) boundary_prelude(j);
+    }
     if (const int nx = next_read(q); nx >= 0) {
       window(nx);
       issue(nx);
@@ -886,15 +880,11 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     return PoolGeo{p.conv[static_cast<size_t>(l)], q, S(l), p.oplane(l), p.qplane(l), kernels::f32_literal(1.0f / static_cast<float>(q.kh * q.kw))};
   };
   auto pool_fwd = [&](int l) {
-    const PoolGeo g = pool_geo(l);
-    const ConvParams& cv = g.cv;
-    const PoolParams& q = g.q;
-    const std::string& L_ = g.L_;
-    const long long P = g.P, Pq = g.Pq;
+    const auto [cv, q, L_, P, Pq, inv] = pool_geo(l);
     as << "mov r3, r1" << "mov r4, r2" << "li r5, 0" << "pps_" + L_ + ":";
     if (whole_plane(cv, q)) {
       as << "li r13, " + S(P) << "dlen " + dPy + ", r13" << "li r13, 1" << "dstride " + dPy + ", r13" << "dbase " + dPy + ", r3"
-         << "vsum.fp32 r13, " + dPy << "lif r14, " + g.inv << "fmul r13, r13, r14" << "st32 [r4], r13";
+         << "vsum.fp32 r13, " + dPy << "lif r14, " + inv << "fmul r13, r13, r14" << "st32 [r4], r13";
     } else {
       as << "li r13, " + S(q.wq) << "dlen " + dPq + ", r13" << "dlen " + dPy + ", r13" << "li r13, " + S(q.sw) << "dstride " + dPy + ", r13"
          << "li r13, 1" << "dstride " + dPq + ", r13" << "mov r6, r3" << "mov r7, r4" << "li r8, 0" << "ppr_" + L_ + ":" << "dbase " + dPq + ", r7";
@@ -905,7 +895,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
           else as << std::string(q.kind == PoolParams::kMax ? "vmax" : "vadd") + ".fp32 " + dPq + ", " + dPq + ", " + dPy;
         }
       }
-      if (q.kind == PoolParams::kAvg) as << "lif r13, " + g.inv << "vmuls.fp32 " + dPq + ", " + dPq + ", r13";
+      if (q.kind == PoolParams::kAvg) as << "lif r13, " + inv << "vmuls.fp32 " + dPq + ", " + dPq + ", r13";
       as << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq) << "addi r8, r8, 1" << "li r13, " + S(q.hq)
          << "bne r8, r13, ppr_" + L_;
     }
@@ -915,15 +905,11 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   // dz (tm, [s][ho wo], cleared first), with Y at r1 and Q at r2 (kept). Scratch: r3-r9, r11,
   // r13-r15 (the labels in r9 are used up by then; r10 and r12 are the gather's).
   auto pool_bwd = [&](int l) {
-    const PoolGeo g = pool_geo(l);
-    const ConvParams& cv = g.cv;
-    const PoolParams& q = g.q;
-    const std::string& L_ = g.L_;
-    const long long P = g.P, Pq = g.Pq;
+    const auto [cv, q, L_, P, Pq, inv] = pool_geo(l);
     as << "li r13, " + S(m * P) << "dlen " + dZp + ", r13" << "li r13, tm" << "dbase " + dZp + ", r13" << "vfill.fp32 " + dZp + ", r0";
     as << "mov r3, r1" << "mov r4, r2" << "li r15, tm" << "li r11, gq" << "li r5, 0" << "pbs_" + L_ + ":";
     if (whole_plane(cv, q)) {
-      as << "li r13, " + S(P) << "dlen " + dZp + ", r13" << "dbase " + dZp + ", r15" << "ld32 r13, [r11]" << "lif r14, " + g.inv
+      as << "li r13, " + S(P) << "dlen " + dZp + ", r13" << "dbase " + dZp + ", r15" << "ld32 r13, [r11]" << "lif r14, " + inv
          << "fmul r13, r13, r14" << "vfill.fp32 " + dZp + ", r13";
     } else {
       as << "li r13, " + S(q.wq);
@@ -943,7 +929,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
             as << "vcmpgt.fp32 " + dCm + ", " + dPq + ", " + dPy << "vsel.fp32 " + dTt + ", " + dCm + ", " + dZero + ", " + dRr
                << "vadd.fp32 " + dDt + ", " + dDt + ", " + dTt << "vsel.fp32 " + dRr + ", " + dCm + ", " + dRr + ", " + dZero;
           } else {
-            as << "lif r13, " + g.inv << "vaxpy.fp32 " + dDt + ", " + dGq + ", r13";
+            as << "lif r13, " + inv << "vaxpy.fp32 " + dDt + ", " + dGq + ", r13";
           }
         }
       }

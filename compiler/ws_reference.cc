@@ -44,9 +44,8 @@ std::vector<float> conv_forward(const WsPlan& p, int l, const std::vector<float>
 // A convolution's dW and db from every sample's dz ([co][ho wo], the root's), in the firmware's
 // order: per column (from the last, west along the row) the sum over its samples, for dW per
 // output row of each tap a fused multiply-add per column, for db vsum's over the samples' planes.
-void conv_grads(const WsPlan& p, int l, const std::vector<float>& W, const std::vector<std::vector<std::vector<float>>>& acts,
+void conv_grads(const WsPlan& p, int l, const std::vector<std::vector<std::vector<float>>>& acts,
                 const std::vector<std::vector<float>>& dz, std::vector<float>* dw, std::vector<float>* db) {
-  (void)W;
   const ConvParams& c = p.conv[static_cast<size_t>(l)];
   const int P = c.ho * c.wo, T = c.taps(), C = p.cols;
   const std::vector<ConvTap> taps = conv_taps(c);
@@ -307,7 +306,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
       }
     }
     if (p.is_conv(l)) {
-      conv_grads(p, l, W, acts, dy, &dw, &db);
+      conv_grads(p, l, acts, dy, &dw, &db);
     } else {
     dw.assign(static_cast<size_t>(no) * ni, 0.0f);
     db.assign(static_cast<size_t>(no), 0.0f);
