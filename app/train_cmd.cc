@@ -317,6 +317,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     const double samples = static_cast<double>(ran) * B;
     const double measured = samples / (static_cast<double>(cycles) / f);
     nlohmann::json rep;
+    rep["mode"] = "layer-pipelined";
     rep["steps"] = ran;
     rep["samples"] = samples;
     rep["cycles"] = cycles;
@@ -332,7 +333,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     nlohmann::json kern = nlohmann::json::array();
     const int reps = r.compiled.plan.replicas;  // every copy's PEs count
     for (const LayerPlan& l : r.compiled.plan.layers) {
-      const double macs = static_cast<double>(l.in) * l.out * (l.dx ? 3 : 2) * samples;
+      const double macs = l.macs() * samples;
       kern.push_back({{"name", g.layers[static_cast<size_t>(l.index)].name},
                       {"pes", l.pes() * reps},
                       {"busy_pct", 100.0 * static_cast<double>(busy[static_cast<size_t>(l.index)]) / (l.pes() * reps * static_cast<double>(t.cycles()))},

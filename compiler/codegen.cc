@@ -6,6 +6,7 @@
 
 #include "compiler/codegen_util.h"
 #include "compiler/reference.h"
+#include "compiler/ws_plan.h"
 #include "firmware/kernels/kernel_util.h"
 #include "hw/config.h"
 
@@ -417,6 +418,79 @@ void emit_ln_bwd(kernels::PeAsm& a, int n, const std::string& dG, const std::str
   a << "vmuls.fp32 " + dG + ", " + dL1 + ", r13";
 }
 
+std::string conv_tap_table(const ConvParams& cv, const std::string& sym) {
+  std::string tbl = ".data " + sym + ", i32";
+  for (const ConvTap& t : conv_taps(cv)) {
+    const long long xo = 4LL * ((static_cast<long long>(t.ci) * cv.h + t.oy0 * cv.sh - cv.pt + t.ky) * cv.w + t.ox0 * cv.sw - cv.pl + t.kx);
+    const long long ao = 4LL * (static_cast<long long>(t.oy0) * cv.wo + t.ox0);
+    tbl += ", " + S(t.oy1 > t.oy0 ? xo : 0) + ", " + S(ao) + ", " + S(t.ox1 - t.ox0) + ", " + S(static_cast<long long>(t.oy1 - t.oy0) * (t.ox1 - t.ox0));
+  }
+  return tbl;
+}
+
+void emit_pool_fwd(kernels::PeAsm& a, const ConvParams& cv, const PoolParams& q, long long planes, const PoolDsd& d,
+                   const std::string& tag) {
+  const long long P = static_cast<long long>(cv.ho) * cv.wo, Pq = static_cast<long long>(q.hq) * q.wq;
+  const std::string inv = kernels::f32_literal(1.0f / static_cast<float>(q.kh * q.kw)), &L_ = tag;
+  a << "mov r3, r1" << "mov r4, r2" << "li r5, 0" << "pps_" + L_ + ":";
+  if (whole_plane(cv, q)) {
+    a << "li r13, " + S(P) << "dlen " + d.py + ", r13" << "li r13, 1" << "dstride " + d.py + ", r13" << "dbase " + d.py + ", r3"
+      << "vsum.fp32 r13, " + d.py << "lif r14, " + inv << "fmul r13, r13, r14" << "st32 [r4], r13";
+  } else {
+    a << "li r13, " + S(q.wq) << "dlen " + d.pq + ", r13" << "dlen " + d.py + ", r13" << "li r13, " + S(q.sw) << "dstride " + d.py + ", r13"
+      << "li r13, 1" << "dstride " + d.pq + ", r13" << "mov r6, r3" << "mov r7, r4" << "li r8, 0" << "ppr_" + L_ + ":" << "dbase " + d.pq + ", r7";
+    for (int ky = 0; ky < q.kh; ++ky) {
+      for (int kx = 0; kx < q.kw; ++kx) {
+        a << "addi r13, r6, " + S(4LL * (static_cast<long long>(ky) * cv.wo + kx)) << "dbase " + d.py + ", r13";
+        if (ky == 0 && kx == 0) a << "vmov.fp32 " + d.pq + ", " + d.py;
+        else a << std::string(q.kind == PoolParams::kMax ? "vmax" : "vadd") + ".fp32 " + d.pq + ", " + d.pq + ", " + d.py;
+      }
+    }
+    if (q.kind == PoolParams::kAvg) a << "lif r13, " + inv << "vmuls.fp32 " + d.pq + ", " + d.pq + ", r13";
+    a << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq) << "addi r8, r8, 1" << "li r13, " + S(q.hq)
+      << "bne r8, r13, ppr_" + L_;
+  }
+  a << "addi r3, r3, " + S(4 * P) << "addi r4, r4, " + S(4 * Pq) << "addi r5, r5, 1" << "li r13, " + S(planes) << "bne r5, r13, pps_" + L_;
+}
+
+void emit_pool_bwd(kernels::PeAsm& a, const ConvParams& cv, const PoolParams& q, long long planes, const PoolDsd& d,
+                   const std::string& dz_sym, const std::string& gq_sym, const std::string& tag) {
+  const long long P = static_cast<long long>(cv.ho) * cv.wo, Pq = static_cast<long long>(q.hq) * q.wq;
+  const std::string inv = kernels::f32_literal(1.0f / static_cast<float>(q.kh * q.kw)), &L_ = tag;
+  a << "li r13, " + S(planes * P) << "dlen " + d.zp + ", r13" << "li r13, " + dz_sym << "dbase " + d.zp + ", r13" << "vfill.fp32 " + d.zp + ", r0";
+  a << "mov r3, r1" << "mov r4, r2" << "li r15, " + dz_sym << "li r11, " + gq_sym << "li r5, 0" << "pbs_" + L_ + ":";
+  if (whole_plane(cv, q)) {
+    a << "li r13, " + S(P) << "dlen " + d.zp + ", r13" << "dbase " + d.zp + ", r15" << "ld32 r13, [r11]" << "lif r14, " + inv
+      << "fmul r13, r13, r14" << "vfill.fp32 " + d.zp + ", r13";
+  } else {
+    a << "li r13, " + S(q.wq);
+    for (const std::string& x : {d.pq, d.py, d.gq, d.dt}) a << "dlen " + x + ", r13";
+    if (q.kind == PoolParams::kMax) {
+      for (const std::string& x : {d.rr, d.cm, d.tt, d.zero}) a << "dlen " + x + ", r13";
+    }
+    a << "li r13, " + S(q.sw) << "dstride " + d.py + ", r13" << "dstride " + d.dt + ", r13" << "li r13, 1" << "dstride " + d.pq + ", r13"
+      << "dstride " + d.gq + ", r13" << "mov r6, r3" << "mov r7, r4" << "mov r8, r15" << "mov r14, r11" << "li r9, 0"
+      << "pbr_" + L_ + ":" << "dbase " + d.pq + ", r7" << "dbase " + d.gq + ", r14";
+    if (q.kind == PoolParams::kMax) a << "vmov.fp32 " + d.rr + ", " + d.gq;
+    for (int ky = 0; ky < q.kh; ++ky) {
+      for (int kx = 0; kx < q.kw; ++kx) {
+        const long long off = 4LL * (static_cast<long long>(ky) * cv.wo + kx);
+        a << "addi r13, r6, " + S(off) << "dbase " + d.py + ", r13" << "addi r13, r8, " + S(off) << "dbase " + d.dt + ", r13";
+        if (q.kind == PoolParams::kMax) {
+          a << "vcmpgt.fp32 " + d.cm + ", " + d.pq + ", " + d.py << "vsel.fp32 " + d.tt + ", " + d.cm + ", " + d.zero + ", " + d.rr
+             << "vadd.fp32 " + d.dt + ", " + d.dt + ", " + d.tt << "vsel.fp32 " + d.rr + ", " + d.cm + ", " + d.rr + ", " + d.zero;
+        } else {
+          a << "lif r13, " + inv << "vaxpy.fp32 " + d.dt + ", " + d.gq + ", r13";
+        }
+      }
+    }
+    a << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r8, r8, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq)
+      << "addi r14, r14, " + S(4LL * q.wq) << "addi r9, r9, 1" << "li r13, " + S(q.hq) << "bne r9, r13, pbr_" + L_;
+  }
+  a << "addi r3, r3, " + S(4 * P) << "addi r4, r4, " + S(4 * Pq) << "addi r15, r15, " + S(4 * P) << "addi r11, r11, " + S(4 * Pq)
+    << "addi r5, r5, 1" << "li r13, " + S(planes) << "bne r5, r13, pbs_" + L_;
+}
+
 namespace {
 
 std::string lit(float v) { return kernels::f32_literal(v); }
@@ -817,6 +891,237 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
   return out;
 }
 
+// A convolution's tile (docs/compiler.md, "Convolutions"): weights T[o][t] of its output channels
+// o and the taps t of its input channels (ws_plan.h conv_taps, channels of the slice from 0).
+// Each sample's input slice (its channels' planes) comes whole into a ring slot (microthread 0);
+// then per output channel and tap one vaxpy of the tap's weight times its window of the input (a
+// two-dimensional operand: drows) into the valid part of the output's plane of sums (y), and y
+// leaves down the chain (microthread 1; with a partial sum from above, a vadd). The next input is
+// taken only once y has left (ysent), so that no issue ever waits on a busy microthread.
+// Backward, the sample's dz planes come whole (microthread 2); per output channel and tap a
+// vfmac of dz and the input window into the tap's momentum element (stride 0: the sum of the
+// window in element order), and (not in the first layer) a vaxpy of the weight times dz into the
+// window of dx, which leaves along the dx chain (microthread 3). After the minibatch's last
+// gradient: W += -lr V; V *= momentum.
+// Registers: r0 0, r3/r11 forward/backward ring slot, r4 samples in flight, r5/r6 forward/backward
+// samples of this minibatch, r12 ring end, r14 1 while an input is being taken or y sent; r1, r2,
+// r7-r10, r13, r15 scratch of the loops.
+std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileColors& c, int batch, int depth, const TrainHyper& h) {
+  PeAsm a;
+  a.inq(c.x);
+  a.inq(c.dy);
+  if (c.fin >= 0) a.inq(c.fin);
+  if (c.dxin >= 0) a.inq(c.dxin);
+  const long long T = cs.taps(), P = static_cast<long long>(cs.ho) * cs.wo, ni = static_cast<long long>(cs.c) * cs.h * cs.w;
+  const uint32_t uT = static_cast<uint32_t>(cq * T), uP = static_cast<uint32_t>(cq * P), uN = static_cast<uint32_t>(ni);
+  a.task("0, init, active");
+  a.task("1, update");
+  a.task("2, fwd");
+  a.task("3, ysent");
+  a.task("4, bwd");
+  if (dx) a.task("5, dxsent");
+  a.data(conv_tap_table(cs, "ct"));
+  a.data(".space W, fp32, " + S(cq * T));
+  a.data(".space V, fp32, " + S(cq * T));
+  a.data(".space ring, fp32, " + S(depth * ni));
+  a.data(".space y, fp32, " + S(cq * P));
+  a.data(".space dz, fp32, " + S(cq * P));
+  if (dx) a.data(".space dx, fp32, " + S(ni));
+  a.data(".space nupd, fp32, 1");
+  a << "init:";
+  const std::string dXin = a.mem("ring", uN), dFx = a.fin(c.x, uN), dY = a.mem("y", uP), dFO = a.fout(c.fout, uP);
+  const std::string dFI = c.fin >= 0 ? a.fin(c.fin, uP) : "", dZ = a.mem("dz", uP), dDy = a.fin(c.dy, uP);
+  const std::string dWall = a.mem("W", uT), dVall = a.mem("V", uT);
+  const std::string dCx = a.mem("ring", 1), dCa = a.mem("y", 1), dCz = a.mem("dz", 1), dCw0 = a.mem("V", 1, 0);
+  std::string dDX, dDO, dDI, dCdx;
+  if (dx) {
+    dDX = a.mem("dx", uN);
+    dDO = a.fout(c.dxout, uN);
+    if (c.dxin >= 0) dDI = a.fin(c.dxin, uN);
+    dCdx = a.mem("dx", 1);
+  }
+  const std::string arm_x = "vmov.fp32 " + dXin + ", " + dFx + ", async=0, done=activate:2";
+  const std::string arm_dz = "vmov.fp32 " + dZ + ", " + dDy + ", async=2, done=activate:4";
+  // The next input into slot r3: unless one is being taken or y sent, the minibatch's inputs are
+  // all in, or the ring is full.
+  auto try_arm = [&](const std::string& tag) {
+    a << "bne r14, r0, " + tag << "li r13, " + S(batch) << "beq r5, r13, " + tag << "li r13, " + S(depth) << "beq r4, r13, " + tag
+      << "li r14, 1" << "dbase " + dXin + ", r3" << arm_x << tag + ":";
+  };
+  a << "li r0, 0" << "li r3, ring" << "li r4, 0" << "li r5, 0" << "li r6, 0" << "li r11, ring" << "li r12, ring+" + S(4 * depth * ni)
+    << "li r14, 0" << "li r13, " + S(cs.sw) << "dstride " + dCx + ", r13";
+  if (dx) a << "dstride " + dCdx + ", r13";
+  a << arm_dz;
+  try_arm("in_a");
+  a << "exit";
+
+  a << "update:" << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13"
+    << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVall + ", " + dVall + ", r13"
+    << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring"
+    << "ld32 r1, [r0+nupd]" << "lif r2, 1.0" << "fadd r1, r1, r2" << "st32 [r0+nupd], r1";
+  try_arm("up_a");
+  a << "exit";
+
+  // A tap's window and its rows: r9 its table entry; `win` over the input (rows sh w apart),
+  // `out` over a plane of the output (rows wo apart).
+  auto tap_shape = [&](const std::vector<std::string>& win, const std::vector<std::string>& out) {
+    a << "ld32 r13, [r9+8]" << "li r15, " + S(static_cast<long long>(cs.sh) * cs.w);
+    for (const std::string& d : win) a << "drows " + d + ", r13, r15";
+    a << "li r15, " + S(cs.wo);
+    for (const std::string& d : out) a << "drows " + d + ", r13, r15";
+  };
+  // Per output channel (r1; r7 its plane), per tap (r9 the table, r10 the count; r2 the weight).
+  a << "fwd:" << "li r1, 0" << "li r2, W" << "li r7, y" << "cf_o:" << "li r9, ct" << "li r10, 0";
+  a << "cf_t:" << "ld32 r13, [r9+12]" << "beq r13, r0, cf_n" << "dlen " + dCx + ", r13" << "dlen " + dCa + ", r13";
+  tap_shape({dCx}, {dCa});
+  a << "ld32 r13, [r9]" << "add r13, r13, r3" << "dbase " + dCx + ", r13" << "ld32 r13, [r9+4]" << "add r13, r13, r7"
+    << "dbase " + dCa + ", r13" << "ld32 r15, [r2]" << "vaxpy.fp32 " + dCa + ", " + dCx + ", r15";
+  a << "cf_n:" << "addi r2, r2, 4" << "addi r9, r9, 16" << "addi r10, r10, 1" << "li r13, " + S(T) << "bne r10, r13, cf_t"
+    << "addi r7, r7, " + S(4 * P) << "addi r1, r1, 1" << "li r13, " + S(cq) << "bne r1, r13, cf_o";
+  a << "addi r3, r3, " + S(4 * ni) << "bne r3, r12, cf_w" << "li r3, ring" << "cf_w:" << "addi r5, r5, 1" << "addi r4, r4, 1";
+  if (c.fin >= 0) a << "vadd.fp32 " + dFO + ", " + dFI + ", " + dY + ", async=1, done=activate:3";
+  else a << "vmov.fp32 " + dFO + ", " + dY + ", async=1, done=activate:3";
+  a << "exit";
+  a << "ysent:" << "vfill.fp32 " + dY + ", r0" << "li r14, 0";
+  try_arm("ys_a");
+  a << "exit";
+
+  // Per output channel (r1; r7 its dz plane), per tap (r2 its momentum element, r8 its weight).
+  a << "bwd:" << "li r1, 0" << "li r2, V" << "li r8, W" << "li r7, dz" << "cb_o:" << "li r9, ct" << "li r10, 0";
+  a << "cb_t:" << "ld32 r13, [r9+12]" << "beq r13, r0, cb_n" << "dlen " + dCx + ", r13" << "dlen " + dCz + ", r13" << "dlen " + dCw0 + ", r13";
+  if (dx) a << "dlen " + dCdx + ", r13";
+  tap_shape(dx ? std::vector<std::string>{dCx, dCdx} : std::vector<std::string>{dCx}, {dCz});
+  a << "ld32 r13, [r9]" << "add r15, r13, r11" << "dbase " + dCx + ", r15";
+  if (dx) a << "li r15, dx" << "add r15, r13, r15" << "dbase " + dCdx + ", r15";
+  a << "ld32 r13, [r9+4]" << "add r13, r13, r7" << "dbase " + dCz + ", r13" << "dbase " + dCw0 + ", r2";
+  if (dx) a << "ld32 r15, [r8]" << "vaxpy.fp32 " + dCdx + ", " + dCz + ", r15";
+  a << "vfmac.fp32 " + dCw0 + ", " + dCz + ", " + dCx + ", " + dCw0;
+  a << "cb_n:" << "addi r2, r2, 4" << "addi r8, r8, 4" << "addi r9, r9, 16" << "addi r10, r10, 1" << "li r13, " + S(T) << "bne r10, r13, cb_t"
+    << "addi r7, r7, " + S(4 * P) << "addi r1, r1, 1" << "li r13, " + S(cq) << "bne r1, r13, cb_o";
+  a << "addi r11, r11, " + S(4 * ni) << "bne r11, r12, cb_w" << "li r11, ring" << "cb_w:";
+  if (dx) {
+    if (c.dxin >= 0) a << "vadd.fp32 " + dDO + ", " + dDI + ", " + dDX + ", async=3, done=activate:5";
+    else a << "vmov.fp32 " + dDO + ", " + dDX + ", async=3, done=activate:5";
+    a << "exit";
+    a << "dxsent:" << "vfill.fp32 " + dDX + ", r0";
+  }
+  a << arm_dz << "addi r4, r4, -1" << "addi r6, r6, 1" << "li r13, " + S(batch) << "bne r6, r13, sd_more" << "activate 1" << "exit"
+    << "sd_more:";
+  try_arm("sd_a");
+  a << "exit";
+  return a.text();
+}
+
+// A convolution's root: per sample its output channels' planes of sums come whole (microthread
+// 0), each plane adds its channel's bias, the activation's output is kept in a ring slot (yring)
+// and pooled into another (qring), whose planes leave for the next layer (microthread 1); the
+// next sums are taken once they have left. Backward, the pooled gradient comes whole (2), is
+// spread over the windows into dz (codegen_util.h emit_pool_bwd), takes the activation's
+// derivative at the kept output, adds each plane's sum (vsum) to its bias's momentum, and dz
+// leaves for the tiles (3). The bias updates after the minibatch's last gradient.
+// Registers: r0 0, r10/r12 forward/backward samples of this minibatch; the ring slots are words
+// in SRAM (yf, yb, qf, qb): the pooling takes r1-r9, r11, r13-r15.
+std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, Activation act, float alpha, const RootColors& c,
+                             int batch, int depth, const TrainHyper& h) {
+  PeAsm a;
+  a.inq(c.fin);
+  a.inq(c.dxin);
+  const bool pooled = q.kind != PoolParams::kNone;
+  const long long P = static_cast<long long>(cv.ho) * cv.wo, Pq = pooled ? static_cast<long long>(q.hq) * q.wq : P;
+  const uint32_t uP = static_cast<uint32_t>(cq * P), uQ = static_cast<uint32_t>(cq * Pq);
+  a.task("0, init, active");
+  a.task("1, fwdgot");
+  a.task("2, ysent");
+  a.task("3, dxgot");
+  a.task("4, dysent");
+  const bool ones = act == Activation::kSigmoid || act == Activation::kTanh;
+  a.data(".space b, fp32, " + S(cq));
+  a.data(".space vb, fp32, " + S(cq));
+  a.data(".space acc, fp32, " + S(cq * P));
+  a.data(".space bb, fp32, " + S(P));
+  a.data(".space tm, fp32, " + S(cq * P));
+  a.data(".space tmp, fp32, " + S(cq * P));
+  if (ones) a.data(".space ones, fp32, " + S(cq * P));
+  a.data(".space yring, fp32, " + S(depth * cq * P));
+  if (pooled) {
+    a.data(".space qring, fp32, " + S(depth * cq * Pq));
+    a.data(".space gq, fp32, " + S(cq * Pq));
+    const long long wq = std::max(1, q.wq);
+    a.data(".space rr, fp32, " + S(wq) + "\n.space cm, fp32, " + S(wq) + "\n.space tt, fp32, " + S(wq) + "\n.space zw, fp32, 1");
+  }
+  a.data(".space yf, i32, 1\n.space yb, i32, 1\n.space qf, i32, 1\n.space qb, i32, 1");
+  a.data(".space nupd, fp32, 1");
+  a << "init:";
+  const std::string dAcc = a.mem("acc", uP), dFin = a.fin(c.fin, uP), dAccP = a.mem("acc", static_cast<uint32_t>(P));
+  const std::string dBB = a.mem("bb", static_cast<uint32_t>(P)), dYs = a.mem("yring", uP), dTm = a.mem("tm", uP);
+  const std::string dTmP = a.mem("tm", static_cast<uint32_t>(P)), dTmp = a.mem("tmp", uP), dOnes = ones ? a.mem("ones", uP) : "";
+  const std::string dYO = a.fout(c.yout, uQ), dDXI = a.fin(c.dxin, uQ), dDYO = a.fout(c.dyout, uP);
+  const std::string dB = a.mem("b", static_cast<uint32_t>(cq)), dVB = a.mem("vb", static_cast<uint32_t>(cq));
+  std::string dQs, dGq;
+  PoolDsd pd;
+  if (pooled) {
+    dQs = a.mem("qring", uQ);
+    dGq = a.mem("gq", uQ);
+    pd = PoolDsd{a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), a.mem("rr", 1), a.mem("cm", 1), a.mem("tt", 1),
+                 a.mem("zw", 1, 0), a.mem("tm", 1)};
+  }
+  const std::string arm_fwd = "vmov.fp32 " + dAcc + ", " + dFin + ", async=0, done=activate:1";
+  // The pooled gradient into gq, or without pooling straight into dz.
+  const std::string arm_dx = "vmov.fp32 " + (pooled ? dGq : dTm) + ", " + dDXI + ", async=2, done=activate:3";
+  auto reset = [&] {
+    a << "li r13, yring" << "st32 [r0+yf], r13" << "st32 [r0+yb], r13";
+    if (pooled) a << "li r13, qring" << "st32 [r0+qf], r13" << "st32 [r0+qb], r13";
+    a << "li r10, 0" << "li r12, 0";
+  };
+  // A ring slot's word moved on by n bytes, wrapping at the ring's end.
+  auto next_slot = [&](const std::string& word, const std::string& ring, long long n, const std::string& tag) {
+    a << "ld32 r13, [r0+" + word + "]" << "addi r13, r13, " + S(n) << "li r14, " + ring + "+" + S(depth * n) << "bne r13, r14, " + tag
+      << "li r13, " + ring << tag + ":" << "st32 [r0+" + word + "], r13";
+  };
+  a << "li r0, 0";
+  reset();
+  if (ones) a << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
+  a << arm_fwd << arm_dx << "exit";
+
+  a << "fwdgot:" << "li r2, acc" << "li r3, b" << "li r4, 0" << "rf_b:" << "dbase " + dAccP + ", r2" << "ld32 r13, [r3]"
+    << "vfill.fp32 " + dBB + ", r13" << "vadd.fp32 " + dAccP + ", " + dAccP + ", " + dBB << "addi r2, r2, " + S(4 * P) << "addi r3, r3, 4"
+    << "addi r4, r4, 1" << "li r13, " + S(cq) << "bne r4, r13, rf_b";
+  a << "ld32 r1, [r0+yf]" << "dbase " + dYs + ", r1";
+  emit_act_fwd(a, act, alpha, dYs, dAcc, dTmp, dOnes);
+  if (pooled) {
+    a << "ld32 r2, [r0+qf]";
+    emit_pool_fwd(a, cv, q, cq, pd, "rf");
+    a << "dbase " + dQs + ", r2" << "vmov.fp32 " + dYO + ", " + dQs + ", async=1, done=activate:2";
+    next_slot("qf", "qring", 4 * cq * Pq, "rf_q");
+  } else {
+    a << "vmov.fp32 " + dYO + ", " + dYs + ", async=1, done=activate:2";
+  }
+  next_slot("yf", "yring", 4 * cq * P, "rf_y");
+  a << "addi r10, r10, 1" << "exit";
+  a << "ysent:" << "li r13, " + S(batch) << "beq r10, r13, ys_x" << arm_fwd << "ys_x:" << "exit";
+
+  a << "dxgot:" << "ld32 r1, [r0+yb]";
+  if (pooled) {
+    a << "ld32 r2, [r0+qb]";
+    emit_pool_bwd(a, cv, q, cq, pd, "tm", "gq", "rb");
+    next_slot("qb", "qring", 4 * cq * Pq, "rb_q");
+  }
+  a << "dbase " + dYs + ", r1";
+  emit_act_bwd(a, act, alpha, dTm, dYs, dTmp, dOnes);
+  next_slot("yb", "yring", 4 * cq * P, "rb_y");
+  a << "li r2, tm" << "li r3, vb" << "li r4, 0" << "rb_b:" << "dbase " + dTmP + ", r2" << "vsum.fp32 r13, " + dTmP << "ld32 r14, [r3]"
+    << "fadd r14, r14, r13" << "st32 [r3], r14" << "addi r2, r2, " + S(4 * P) << "addi r3, r3, 4" << "addi r4, r4, 1"
+    << "li r13, " + S(cq) << "bne r4, r13, rb_b";
+  a << "vmov.fp32 " + dDYO + ", " + dTm + ", async=3, done=activate:4" << "addi r12, r12, 1" << "exit";
+  a << "dysent:" << "li r13, " + S(batch) << "beq r12, r13, ds_u" << arm_dx << "exit";
+  a << "ds_u:" << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13"
+    << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13"
+    << "ld32 r9, [r0+nupd]" << "lif r13, 1.0" << "fadd r9, r9, r13" << "st32 [r0+nupd], r9";
+  reset();
+  a << arm_fwd << arm_dx << "exit";
+  return a.text();
+}
+
 }  // namespace
 
 ModelState ModelState::from_graph(const KernelGraph& g) {
@@ -904,21 +1209,25 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
           const int ni = lp.in_len(a), no = lp.out_len(b);
           SumSpec sp;
           if (R > 1) sp = sum_spec(lp.tile_xy(a, b), rep);
-          const int img = kernels::intern_image(
-              prog, tag + "_tile",
-              tile_source(ni, no, lp.dx, c, batch, plan.ring_depth, plan.lookahead(l), h, R > 1 ? &sp : nullptr), t);
+          std::string src;
+          long n = static_cast<long>(ni) * no;
+          if (lp.conv.on) {
+            ConvParams cs = lp.conv;
+            cs.c = lp.in_ch(a);
+            src = conv_tile_source(cs, lp.out_ch(b), lp.dx, c, batch, plan.ring_depth, h);
+            n = static_cast<long>(lp.out_ch(b)) * cs.taps();
+          } else {
+            src = tile_source(ni, no, lp.dx, c, batch, plan.ring_depth, plan.lookahead(l), h, R > 1 ? &sp : nullptr);
+          }
+          const int img = kernels::intern_image(prog, tag + "_tile", src, t);
           const auto [x, y] = plan.at(lp.tile_xy(a, b), rep);
           prog.place(x, y, img);
-          std::vector<float> wt(static_cast<size_t>(ni) * no), vt(wt.size());
+          std::vector<float> wt(static_cast<size_t>(n)), vt(wt.size());
           const auto& W = s.w[static_cast<size_t>(l)];
           const auto& V = s.v[static_cast<size_t>(l)];
-          for (int k = 0; k < ni; ++k) {
-            for (int o = 0; o < no; ++o) {
-              const size_t src =
-                  static_cast<size_t>(lp.out_off[static_cast<size_t>(b)] + o) * lp.in + lp.in_off[static_cast<size_t>(a)] + k;
-              wt[static_cast<size_t>(k) * no + o] = W[src];
-              vt[static_cast<size_t>(k) * no + o] = V[src];
-            }
+          for (long i = 0; i < n; ++i) {
+            wt[static_cast<size_t>(i)] = W[lp.weight_index(a, b, i)];
+            vt[static_cast<size_t>(i)] = V[lp.weight_index(a, b, i)];
           }
           prog.set_data(x, y, "W", f32_bytes(wt));
           prog.set_data(x, y, "V", f32_bytes(vt));
@@ -954,18 +1263,19 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
         const float alpha = g.layers[static_cast<size_t>(l)].act_alpha;
         SumSpec sp;
         if (R > 1) sp = sum_spec(lp.root_xy(b), rep);
-        const int img = kernels::intern_image(prog, tag + "_root",
-                                              root_source(no, act, alpha, last, c, batch, plan.ring_depth, plan.lookahead(l), h,
-                                                          plan.batch, R > 1 ? &sp : nullptr,
-                                                          g.layers[static_cast<size_t>(l)].ln.on ? &g.layers[static_cast<size_t>(l)].ln : nullptr),
-                                              t);
+        const std::string src =
+            lp.conv.on ? conv_root_source(lp.conv, lp.pool, lp.out_ch(b), act, alpha, c, batch, plan.ring_depth, h)
+                       : root_source(no, act, alpha, last, c, batch, plan.ring_depth, plan.lookahead(l), h, plan.batch,
+                                     R > 1 ? &sp : nullptr,
+                                     g.layers[static_cast<size_t>(l)].ln.on ? &g.layers[static_cast<size_t>(l)].ln : nullptr);
+        const int img = kernels::intern_image(prog, tag + "_root", src, t);
         const auto [x, y] = plan.at(lp.root_xy(b), rep);
         prog.place(x, y, img);
-        const auto off = static_cast<std::ptrdiff_t>(lp.out_off[static_cast<size_t>(b)]);
+        const auto off = static_cast<std::ptrdiff_t>(lp.bias_first(b)), nb = static_cast<std::ptrdiff_t>(lp.bias_count(b));
         prog.set_data(x, y, "b", f32_bytes(std::vector<float>(s.b[static_cast<size_t>(l)].begin() + off,
-                                                              s.b[static_cast<size_t>(l)].begin() + off + no)));
+                                                              s.b[static_cast<size_t>(l)].begin() + off + nb)));
         prog.set_data(x, y, "vb", f32_bytes(std::vector<float>(s.vb[static_cast<size_t>(l)].begin() + off,
-                                                               s.vb[static_cast<size_t>(l)].begin() + off + no)));
+                                                               s.vb[static_cast<size_t>(l)].begin() + off + nb)));
         prog.output(opre + out_b(l, b), x, y, "b");
         prog.output(opre + out_vb(l, b), x, y, "vb");
         if (g.layers[static_cast<size_t>(l)].ln.on) {

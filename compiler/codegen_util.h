@@ -52,4 +52,27 @@ void emit_ln_bwd(kernels::PeAsm& a, int n, const std::string& dG, const std::str
                  const std::string& dL2, const std::string& dGam, const std::string& dOnes, const std::string& ra1,
                  const std::string& ra2, const std::function<void()>& load_r);
 
+// A convolution's tap table as both modes' PEs read it (ws_plan.h conv_taps, in that order): per
+// tap 4 words, the byte offset of its first input element in a sample's planes of c's channels
+// (and of its dx), that of its first output in a plane of sums, the elements of an output row,
+// all its elements (0: the tap reads only padding). `sym` names the table.
+std::string conv_tap_table(const ConvParams& c, const std::string& sym);
+
+// A pooling's descriptor registers (both modes' roots): the pooled row, an input row of a window
+// tap (strided), the pooled gradient's row, dz's row of the tap (strided), a max's scratch rows
+// (rr, cm, tt: wq elements) and its zero (zw, stride 0), and dz whole. The caller points rr,
+// cm, tt and zero at their symbols (dmem) before the first use; these set lengths and bases.
+struct PoolDsd {
+  std::string py, pq, gq, dt, rr, cm, tt, zero, zp;
+};
+// Pooling of `planes` planes of c's outputs from r1 (Y, [plane][ho wo]) into r2 (Q, [plane][hq
+// wq]), as ws_plan.h pool_forward computes it. Scratch r3-r8, r13, r14; `tag` makes the labels.
+void emit_pool_fwd(kernels::PeAsm& a, const ConvParams& c, const PoolParams& q, long long planes, const PoolDsd& d,
+                   const std::string& tag);
+// Backward, as pool_backward: the pooled gradient (at gq_sym, [plane][hq wq]) spread over the
+// windows into dz (at dz_sym, [plane][ho wo], cleared first), Y at r1 and Q at r2 (kept).
+// Scratch r3-r9, r11, r13-r15.
+void emit_pool_bwd(kernels::PeAsm& a, const ConvParams& c, const PoolParams& q, long long planes, const PoolDsd& d,
+                   const std::string& dz_sym, const std::string& gq_sym, const std::string& tag);
+
 }  // namespace wafersim::compiler

@@ -14,8 +14,6 @@ namespace {
 
 // Multiply-accumulates per sample of a layer: forward, weight gradient, and input gradient
 // (every layer but the first).
-double macs(const LayerPlan& l) { return static_cast<double>(l.in) * l.out * (l.dx ? 3 : 2); }
-
 std::string fmt(double v, int prec = 1) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", prec, v);
@@ -164,12 +162,15 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
     if (l.index == 0) trans = plan.transmission;
     const double compute_sps = R * f / t, trans_sps = R * f / trans;
     const int tiles = l.p_in * l.p_out;
-    total_macs += macs(l);
+    total_macs += l.macs();
     const DenseKernel& d = g.layers[static_cast<size_t>(l.index)];
     k.push_back({{"name", d.name},
-                 {"kernel", std::string("dense") + (d.act != Activation::kNone ? "+" + std::string(activation_name(d.act)) : "") +
+                 {"kernel", std::string(d.conv.on ? "conv" : "dense") + (d.act != Activation::kNone ? "+" + std::string(activation_name(d.act)) : "") +
+                                (d.pool.kind == PoolParams::kMax ? "+maxpool" : d.pool.kind == PoolParams::kAvg ? "+avgpool" : "") +
                                 (l.index + 1 == static_cast<int>(plan.layers.size()) ? "+softmax_xent" : "")},
-                 {"shape", std::to_string(l.out) + "x" + std::to_string(l.in)},
+                 {"shape", d.conv.on ? std::to_string(d.conv.co) + "x" + std::to_string(d.conv.c) + "x" + std::to_string(d.conv.kh) + "x" +
+                                           std::to_string(d.conv.kw)
+                                     : std::to_string(l.out) + "x" + std::to_string(l.in)},
                  {"orientation", l.a_type ? "A (inputs along rows)" : "B (inputs along columns)"},
                  {"tiles", std::to_string(l.p_in) + "x" + std::to_string(l.p_out)},
                  {"origin", {l.x0, l.y0}},
@@ -185,7 +186,7 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
                  // (the host's I/O channels for layer 0, the fabric's links for the others).
                  {"bound", compute_sps <= trans_sps ? "compute" : l.index == 0 ? "input channels" : "fabric"},
                  {"active_pes_pct", 100.0 * l.pes() * R / fabric_pes},
-                 {"compute_utilisation_pct", 100.0 * macs(l) / (tiles * t * hw.core.fmac_fp32)}});
+                 {"compute_utilisation_pct", 100.0 * l.macs() / (tiles * t * hw.core.fmac_fp32)}});
   }
   const double t = plan.cycles_per_sample();
   double compute_t = 0;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "compiler/ws_plan.h"
+
 namespace wafersim::compiler {
 namespace {
 
@@ -35,12 +37,6 @@ constexpr double kCoupling = 0.2, kCoupleFromConsumer = 0.5, kCoupleFromProducer
 // Times at or above this mark a layer whose tiles do not fit (plus their bytes, to rank them).
 constexpr double kInfeasible = 1e12;
 
-std::vector<int> split(int n, int p) {
-  std::vector<int> off(static_cast<size_t>(p) + 1);
-  for (int i = 0; i <= p; ++i) off[static_cast<size_t>(i)] = static_cast<int>(static_cast<long long>(n) * i / p);
-  return off;
-}
-
 double act_cost(Activation a) {
   switch (a) {
     case Activation::kSigmoid: return 5;
@@ -50,6 +46,71 @@ double act_cost(Activation a) {
     case Activation::kGeluTanh: return 12;
     default: return 1;
   }
+}
+
+// n features in p slices of whole units (a convolution's channel planes; 1 elsewhere).
+std::vector<int> split(int n, int p, int unit = 1) {
+  std::vector<int> off(static_cast<size_t>(p) + 1);
+  const long long units = n / unit;
+  for (int i = 0; i <= p; ++i) off[static_cast<size_t>(i)] = static_cast<int>(units * i / p * unit);
+  return off;
+}
+
+// Boundary k's unit of slicing (k: layer k's input; L: the logits): a convolution's input
+// plane, or the pooled plane of the convolution before it (slices hold whole channels); else 1.
+int unit_of(const KernelGraph& g, int k) {
+  const int L = static_cast<int>(g.layers.size());
+  if (k < L && g.layers[static_cast<size_t>(k)].conv.on) return g.layers[static_cast<size_t>(k)].in / g.layers[static_cast<size_t>(k)].conv.c;
+  if (k > 0 && g.layers[static_cast<size_t>(k) - 1].conv.on) {
+    const DenseKernel& d = g.layers[static_cast<size_t>(k) - 1];
+    return d.out / d.conv.co;
+  }
+  return 1;
+}
+// Boundary k's width and its units (the most slices it can take).
+int width_of(const KernelGraph& g, int k) {
+  return k < static_cast<int>(g.layers.size()) ? g.layers[static_cast<size_t>(k)].in : g.layers.back().out;
+}
+int units_of(const KernelGraph& g, int k) { return width_of(g, k) / unit_of(g, k); }
+
+// A convolution's per-sample work at its PEs (codegen.cc conv_tile_source, conv_root_source),
+// in cycles: per tap a vector op over its window (one element a step: a two-dimensional
+// operand) and the scalar code that sets it up; the root's ops over the planes.
+constexpr double kConvTapF = 22, kConvTapB = 36;  // a tap's scalar instructions, forward, backward
+constexpr double kConvOp = 6;                      // a root vector op's issue and its loop's share
+KernelEstimate conv_estimate(const DenseKernel& d, const HwConfig& hw, int ci, int cq, bool dx, bool grad) {
+  const ConvParams& c = d.conv;
+  const PoolParams& q = d.pool;
+  ConvParams slice = c;
+  slice.c = ci;
+  double window = 0, live = 0;
+  for (const ConvTap& t : conv_taps(slice)) {
+    window += static_cast<double>(t.oy1 - t.oy0) * (t.ox1 - t.ox0);
+    live += t.oy1 > t.oy0;
+  }
+  const double taps = slice.taps(), dead = taps - live;
+  const double P = static_cast<double>(c.ho) * c.wo, Pq = static_cast<double>(d.out) / c.co;
+  const double ni = static_cast<double>(ci) * c.h * c.w, add = std::max(1, hw.core.add_fp32);
+  KernelEstimate e;
+  // The tile: forward one vaxpy per tap and output channel; backward a vfmac into the tap's
+  // momentum element and (not in the first layer) a vaxpy into dx: three cycles a window element
+  // either way, as in weight streaming (ws_plan.cc conv_estimate).
+  e.fwd = cq * (window + live * kConvTapF + dead * 8 + 10) + cq * P / add + kSampleEnd / 2;
+  e.bwd = cq * (3.0 * window + live * kConvTapB + dead * 8 + 10) + (dx ? ni / add : 0) + kSampleEnd / 2;
+  e.update_per_batch = cq * taps * (1 / static_cast<double>(hw.core.fmac_fp32) + 1.0 / hw.core.mul_fp32) + kUpdateFixed;
+  if (grad) e.update_per_batch += 2.0 * cq * taps / hw.core.add_fp32;
+  // The stream: a sample's input in (a wavelet a cycle), the forward work, the planes out.
+  e.stream = ni + e.fwd + cq * P;
+  // The root: the sums in, the bias per channel, the activation, the pooling (an op per pooled
+  // row and window tap), the pooled planes out; backward the pooled gradient in, its spreading
+  // (four ops per tap and row: max), the derivative, db, dz out to the tiles.
+  const bool pooled = q.kind != PoolParams::kNone;
+  const double taps_q = pooled ? static_cast<double>(q.kh) * q.kw : 0.0, rows_q = pooled ? cq * static_cast<double>(q.hq) : 0.0;
+  const double root_f = cq * (2.0 * P + kConvOp * 2) + cq * P * act_cost(d.act) + rows_q * taps_q * (q.wq + kConvOp);
+  const double root_b = cq * (3.0 * P + kConvOp * 2) + cq * P * act_cost(d.act) + rows_q * taps_q * (4.0 * q.wq + 4 * kConvOp);
+  e.root = kRootFixed + root_f + root_b;
+  e.stream = std::max(e.stream, cq * P + root_f + cq * Pq);
+  return e;
 }
 
 struct Search {
@@ -63,6 +124,11 @@ struct Search {
   // Layer l's estimate with p_in x p_out tiles; infinite when a tile does not fit SRAM.
   KernelEstimate estimate(int l, int p_in, int p_out, long* bytes) const {
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
+    if (d.conv.on) {
+      const int ci = (d.conv.c + p_in - 1) / p_in, cq = (d.conv.co + p_out - 1) / p_out;
+      *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0), conv_root_bytes(d.conv, d.pool, cq, ring_depth));
+      return conv_estimate(d, hw, ci, cq, l > 0, grad);
+    }
     const int ni = (d.in + p_in - 1) / p_in, no = (d.out + p_out - 1) / p_out;
     const bool dx = l > 0;
     *bytes = tile_sram_bytes(ni, no, ring_depth, dx, grad);
@@ -92,6 +158,14 @@ struct Search {
   double layer_time(int l, int p_in, int p_out) const {
     long bytes = 0;
     const KernelEstimate e = estimate(l, p_in, p_out, &bytes);
+    const DenseKernel& d = g.layers[static_cast<size_t>(l)];
+    if (d.conv.on) {
+      // A slice's planes are one descriptor each way: fewer than 65536 elements.
+      const long ci = (d.conv.c + p_in - 1) / p_in, cq = (d.conv.co + p_out - 1) / p_out;
+      const long ni = ci * d.conv.h * d.conv.w, no = cq * d.conv.ho * d.conv.wo;
+      if (bytes > sram || ni > 65535 || no > 65535) return kInfeasible + static_cast<double>(bytes);
+      return e.compute();
+    }
     // A tile's column descriptors stride by its output slice: at most 2047 elements ...
     const int no = (g.layers[static_cast<size_t>(l)].out + p_out - 1) / p_out;
     const long ni = (g.layers[static_cast<size_t>(l)].in + p_in - 1) / p_in;
@@ -103,7 +177,7 @@ struct Search {
 
 }  // namespace
 
-double KernelEstimate::compute() const { return std::max(fwd + bwd, root); }
+double KernelEstimate::compute() const { return std::max({fwd + bwd, root, stream}); }
 
 double Plan::bound_cycles() const {
   double t = std::max(transmission, ring_trip / ring_depth);
@@ -158,13 +232,50 @@ long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad
   return (grad ? 12 : 8) * ni * no + 4 * no + (dx ? 4 * ni : 0) + 4L * ring_depth * ni + kCodeBytes;
 }
 
+// Weights and momentum, the tap table (4 words a tap), the ring of input slices, the plane of
+// sums and of dz, dx (codegen.cc conv_tile_source).
+long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx) {
+  const long taps = static_cast<long>(ci) * c.kh * c.kw, ni = static_cast<long>(ci) * c.h * c.w;
+  const long no = static_cast<long>(co) * c.ho * c.wo;
+  return 8 * co * taps + 16 * taps + 4L * ring_depth * ni + 8 * no + (dx ? 4 * ni : 0) + kCodeBytes;
+}
+
+// The sums, dz, scratch and 1.0s over the channels' planes, the ring of activated planes and of
+// pooled ones, the pooled gradient, a pooling row's scratch (codegen.cc conv_root_source).
+long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth) {
+  const long P = static_cast<long>(c.ho) * c.wo, Pq = q.kind == PoolParams::kNone ? P : static_cast<long>(q.hq) * q.wq;
+  return 4L * co * P * (4 + ring_depth) + 4L * co * Pq * (ring_depth + 1) + 4L * (P + 3L * std::max(1, q.wq) + 8 * co + 16) + kCodeBytes;
+}
+
+double LayerPlan::macs() const {
+  if (conv.on) {
+    double window = 0;  // every tap's valid window, per output channel
+    for (const ConvTap& t : conv_taps(conv)) window += static_cast<double>(t.oy1 - t.oy0) * (t.ox1 - t.ox0);
+    return window * conv.co * (dx ? 3 : 2);
+  }
+  return static_cast<double>(in) * out * (dx ? 3 : 2);
+}
+
+size_t LayerPlan::weight_index(int a, int b, long i) const {
+  if (conv.on) {
+    const long t = static_cast<long>(in_ch(a)) * conv.kh * conv.kw;  // the tile's taps per output channel
+    const long o = i / t, k = i % t;
+    return static_cast<size_t>((out_ch0(b) + o) * conv.taps() + static_cast<long>(in_ch0(a)) * conv.kh * conv.kw + k);
+  }
+  const long no = out_len(b), k = i / no, o = i % no;
+  return static_cast<size_t>(out_off[static_cast<size_t>(b)] + o) * in + in_off[static_cast<size_t>(a)] + k;
+}
+
 std::map<std::pair<int, int>, long> weight_elements(const Plan& plan) {
   std::map<std::pair<int, int>, long> seg;
   for (const LayerPlan& l : plan.layers) {
     for (int a = 0; a < l.p_in; ++a) {
-      for (int b = 0; b < l.p_out; ++b) seg[l.tile_xy(a, b)] = static_cast<long>(l.in_len(a)) * l.out_len(b);
+      for (int b = 0; b < l.p_out; ++b) {
+        seg[l.tile_xy(a, b)] = l.conv.on ? static_cast<long>(l.out_ch(b)) * l.in_ch(a) * l.conv.kh * l.conv.kw
+                                         : static_cast<long>(l.in_len(a)) * l.out_len(b);
+      }
     }
-    for (int b = 0; b < l.p_out; ++b) seg[l.root_xy(b)] = l.out_len(b);
+    for (int b = 0; b < l.p_out; ++b) seg[l.root_xy(b)] = l.bias_count(b);
   }
   return seg;
 }
@@ -316,7 +427,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     std::vector<double> load(static_cast<size_t>(nch), 0.0);
     std::vector<double> south(static_cast<size_t>(H) + 1, 0.0), north(static_cast<size_t>(H) + 1, 0.0);  // difference arrays
     const int y0 = top_row(q);
-    const std::vector<int> off = split(g.layers.front().in, q[0]);
+    const std::vector<int> off = split(g.layers.front().in, q[0], unit_of(g, 0));
     for (int a = 0; a < q[0]; ++a) {
       const int c = nearest(y0 + a), from = ch_row(c), to = y0 + a;
       const double n = off[static_cast<size_t>(a) + 1] - off[static_cast<size_t>(a)];
@@ -386,7 +497,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     if (channel_bound) {
       // The fewest more input rows that reach another channel (rows between two channels take
       // the nearer one's, so one more row seldom helps).
-      const int lim = g.layers.front().in;
+      const int lim = units_of(g, 0);
       for (int v = p[0] + 1; v <= lim; ++v) {
         std::vector<int> q = p;
         q[0] = v;
@@ -403,9 +514,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     for (int k : {l, l + 1}) {
       if (channel_bound) break;
       if (k >= L) continue;  // the last layer keeps one output slice (one root computes the loss)
-      const int cap = k < L ? g.layers[static_cast<size_t>(k)].in : 1;
-      const int capo = k > 0 ? g.layers[static_cast<size_t>(k) - 1].out : cap;
-      const int lim = std::min(cap, capo);
+      const int lim = units_of(g, k);
       int& pk = p[static_cast<size_t>(k)];
       if (pk >= lim) continue;
       std::vector<int> q = p;
@@ -446,7 +555,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     double best_t = tiles_time(p, l);
     for (int k : {l, l + 1}) {
       if (k == 0 || k >= L) continue;  // layer 0's rows are the channels' (the search's); one loss root
-      const int lim = std::min(g.layers[static_cast<size_t>(k)].in, g.layers[static_cast<size_t>(k) - 1].out);
+      const int lim = units_of(g, k);
       // The fewest more slices that shorten the tiles (a slice count that leaves the longest
       // slice as it was changes nothing).
       for (int v = p[static_cast<size_t>(k)] + 1; v <= lim; ++v) {
@@ -474,6 +583,15 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       // A LayerNorm keeps its layer's outputs on one root: that layer's tiles, and the next
       // layer's inputs, stay in one slice, which no budget changes.
       const bool ln_bound = g.layers[static_cast<size_t>(l)].ln.on || (l > 0 && g.layers[static_cast<size_t>(l) - 1].ln.on);
+      if (g.layers[static_cast<size_t>(l)].conv.on) {
+        const DenseKernel& d = g.layers[static_cast<size_t>(l)];
+        throw CompileError("the convolution '" + d.name + "' does not fit: a convolution's PEs hold whole planes (a tile keeps " +
+                           std::to_string(s.ring_depth) + " samples' input planes of " + std::to_string(d.conv.h) + " x " +
+                           std::to_string(d.conv.w) + " in its ring, its output planes of " + std::to_string(d.conv.ho) + " x " +
+                           std::to_string(d.conv.wo) + " and their gradient), and with its channels spread as far as the budget allows "
+                           "its PEs still need " + std::to_string(bytes) + " bytes of SRAM (the core has " + std::to_string(sram) +
+                           "); use more SRAM per PE (core.sram_kb), a shallower ring (compile.ring_depth), or weight-streaming mode (--mode weight-streaming)");
+      }
       throw CompileError("layer '" + g.layers[static_cast<size_t>(l)].name + "' does not fit: its tiles need " +
                          std::to_string(bytes) + " bytes of SRAM per PE (the core has " + std::to_string(sram) + ") " +
                          (ln_bound ? std::string("in the one slice the LayerNorm '") +
@@ -501,8 +619,10 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     lp.out = d.out;
     lp.p_in = p[static_cast<size_t>(l)];
     lp.p_out = p[static_cast<size_t>(l) + 1];
-    lp.in_off = split(d.in, lp.p_in);
-    lp.out_off = split(d.out, lp.p_out);
+    lp.in_off = split(d.in, lp.p_in, unit_of(g, l));
+    lp.out_off = split(d.out, lp.p_out, unit_of(g, l + 1));
+    lp.conv = d.conv;
+    lp.pool = d.pool;
     lp.x0 = x;
     lp.y0 = y;
     lp.dx = l > 0;
@@ -540,6 +660,11 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     int depth = std::clamp(static_cast<int>(std::ceil(2 * plan.ring_trip / rate)), kMinRing, 64);
     auto fits_ring = [&](int d) {
       for (const LayerPlan& l : plan.layers) {
+        if (l.conv.on) {
+          const int ci = (l.conv.c + l.p_in - 1) / l.p_in, cq = (l.conv.co + l.p_out - 1) / l.p_out;
+          if (conv_tile_bytes(l.conv, ci, cq, d, l.dx) > sram || conv_root_bytes(l.conv, l.pool, cq, d) > sram) return false;
+          continue;
+        }
         const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
         if (tile_sram_bytes(ni, no, d, l.dx, grad) > sram) return false;
         // A root keeps d outputs too (and the loss root's lookahead stash at most d gradients),
@@ -552,13 +677,18 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     plan.ring_depth = depth;
     for (LayerPlan& l : plan.layers) {
       const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
-      l.tile_bytes = tile_sram_bytes(ni, no, depth, l.dx, grad);
+      if (l.conv.on) {
+        const int ci = (l.conv.c + l.p_in - 1) / l.p_in, cq = (l.conv.co + l.p_out - 1) / l.p_out;
+        l.tile_bytes = std::max(conv_tile_bytes(l.conv, ci, cq, depth, l.dx), conv_root_bytes(l.conv, l.pool, cq, depth));
+      } else {
+        l.tile_bytes = tile_sram_bytes(ni, no, depth, l.dx, grad);
+      }
     }
   }
   // Layer 0's tiles' backward bursts (every gradient of a sample, one vaxpy of the input slice
   // each) against what their input queue and the router's buffer hold of the inputs they would
   // have taken meanwhile (Plan::burst; with replicas the data tasks' queue is the third).
-  {
+  if (!plan.layers.front().conv.on) {  // a convolution's tiles take their input slices asynchronously
     const LayerPlan& l = plan.layers.front();
     const double ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
     const double fmac = hw.core.fmac_fp32;
@@ -630,9 +760,13 @@ void replicate(Plan* c, const HwConfig& hw, const Bands& bands, int R, int band)
 Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt) {
   const int W = hw.fabric.width, H = hw.fabric.height;
   if (g.layers.empty()) throw CompileError("the model has no layers to place");
-  if (const int l = g.first_conv(); l >= 0) {
-    throw CompileError("the convolution '" + g.layers[static_cast<size_t>(l)].name +
-                       "' runs in weight-streaming mode only so far; use --mode weight-streaming (or auto)");
+  // A convolution's PEs keep the update where dense ones do; replicas and two minibatches in
+  // flight are not built for them yet.
+  if (const int l = g.first_conv(); l >= 0 && (opt.replicas > 1 || opt.in_flight > 1)) {
+    throw CompileError("the convolution '" + g.layers[static_cast<size_t>(l)].name + "' with " +
+                       (opt.replicas > 1 ? "compile.replicas " + std::to_string(opt.replicas) : std::string("train.in_flight 2")) +
+                       " is not supported in layer-pipelined mode yet; use " +
+                       (opt.replicas > 1 ? "compile.replicas 1 (or 0)" : std::string("train.in_flight 1")) + ", or --mode weight-streaming");
   }
   // Residual connections (DenseKernel::residual): the source's roots send their values to the
   // target's roots, which send the sum's gradient back (codegen.cc); both sides' slices must
@@ -677,7 +811,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   // One copy on the whole fabric: today's plan, and every error of a model that does not fit.
   Plan best;
   if (opt.replicas <= 1) best = place_copy(g, hw, opt, budget, false);
-  if (opt.replicas == 1 || (opt.replicas == 0 && (opt.in_flight > 1 || g.first_layernorm() >= 0))) return best;
+  if (opt.replicas == 1 || (opt.replicas == 0 && (opt.in_flight > 1 || g.first_layernorm() >= 0 || g.first_conv() >= 0))) return best;
   const Bands bands = bands_of(hw);
   const int s = hw.io.spacing;
   auto copy_at = [&](int R, int band) {

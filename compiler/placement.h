@@ -41,6 +41,10 @@ struct PlaceOptions {
 // Cycle estimates of the cost model (per sample unless named otherwise).
 struct KernelEstimate {
   double fwd = 0, bwd = 0, update_per_batch = 0, root = 0;
+  // A convolution's PEs take a sample's slice whole before they work on it and send their
+  // result before they take the next (codegen.cc conv_tile_source): per sample, the longest of
+  // those series (the input in, the work, the output out), 0 for dense layers.
+  double stream = 0;
   double compute() const;  // the busiest PE's cycles per sample, update spread over the batch
 };
 
@@ -57,12 +61,34 @@ struct LayerPlan {
   int residual = -1;
   KernelEstimate est;
   long tile_bytes = 0;               // largest tile's SRAM need
+  // A convolution (DenseKernel::conv, pool): its slices hold whole channels, in_off and out_off
+  // count features (channel planes of its input, pooled planes of its output).
+  ConvParams conv;
+  PoolParams pool;
 
   int in_len(int a) const { return in_off[static_cast<size_t>(a) + 1] - in_off[static_cast<size_t>(a)]; }
   int out_len(int b) const { return out_off[static_cast<size_t>(b) + 1] - out_off[static_cast<size_t>(b)]; }
   std::pair<int, int> tile_xy(int a, int b) const { return a_type ? std::pair{x0 + b, y0 + a} : std::pair{x0 + a, y0 + b}; }
   std::pair<int, int> root_xy(int b) const { return a_type ? std::pair{x0 + b, y0 + p_in} : std::pair{x0 + p_in, y0 + b}; }
   int pes() const { return p_in * p_out + p_out; }
+  // A convolution's planes: its input's (h w), its output's before (ho wo) and after the pooling.
+  int in_plane() const { return conv.h * conv.w; }
+  int out_plane() const { return conv.ho * conv.wo; }
+  int pooled_plane() const { return out / conv.co; }
+  // Channels of input slice a and output slice b, and the first of each.
+  int in_ch(int a) const { return in_len(a) / in_plane(); }
+  int out_ch(int b) const { return out_len(b) / pooled_plane(); }
+  int in_ch0(int a) const { return in_off[static_cast<size_t>(a)] / in_plane(); }
+  int out_ch0(int b) const { return out_off[static_cast<size_t>(b)] / pooled_plane(); }
+  // Tile (a, b)'s element i of its weights (dense: k-major, in slice x out slice; a convolution:
+  // output-major, out channels x (in channels kh kw)) in the layer's matrix (out x in; co x c kh
+  // kw), and root b's first bias and count. codegen.cc lays tiles out and tlm/trainer.cc reads
+  // them back with these.
+  size_t weight_index(int a, int b, long i) const;
+  // A sample's multiply-adds: forward, the weight gradient and (not in the first layer) dx.
+  double macs() const;
+  int bias_first(int b) const { return conv.on ? out_ch0(b) : out_off[static_cast<size_t>(b)]; }
+  int bias_count(int b) const { return conv.on ? out_ch(b) : out_len(b); }
 };
 
 struct Plan {
@@ -132,5 +158,9 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
 // The SRAM bytes a tile of in_len x out_len needs (weights, momentum, buffers, code).
 // `grad`: a gradient buffer beside the momentum (replicas).
 long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad = false);
+// A convolution's tile of `ci` input and `co` output channels, and its root of `co` channels
+// (codegen.cc conv_tile_source, conv_root_source).
+long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx);
+long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth);
 
 }  // namespace wafersim::compiler

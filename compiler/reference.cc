@@ -1,5 +1,7 @@
 #include "compiler/reference.h"
 
+#include "compiler/ws_plan.h"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -42,6 +44,30 @@ float gelu_sigma(float z) {
   s = std::exp(s);
   s = s + 1.0f;
   return 1.0f / s;
+}
+
+// A convolution's taps of input channels [c0, c1) (ws_plan.h conv_taps' order) and, for each,
+// its index in the weight row (c kh kw).
+struct SliceTap {
+  ConvTap t;
+  int k;
+};
+std::vector<SliceTap> slice_taps(const ConvParams& c, int c0, int c1) {
+  std::vector<SliceTap> out;
+  const std::vector<ConvTap> taps = conv_taps(c);
+  for (size_t k = 0; k < taps.size(); ++k) {
+    if (taps[k].ci >= c0 && taps[k].ci < c1) out.push_back({taps[k], static_cast<int>(k)});
+  }
+  return out;
+}
+
+// Calls f(input index, output index) over a tap's window, row after row.
+template <class F>
+void over_window(const ConvParams& c, const ConvTap& t, F f) {
+  for (int oy = t.oy0; oy < t.oy1; ++oy) {
+    const int x0 = (t.ci * c.h + oy * c.sh - c.pt + t.ky) * c.w - c.pl + t.kx;
+    for (int ox = t.ox0; ox < t.ox1; ++ox) f(x0 + ox * c.sw, oy * c.wo + ox);
+  }
 }
 
 }  // namespace
@@ -215,6 +241,38 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
     const auto& W = st.w[static_cast<size_t>(l.index)];
     const auto& B = st.b[static_cast<size_t>(l.index)];
     const bool last = l.index + 1 == static_cast<int>(m_plan.layers.size());
+    if (l.conv.on) {
+      // A convolution (codegen.cc conv_tile_source, conv_root_source): per output channel, each
+      // input slice's tile sums its taps' windows into a plane from 0 (fused), the chain adds the
+      // slices' planes in order, the root adds the bias, activates and pools. Kept: the input,
+      // the activated planes before the pooling (as the output) and the pooled ones (as `pres`).
+      const ConvParams& c = l.conv;
+      const int P = l.out_plane(), Pq = l.pooled_plane(), T = c.taps();
+      const DenseKernel& dk = m_g.layers[static_cast<size_t>(l.index)];
+      std::vector<float> ys(static_cast<size_t>(c.co) * P), q(static_cast<size_t>(l.out));
+      std::vector<float> sum(static_cast<size_t>(P)), part(static_cast<size_t>(P));
+      for (int o = 0; o < c.co; ++o) {
+        for (int a = 0; a < l.p_in; ++a) {
+          std::fill(part.begin(), part.end(), 0.0f);
+          for (const SliceTap& st : slice_taps(c, l.in_ch0(a), l.in_ch0(a) + l.in_ch(a))) {
+            const float wv = W[static_cast<size_t>(o) * T + st.k];
+            over_window(c, st.t, [&](int xi, int yi) { part[static_cast<size_t>(yi)] = std::fma(wv, cur[static_cast<size_t>(xi)], part[static_cast<size_t>(yi)]); });
+          }
+          for (int i = 0; i < P; ++i) sum[static_cast<size_t>(i)] = a == 0 ? part[static_cast<size_t>(i)] : sum[static_cast<size_t>(i)] + part[static_cast<size_t>(i)];
+        }
+        float* yo = &ys[static_cast<size_t>(o) * P];
+        for (int i = 0; i < P; ++i) yo[i] = act_fwd(dk.act, sum[static_cast<size_t>(i)] + B[static_cast<size_t>(o)], dk.act_alpha);
+        if (l.pool.kind == PoolParams::kNone) std::copy(yo, yo + P, &q[static_cast<size_t>(o) * Pq]);
+        else pool_forward(c, l.pool, yo, &q[static_cast<size_t>(o) * Pq]);
+      }
+      if (xhats) xhats->emplace_back();
+      if (rstds) rstds->push_back(0);
+      if (inputs) inputs->push_back(cur);
+      if (outputs) outputs->push_back(std::move(ys));
+      if (pres) pres->push_back(q);
+      cur = std::move(q);
+      continue;
+    }
     std::vector<float> y(static_cast<size_t>(l.out)), z(static_cast<size_t>(l.out));
     for (int b = 0; b < l.p_out; ++b) {
       for (int o = l.out_off[static_cast<size_t>(b)]; o < l.out_off[static_cast<size_t>(b) + 1]; ++o) {
@@ -283,8 +341,43 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
       auto& V = R > 1 ? G[static_cast<size_t>(s % R)][static_cast<size_t>(li)] : m_s.v[static_cast<size_t>(li)];
       auto& VB = R > 1 ? GB[static_cast<size_t>(s % R)][static_cast<size_t>(li)] : m_s.vb[static_cast<size_t>(li)];
       const auto& x = in[static_cast<size_t>(li)];
-      for (int o = 0; o < l.out; ++o) VB[static_cast<size_t>(o)] = VB[static_cast<size_t>(o)] + g[static_cast<size_t>(o)];
       std::vector<float> dx;
+      if (l.conv.on) {
+        // g is dz ([co][ho wo]): each plane's sum (vsum) into its bias's momentum; per tile, the
+        // taps' momenta take the window's products (fused, in element order), dx the weights
+        // times dz from 0 (fused), and the dx chain adds the tiles' from the last output slice.
+        const ConvParams& c = l.conv;
+        const int P = l.out_plane(), T = c.taps();
+        for (int o = 0; o < c.co; ++o) {
+          float sb = 0;
+          for (int i = 0; i < P; ++i) sb += g[static_cast<size_t>(o) * P + static_cast<size_t>(i)];
+          VB[static_cast<size_t>(o)] = VB[static_cast<size_t>(o)] + sb;
+        }
+        if (l.dx) dx.assign(static_cast<size_t>(l.in), 0.0f);
+        std::vector<float> part(static_cast<size_t>(l.in));
+        for (int a = 0; a < l.p_in; ++a) {
+          const std::vector<SliceTap> taps = slice_taps(c, l.in_ch0(a), l.in_ch0(a) + l.in_ch(a));
+          for (int b = l.p_out - 1; b >= 0; --b) {
+            std::fill(part.begin(), part.end(), 0.0f);
+            for (int o = l.out_ch0(b); o < l.out_ch0(b) + l.out_ch(b); ++o) {
+              const float* d = &g[static_cast<size_t>(o) * P];
+              for (const SliceTap& st : taps) {
+                float& v = V[static_cast<size_t>(o) * T + st.k];
+                const float wv = W[static_cast<size_t>(o) * T + st.k];
+                over_window(c, st.t, [&](int xi, int yi) {
+                  if (l.dx) part[static_cast<size_t>(xi)] = std::fma(wv, d[yi], part[static_cast<size_t>(xi)]);
+                  v = std::fma(d[yi], x[static_cast<size_t>(xi)], v);
+                });
+              }
+            }
+            if (!l.dx) continue;
+            for (int k = l.in_off[static_cast<size_t>(a)]; k < l.in_off[static_cast<size_t>(a) + 1]; ++k) {
+              dx[static_cast<size_t>(k)] = b == l.p_out - 1 ? part[static_cast<size_t>(k)] : dx[static_cast<size_t>(k)] + part[static_cast<size_t>(k)];
+            }
+          }
+        }
+      } else {
+      for (int o = 0; o < l.out; ++o) VB[static_cast<size_t>(o)] = VB[static_cast<size_t>(o)] + g[static_cast<size_t>(o)];
       if (l.dx) {
         dx.assign(static_cast<size_t>(l.in), 0.0f);
         for (int a = 0; a < l.p_in; ++a) {
@@ -307,7 +400,23 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
           v = std::fma(g[static_cast<size_t>(o)], x[static_cast<size_t>(k)], v);
         }
       }
-      if (li > 0) {
+      }
+      if (li > 0 && m_plan.layers[static_cast<size_t>(li) - 1].conv.on) {
+        // Into a convolution's output: its root spreads the pooled gradient over the windows,
+        // then takes the activation's derivative at its planes before the pooling.
+        const LayerPlan& pl = m_plan.layers[static_cast<size_t>(li) - 1];
+        const DenseKernel& pk = m_g.layers[static_cast<size_t>(li) - 1];
+        const int P = pl.out_plane(), Pq = pl.pooled_plane();
+        const auto& ys = out[static_cast<size_t>(li) - 1];
+        const auto& qs = pre[static_cast<size_t>(li) - 1];
+        g.assign(ys.size(), 0.0f);
+        for (int o = 0; o < pl.conv.co; ++o) {
+          const size_t po = static_cast<size_t>(o) * P, qo = static_cast<size_t>(o) * Pq;
+          if (pl.pool.kind == PoolParams::kNone) std::copy(&dx[qo], &dx[qo] + P, &g[po]);
+          else pool_backward(pl.conv, pl.pool, &ys[po], &qs[qo], &dx[qo], &g[po]);
+        }
+        for (size_t i = 0; i < g.size(); ++i) g[i] = act_bwd(pk.act, ys[i], g[i], pk.act_alpha);
+      } else if (li > 0) {
         // Residual connections at boundary li: the sum's gradient it feeds is added to dx (the
         // source root's vadd); where li is a sum, dx is also its source's share (the target
         // root's send, before the derivative).

@@ -126,13 +126,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (!p.is_conv(l)) continue;
     const ConvParams& cv = p.conv[static_cast<size_t>(l)];
     cplane = std::max(cplane, p.oplane(l));
-    std::string tbl = ".data ct" + S(l) + ", i32";
-    for (const ConvTap& t : conv_taps(cv)) {
-      const long long xo = 4LL * ((static_cast<long long>(t.ci) * cv.h + t.oy0 * cv.sh - cv.pt + t.ky) * cv.w + t.ox0 * cv.sw - cv.pl + t.kx);
-      const long long ao = 4LL * (static_cast<long long>(t.oy0) * cv.wo + t.ox0);
-      tbl += ", " + S(t.oy1 > t.oy0 ? xo : 0) + ", " + S(ao) + ", " + S(t.ox1 - t.ox0) + ", " + S(static_cast<long long>(t.oy1 - t.oy0) * (t.ox1 - t.ox0));
-    }
-    as.data(tbl);
+    as.data(conv_tap_table(cv, "ct" + S(l)));
   }
   if (cplane) {
     as.data(".space cacc, fp32, " + S(cplane));
@@ -866,78 +860,12 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     for (const std::string& d : {dBB, dTm, dChI, dY, dTmp, dRetO}) as << "dlen " + d + ", r13";
     if (ones) as << "dlen " + dOnes + ", r13";
   };
-  // Pooling of the m planes of one output: from r1 (Y, [s][ho wo]) into r2 (Q, [s][hq wq]).
-  // A pooling's geometry at layer l: its planes' sizes and the reciprocal of a window's count.
-  struct PoolGeo {
-    const ConvParams& cv;
-    const PoolParams& q;
-    std::string L_;
-    long long P, Pq;
-    std::string inv;
-  };
-  auto pool_geo = [&](int l) {
-    const PoolParams& q = p.pool[static_cast<size_t>(l)];
-    return PoolGeo{p.conv[static_cast<size_t>(l)], q, S(l), p.oplane(l), p.qplane(l), kernels::f32_literal(1.0f / static_cast<float>(q.kh * q.kw))};
-  };
-  auto pool_fwd = [&](int l) {
-    const auto [cv, q, L_, P, Pq, inv] = pool_geo(l);
-    as << "mov r3, r1" << "mov r4, r2" << "li r5, 0" << "pps_" + L_ + ":";
-    if (whole_plane(cv, q)) {
-      as << "li r13, " + S(P) << "dlen " + dPy + ", r13" << "li r13, 1" << "dstride " + dPy + ", r13" << "dbase " + dPy + ", r3"
-         << "vsum.fp32 r13, " + dPy << "lif r14, " + inv << "fmul r13, r13, r14" << "st32 [r4], r13";
-    } else {
-      as << "li r13, " + S(q.wq) << "dlen " + dPq + ", r13" << "dlen " + dPy + ", r13" << "li r13, " + S(q.sw) << "dstride " + dPy + ", r13"
-         << "li r13, 1" << "dstride " + dPq + ", r13" << "mov r6, r3" << "mov r7, r4" << "li r8, 0" << "ppr_" + L_ + ":" << "dbase " + dPq + ", r7";
-      for (int ky = 0; ky < q.kh; ++ky) {
-        for (int kx = 0; kx < q.kw; ++kx) {
-          as << "addi r13, r6, " + S(4LL * (static_cast<long long>(ky) * cv.wo + kx)) << "dbase " + dPy + ", r13";
-          if (ky == 0 && kx == 0) as << "vmov.fp32 " + dPq + ", " + dPy;
-          else as << std::string(q.kind == PoolParams::kMax ? "vmax" : "vadd") + ".fp32 " + dPq + ", " + dPq + ", " + dPy;
-        }
-      }
-      if (q.kind == PoolParams::kAvg) as << "lif r13, " + inv << "vmuls.fp32 " + dPq + ", " + dPq + ", r13";
-      as << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq) << "addi r8, r8, 1" << "li r13, " + S(q.hq)
-         << "bne r8, r13, ppr_" + L_;
-    }
-    as << "addi r3, r3, " + S(4 * P) << "addi r4, r4, " + S(4 * Pq) << "addi r5, r5, 1" << "li r13, " + S(m) << "bne r5, r13, pps_" + L_;
-  };
-  // Backward: the pooled gradient of the m planes (gq, [s][hq wq]) spread over the windows into
-  // dz (tm, [s][ho wo], cleared first), with Y at r1 and Q at r2 (kept). Scratch: r3-r9, r11,
-  // r13-r15 (the labels in r9 are used up by then; r10 and r12 are the gather's).
+  // Pooling of the m planes of one output, from r1 (Y, [s][ho wo]) into r2 (Q, [s][hq wq]), and
+  // backward from gq into tm (codegen_util.h emit_pool_fwd, emit_pool_bwd).
+  const PoolDsd pdsd{dPy, dPq, dGq, dDt, dRr, dCm, dTt, dZero, dZp};
+  auto pool_fwd = [&](int l) { emit_pool_fwd(as, p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], m, pdsd, S(l)); };
   auto pool_bwd = [&](int l) {
-    const auto [cv, q, L_, P, Pq, inv] = pool_geo(l);
-    as << "li r13, " + S(m * P) << "dlen " + dZp + ", r13" << "li r13, tm" << "dbase " + dZp + ", r13" << "vfill.fp32 " + dZp + ", r0";
-    as << "mov r3, r1" << "mov r4, r2" << "li r15, tm" << "li r11, gq" << "li r5, 0" << "pbs_" + L_ + ":";
-    if (whole_plane(cv, q)) {
-      as << "li r13, " + S(P) << "dlen " + dZp + ", r13" << "dbase " + dZp + ", r15" << "ld32 r13, [r11]" << "lif r14, " + inv
-         << "fmul r13, r13, r14" << "vfill.fp32 " + dZp + ", r13";
-    } else {
-      as << "li r13, " + S(q.wq);
-      for (const std::string& d : {dPq, dPy, dGq, dDt}) as << "dlen " + d + ", r13";
-      if (q.kind == PoolParams::kMax) {
-        for (const std::string& d : {dRr, dCm, dTt, dZero}) as << "dlen " + d + ", r13";
-      }
-      as << "li r13, " + S(q.sw) << "dstride " + dPy + ", r13" << "dstride " + dDt + ", r13" << "li r13, 1" << "dstride " + dPq + ", r13"
-         << "dstride " + dGq + ", r13" << "mov r6, r3" << "mov r7, r4" << "mov r8, r15" << "mov r14, r11" << "li r9, 0"
-         << "pbr_" + L_ + ":" << "dbase " + dPq + ", r7" << "dbase " + dGq + ", r14";
-      if (q.kind == PoolParams::kMax) as << "vmov.fp32 " + dRr + ", " + dGq;
-      for (int ky = 0; ky < q.kh; ++ky) {
-        for (int kx = 0; kx < q.kw; ++kx) {
-          const long long off = 4LL * (static_cast<long long>(ky) * cv.wo + kx);
-          as << "addi r13, r6, " + S(off) << "dbase " + dPy + ", r13" << "addi r13, r8, " + S(off) << "dbase " + dDt + ", r13";
-          if (q.kind == PoolParams::kMax) {
-            as << "vcmpgt.fp32 " + dCm + ", " + dPq + ", " + dPy << "vsel.fp32 " + dTt + ", " + dCm + ", " + dZero + ", " + dRr
-               << "vadd.fp32 " + dDt + ", " + dDt + ", " + dTt << "vsel.fp32 " + dRr + ", " + dCm + ", " + dRr + ", " + dZero;
-          } else {
-            as << "lif r13, " + inv << "vaxpy.fp32 " + dDt + ", " + dGq + ", r13";
-          }
-        }
-      }
-      as << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r8, r8, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq)
-         << "addi r14, r14, " + S(4LL * q.wq) << "addi r9, r9, 1" << "li r13, " + S(q.hq) << "bne r9, r13, pbr_" + L_;
-    }
-    as << "addi r3, r3, " + S(4 * P) << "addi r4, r4, " + S(4 * Pq) << "addi r15, r15, " + S(4 * P) << "addi r11, r11, " + S(4 * Pq)
-       << "addi r5, r5, 1" << "li r13, " + S(m) << "bne r5, r13, pbs_" + L_;
+    emit_pool_bwd(as, p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], m, pdsd, "tm", "gq", S(l));
   };
   as << "step:";
   skip_stream(as, 0, static_cast<long long>(p.shard) - m, dInL, dDisc, "rs_a");

@@ -71,6 +71,9 @@ SHAPES = [
     # LayerNorm before each hidden activation, decomposed (opset 13) and LayerNormalization (17).
     ("layernorm_gelu_op13", [20, 12, 8, 5], "gelu", 13, 14, 0.1, 0.9),
     ("layernorm_relu_op17", [16, 10, 8, 4], "relu", 17, 15, 0.1, 0.9),
+    # CNNs (CONV below): a LeNet-style one and one with LeakyReLU and AveragePool.
+    ("lenet_op13", [10], "relu", 13, 18, 0.05, 0.9),
+    ("leaky_avg_op17", [10], "leaky_relu", 17, 19, 0.05, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -99,7 +102,8 @@ WS_CASES = [
 ]
 # CNNs (make_model.py --conv SPEC --image CxHxW; `layers` are the widths after the planes):
 # weight streaming's convolutions, trained for CNN_STEPS steps (runs of 1, 2 and CNN_STEPS).
-CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c3p1,a2", [1, 12, 12])}
+CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c3p1,a2", [1, 12, 12]),
+        "lenet_op13": ("4c5,m2,8c5,m2", [1, 28, 28]), "leaky_avg_op17": ("4c3p1,a2,6c3,m2", [2, 12, 12])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
@@ -302,7 +306,7 @@ def test_shape(wafersim, workdir, shape):
               "--train.batch", str(BATCH), "--train.lr", repr(lr), "--train.momentum", repr(mu),
               "--train.eval", "0", "--sim.seed", str(SIM_SEED),
               "--fabric.width", "32", "--fabric.height", "32", "--io.spacing", "8",
-              "--compile.replicas", str(REPLICAS.get(name, 1))]
+              "--compile.replicas", str(REPLICAS.get(name, 1)), "--mode", "layer-pipelined"]
     t0 = time.monotonic()
     runs = {}
     for k in range(1, STEPS + 1):
@@ -311,9 +315,10 @@ def test_shape(wafersim, workdir, shape):
             return
     out = os.path.join(d, f"out{STEPS}")
     rows = np.loadtxt(os.path.join(out, "losses.csv"), delimiter=",", skiprows=1, ndmin=2)
-    if not check(name, "wafersim train", len(rows) == STEPS and list(rows[:, 0]) == list(range(1, STEPS + 1)),
+    if not check(name, "wafersim train", len(rows) == STEPS and list(rows[:, 0]) == list(range(1, STEPS + 1))
+                 and runs[STEPS].get("mode") == "layer-pipelined",
                  f"{STEPS} runs of 1..{STEPS} steps in {time.monotonic() - t0:.2f} s, "
-                 f"{len(rows)} rows in {out}/losses.csv"):
+                 f"{len(rows)} rows in {out}/losses.csv, mode {runs[STEPS].get('mode')}"):
         return
     wafer_losses = [runs[k]["final_loss"] for k in range(1, STEPS + 1)]
     # The runs are deterministic: step k of the N-step run is step k of the k-step run.
@@ -322,8 +327,9 @@ def test_shape(wafersim, workdir, shape):
           f"the {STEPS}-step run's rows are the k-step runs' losses to 6 decimals (max off {csv_off:.1e})")
 
     # 4. PyTorch, float32 (the comparison) and float64 (the rounding scale).
-    t_losses, t_net, t_opt = torch_train(net, x, y, lr, mu, STEPS, torch.float32)
-    d_losses, d_net, d_opt = torch_train(net, x, y, lr, mu, STEPS, torch.float64)
+    shape = CONV[name][1] if name in CONV else None
+    t_losses, t_net, t_opt = torch_train(net, x, y, lr, mu, STEPS, torch.float32, shape=shape)
+    d_losses, d_net, d_opt = torch_train(net, x, y, lr, mu, STEPS, torch.float64, shape=shape)
 
     # 5. Losses.
     w1, t1 = wafer_losses[0], t_losses[0]
@@ -393,17 +399,20 @@ def test_shape(wafersim, workdir, shape):
 
     # Logits: the checkpoint (numpy interpreter of its graph, and torch with its weights) against
     # PyTorch's trained model, on the training samples and fresh inputs.
-    xs = np.concatenate([x, rng.standard_normal((4, layers[0])).astype(np.float32)])
+    # (A CNN's checkpoint graph is not interpreted here: its weights go into torch.)
+    xs = np.concatenate([x, rng.standard_normal((4, x.shape[1])).astype(np.float32)])
+    xin = torch.from_numpy(xs.reshape(xs.shape[0], *shape) if shape else xs)
     with torch.no_grad():
-        want = t_net(torch.from_numpy(xs)).numpy()
-        ck_net = make_model.build(layers, act, name in RESIDUAL, name in LAYERNORM)
+        want = t_net(xin).numpy()
+        ck_net = (make_model.build_cnn(CONV[name][0], shape, layers, act) if shape
+                  else make_model.build(layers, act, name in RESIDUAL, name in LAYERNORM))
         ck_net.load_state_dict(loaded)
-        via_torch = ck_net(torch.from_numpy(xs)).numpy()
-    via_onnx = run_onnx(ck, xs)
-    a, b = maxdiff(via_onnx, want), maxdiff(via_torch, want)
+        via_torch = ck_net(xin).numpy()
+    a = maxdiff(run_onnx(ck, xs), want) if not shape else 0.0
+    b = maxdiff(via_torch, want)
     check(name, "logits", a <= LOGIT_ATOL and b <= LOGIT_ATOL,
-          f"{len(xs)} inputs: checkpoint graph (numpy) vs torch {a:.2e}, checkpoint weights in torch "
-          f"vs torch {b:.2e} (tol {LOGIT_ATOL:g}; logits up to {float(np.abs(want).max()):.2f})")
+          f"{len(xs)} inputs: " + (f"checkpoint graph (numpy) vs torch {a:.2e}, " if not shape else "") +
+          f"checkpoint weights in torch vs torch {b:.2e} (tol {LOGIT_ATOL:g}; logits up to {float(np.abs(want).max()):.2f})")
 
 
 def test_ws_case(wafersim, workdir, case):
@@ -494,6 +503,7 @@ def main():
     ap.add_argument("--workdir", default="/tmp/torch_roundtrip", help="models, data and runs go here")
     ap.add_argument("--mode", choices=["layer-pipelined", "weight-streaming"], default="layer-pipelined",
                     help="the shapes trained in layer-pipelined mode, or the weight-streaming cases")
+    ap.add_argument("--only", action="append", metavar="NAME", help="run only this shape or case (repeatable)")
     a = ap.parse_args()
     if not os.access(a.wafersim, os.X_OK):
         ap.error(f"--wafersim {a.wafersim} is not an executable")
@@ -501,13 +511,16 @@ def main():
     torch.set_num_threads(1)
     t0 = time.monotonic()
     ws = a.mode == "weight-streaming"
-    for s in WS_CASES if ws else SHAPES:
+    cases = [s for s in (WS_CASES if ws else SHAPES) if not a.only or s[0] in a.only]
+    if a.only and len(cases) != len(set(a.only)):
+        ap.error(f"--only: no such {'case' if ws else 'shape'} among {', '.join(s[0] for s in (WS_CASES if ws else SHAPES))}")
+    for s in cases:
         (test_ws_case if ws else test_shape)(os.path.abspath(a.wafersim), a.workdir, s)
     secs = time.monotonic() - t0
     if failures:
         print(f"FAIL: {len(failures)} check(s) failed in {secs:.1f} s: " + ", ".join(failures))
         return 1
-    print(f"PASS: {len(WS_CASES) if ws else len(SHAPES)} {'cases' if ws else 'shapes'} in {secs:.1f} s")
+    print(f"PASS: {len(cases)} {'cases' if ws else 'shapes'} in {secs:.1f} s")
     return 0
 
 

@@ -150,27 +150,25 @@ compiler::ModelState Trainer::read_state() const {
   compiler::ModelState s;
   s.step = m_step;
   for (const LayerPlan& l : m_c.plan.layers) {
-    std::vector<float> w(static_cast<size_t>(l.in) * l.out), v(w.size()), b(static_cast<size_t>(l.out)), vb(b.size());
+    const size_t nw = l.conv.on ? static_cast<size_t>(l.conv.co) * l.conv.taps() : static_cast<size_t>(l.in) * l.out;
+    const size_t nb = l.conv.on ? static_cast<size_t>(l.conv.co) : static_cast<size_t>(l.out);
+    std::vector<float> w(nw), v(w.size()), b(nb), vb(b.size());
     for (int a = 0; a < l.p_in; ++a) {
       for (int bb = 0; bb < l.p_out; ++bb) {
         const auto& tw = *by.at(compiler::out_w(l.index, a, bb));
         const auto& tv = *by.at(compiler::out_v(l.index, a, bb));
-        const int ni = l.in_len(a), no = l.out_len(bb);
-        for (int k = 0; k < ni; ++k) {
-          for (int o = 0; o < no; ++o) {
-            const size_t dst = static_cast<size_t>(l.out_off[static_cast<size_t>(bb)] + o) * l.in + l.in_off[static_cast<size_t>(a)] + k;
-            w[dst] = tw[static_cast<size_t>(k) * no + o];
-            v[dst] = tv[static_cast<size_t>(k) * no + o];
-          }
+        for (size_t i = 0; i < tw.size(); ++i) {  // the tile's layout: LayerPlan::weight_index
+          w[l.weight_index(a, bb, static_cast<long>(i))] = tw[i];
+          v[l.weight_index(a, bb, static_cast<long>(i))] = tv[i];
         }
       }
     }
     for (int bb = 0; bb < l.p_out; ++bb) {
       const auto& tb = *by.at(compiler::out_b(l.index, bb));
       const auto& tvb = *by.at(compiler::out_vb(l.index, bb));
-      for (int o = 0; o < l.out_len(bb); ++o) {
-        b[static_cast<size_t>(l.out_off[static_cast<size_t>(bb)] + o)] = tb[static_cast<size_t>(o)];
-        vb[static_cast<size_t>(l.out_off[static_cast<size_t>(bb)] + o)] = tvb[static_cast<size_t>(o)];
+      for (int o = 0; o < l.bias_count(bb); ++o) {
+        b[static_cast<size_t>(l.bias_first(bb) + o)] = tb[static_cast<size_t>(o)];
+        vb[static_cast<size_t>(l.bias_first(bb) + o)] = tvb[static_cast<size_t>(o)];
       }
     }
     s.w.push_back(std::move(w));

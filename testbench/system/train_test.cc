@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <type_traits>
 
 #include "compiler/compile.h"
 #include "compiler/ws_plan.h"
@@ -28,7 +29,14 @@ struct Rig {
   tlm::Normalize norm;
 };
 
-Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std::string& name, int in_flight = 1,
+// A model spec's file, features and classes.
+int spec_features(const MlpSpec& s) { return s.widths.front(); }
+int spec_classes(const MlpSpec& s) { return s.widths.back(); }
+int spec_features(const CnnSpec& s) { return s.features(); }
+int spec_classes(const CnnSpec& s) { return s.dense.back(); }
+
+template <typename Spec>
+Rig make_rig(const Spec& spec, int fabric, int batch, int max_pes, const std::string& name, int in_flight = 1,
              int replicas = 1) {
   Rig r;
   r.opt.place.in_flight = in_flight;
@@ -39,16 +47,18 @@ Rig make_rig(const MlpSpec& spec, int fabric, int batch, int max_pes, const std:
   r.opt.place.max_pes = max_pes;
   r.opt.hyper.lr = 0.05f;
   const std::string path = tmp_path(name + ".onnx");
-  write_mlp(path, spec);
+  if constexpr (std::is_same_v<Spec, CnnSpec>) write_cnn(path, spec);
+  else write_mlp(path, spec);
   r.res = compile_model(path, r.hw, r.opt);
-  r.data = synthetic_dataset(64, static_cast<size_t>(spec.widths.front()), spec.widths.back(), 3);
+  r.data = synthetic_dataset(64, static_cast<size_t>(spec_features(spec)), spec_classes(spec), 3);
   return r;
 }
 
 // `in_flight` 2: steps drain where `drains` says (1-based step numbers; the last always does).
 // Returns the wafer's cycles over all steps.
 // `replicas`: compile.replicas (1 unless a test says; 0 lets the compiler choose).
-uint64_t check_against_reference(const MlpSpec& spec, int fabric, int batch, int max_pes, int steps, const std::string& name,
+template <typename Spec>
+uint64_t check_against_reference(const Spec& spec, int fabric, int batch, int max_pes, int steps, const std::string& name,
                                  int in_flight = 1, const std::vector<int>& drains = {}, int replicas = 1) {
   Rig r = make_rig(spec, fabric, batch, max_pes, name, in_flight, replicas);
   if (replicas > 0) {
@@ -184,6 +194,39 @@ TEST(Training, LayerNormMatchesReference) {
   MlpSpec spec{{24, 16, 12, 5}, "Gelu", 7, 17};
   spec.layernorm = true;
   check_against_reference(spec, 40, 6, 60, 3, "layernorm");
+}
+
+// Convolutions in layer-pipelined mode (docs/compiler.md, "Convolutions"): padded and strided,
+// MaxPool with an uncovered row, AveragePool, on a budget that splits their channels over
+// several tiles and roots (the partial planes chain, dx chains over the output slices): bit
+// for bit against reference.cc.
+TEST(Training, ConvolutionsMatchReference) {
+  CnnSpec spec;
+  spec.c = 2, spec.h = 9, spec.w = 8;
+  spec.convs = {{4, 3, 1, 1, "MaxPool", 2}, {5, 3, 2, 1, "AveragePool", 2}};
+  spec.dense = {6, 3};
+  Rig r = make_rig(spec, 24, 6, 0, "lp_conv_probe");
+  const Plan& p = r.res.compiled.plan;
+  int split = 0;
+  for (const LayerPlan& l : p.layers) split += l.conv.on && (l.p_in > 1 || l.p_out > 1);
+  EXPECT_GT(split, 0) << "the whole fabric should split a convolution's channels";
+  check_against_reference(spec, 24, 6, 0, 3, "lp_conv");
+}
+
+// GlobalAveragePool after a LeakyReLU convolution, Tanh on three channels with no pooling.
+TEST(Training, ConvolutionsWithGlobalPoolingLeakyReluAndTanh) {
+  CnnSpec spec;
+  spec.c = 3, spec.h = 7, spec.w = 7;
+  spec.act = "LeakyRelu";
+  spec.convs = {{4, 3, 1, 1, "GlobalAveragePool", 0}};
+  spec.dense = {5, 3};
+  check_against_reference(spec, 20, 5, 0, 3, "lp_conv_gap");
+  CnnSpec t;
+  t.c = 3, t.h = 6, t.w = 6;
+  t.act = "Tanh";
+  t.convs = {{3, 3, 1, 0, "", 0}, {2, 2, 2, 0, "MaxPool", 2}};
+  t.dense = {4};
+  check_against_reference(t, 20, 4, 40, 3, "lp_conv_tanh");
 }
 
 // What LayerNorm does not run yet in layer-pipelined mode says so by name: replicas, two
