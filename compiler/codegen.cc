@@ -906,12 +906,17 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
 // Registers: r0 0, r3/r11 forward/backward ring slot, r4 samples in flight, r5/r6 forward/backward
 // samples of this minibatch, r12 ring end, r14 1 while an input is being taken or y sent; r1, r2,
 // r7-r10, r13, r15 scratch of the loops.
-std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileColors& c, int batch, int depth, const TrainHyper& h) {
+std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileColors& c, int batch, int depth, const TrainHyper& h,
+                             const SumSpec* sum) {
   PeAsm a;
+  bind_sum_queues(a, sum);
+  // With replicas the partial sums' streams come before the data's colors (as in tile_source).
+  if (sum && c.fin >= 0) a.inq(c.fin);
+  if (sum && c.dxin >= 0) a.inq(c.dxin);
   a.inq(c.x);
   a.inq(c.dy);
-  if (c.fin >= 0) a.inq(c.fin);
-  if (c.dxin >= 0) a.inq(c.dxin);
+  if (!sum && c.fin >= 0) a.inq(c.fin);
+  if (!sum && c.dxin >= 0) a.inq(c.dxin);
   const long long T = cs.taps(), P = static_cast<long long>(cs.ho) * cs.wo, ni = static_cast<long long>(cs.c) * cs.h * cs.w;
   const uint32_t uT = static_cast<uint32_t>(cq * T), uP = static_cast<uint32_t>(cq * P), uN = static_cast<uint32_t>(ni);
   a.task("0, init, active");
@@ -927,8 +932,11 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
   a.data(".space y, fp32, " + S(cq * P));
   a.data(".space dz, fp32, " + S(cq * P));
   if (dx) a.data(".space dx, fp32, " + S(ni));
+  if (sum) a.data(".space G, fp32, " + S(cq * T));
   a.data(".space nupd, fp32, 1");
   a << "init:";
+  const std::string dGall = sum ? a.mem("G", uT) : "";
+  const SumDsd sum_dsd = sum ? prepare_sum(a, *sum) : SumDsd{};
   const std::string dXin = a.mem("ring", uN), dFx = a.fin(c.x, uN), dY = a.mem("y", uP), dFO = a.fout(c.fout, uP);
   const std::string dFI = c.fin >= 0 ? a.fin(c.fin, uP) : "", dZ = a.mem("dz", uP), dDy = a.fin(c.dy, uP);
   const std::string dWall = a.mem("W", uT), dVall = a.mem("V", uT);
@@ -955,7 +963,12 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
   try_arm("in_a");
   a << "exit";
 
-  a << "update:" << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13"
+  a << "update:";
+  if (sum) {
+    emit_sum(a, *sum, sum_dsd, dGall);
+    a << "vadd.fp32 " + dVall + ", " + dVall + ", " + dGall << "vfill.fp32 " + dGall + ", r0";
+  }
+  a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13"
     << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVall + ", " + dVall + ", r13"
     << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring"
     << "ld32 r1, [r0+nupd]" << "lif r2, 1.0" << "fadd r1, r1, r2" << "st32 [r0+nupd], r1";
@@ -987,7 +1000,8 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
   a << "exit";
 
   // Per output channel (r1; r7 its dz plane), per tap (r2 its momentum element, r8 its weight).
-  a << "bwd:" << "li r1, 0" << "li r2, V" << "li r8, W" << "li r7, dz" << "cb_o:" << "li r9, ct" << "li r10, 0";
+  // The taps' gradients add up in V, or with replicas in G (summed over the copies at the update).
+  a << "bwd:" << "li r1, 0" << std::string("li r2, ") + (sum ? "G" : "V") << "li r8, W" << "li r7, dz" << "cb_o:" << "li r9, ct" << "li r10, 0";
   a << "cb_t:" << "ld32 r13, [r9+12]" << "beq r13, r0, cb_n" << "dlen " + dCx + ", r13" << "dlen " + dCz + ", r13" << "dlen " + dCw0 + ", r13";
   if (dx) a << "dlen " + dCdx + ", r13";
   tap_shape(dx ? std::vector<std::string>{dCx, dCdx} : std::vector<std::string>{dCx}, {dCz});
@@ -1022,8 +1036,9 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
 // Registers: r0 0, r10/r12 forward/backward samples of this minibatch; the ring slots are words
 // in SRAM (yf, yb, qf, qb): the pooling takes r1-r9, r11, r13-r15.
 std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, Activation act, float alpha, const RootColors& c,
-                             int batch, int depth, const TrainHyper& h) {
+                             int batch, int depth, const TrainHyper& h, const SumSpec* sum) {
   PeAsm a;
+  bind_sum_queues(a, sum);
   a.inq(c.fin);
   a.inq(c.dxin);
   const bool pooled = q.kind != PoolParams::kNone;
@@ -1050,8 +1065,11 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
     a.data(".space rr, fp32, " + S(wq) + "\n.space cm, fp32, " + S(wq) + "\n.space tt, fp32, " + S(wq) + "\n.space zw, fp32, 1");
   }
   a.data(".space yf, i32, 1\n.space yb, i32, 1\n.space qf, i32, 1\n.space qb, i32, 1");
+  if (sum) a.data(".space gb, fp32, " + S(cq));  // replicas: the bias gradients, summed over the copies
   a.data(".space nupd, fp32, 1");
   a << "init:";
+  const std::string dGB = sum ? a.mem("gb", static_cast<uint32_t>(cq)) : "";
+  const SumDsd sum_dsd = sum ? prepare_sum(a, *sum) : SumDsd{};
   const std::string dAcc = a.mem("acc", uP), dFin = a.fin(c.fin, uP), dAccP = a.mem("acc", static_cast<uint32_t>(P));
   const std::string dBB = a.mem("bb", static_cast<uint32_t>(P)), dYs = a.mem("yring", uP), dTm = a.mem("tm", uP);
   const std::string dTmP = a.mem("tm", static_cast<uint32_t>(P)), dTmp = a.mem("tmp", uP), dOnes = ones ? a.mem("ones", uP) : "";
@@ -1109,12 +1127,17 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   a << "dbase " + dYs + ", r1";
   emit_act_bwd(a, act, alpha, dTm, dYs, dTmp, dOnes);
   next_slot("yb", "yring", 4 * cq * P, "rb_y");
-  a << "li r2, tm" << "li r3, vb" << "li r4, 0" << "rb_b:" << "dbase " + dTmP + ", r2" << "vsum.fp32 r13, " + dTmP << "ld32 r14, [r3]"
+  a << "li r2, tm" << std::string("li r3, ") + (sum ? "gb" : "vb") << "li r4, 0" << "rb_b:" << "dbase " + dTmP + ", r2" << "vsum.fp32 r13, " + dTmP << "ld32 r14, [r3]"
     << "fadd r14, r14, r13" << "st32 [r3], r14" << "addi r2, r2, " + S(4 * P) << "addi r3, r3, 4" << "addi r4, r4, 1"
     << "li r13, " + S(cq) << "bne r4, r13, rb_b";
   a << "vmov.fp32 " + dDYO + ", " + dTm + ", async=3, done=activate:4" << "addi r12, r12, 1" << "exit";
   a << "dysent:" << "li r13, " + S(batch) << "beq r12, r13, ds_u" << arm_dx << "exit";
-  a << "ds_u:" << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13"
+  a << "ds_u:";
+  if (sum) {
+    emit_sum(a, *sum, sum_dsd, dGB);
+    a << "vadd.fp32 " + dVB + ", " + dVB + ", " + dGB << "vfill.fp32 " + dGB + ", r0";
+  }
+  a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13"
     << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13"
     << "ld32 r9, [r0+nupd]" << "lif r13, 1.0" << "fadd r9, r9, r13" << "st32 [r0+nupd], r9";
   reset();
@@ -1214,7 +1237,7 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
           if (lp.conv.on) {
             ConvParams cs = lp.conv;
             cs.c = lp.in_ch(a);
-            src = conv_tile_source(cs, lp.out_ch(b), lp.dx, c, batch, plan.ring_depth, h);
+            src = conv_tile_source(cs, lp.out_ch(b), lp.dx, c, batch, plan.ring_depth, h, R > 1 ? &sp : nullptr);
             n = static_cast<long>(lp.out_ch(b)) * cs.taps();
           } else {
             src = tile_source(ni, no, lp.dx, c, batch, plan.ring_depth, plan.lookahead(l), h, R > 1 ? &sp : nullptr);
@@ -1264,7 +1287,7 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
         SumSpec sp;
         if (R > 1) sp = sum_spec(lp.root_xy(b), rep);
         const std::string src =
-            lp.conv.on ? conv_root_source(lp.conv, lp.pool, lp.out_ch(b), act, alpha, c, batch, plan.ring_depth, h)
+            lp.conv.on ? conv_root_source(lp.conv, lp.pool, lp.out_ch(b), act, alpha, c, batch, plan.ring_depth, h, R > 1 ? &sp : nullptr)
                        : root_source(no, act, alpha, last, c, batch, plan.ring_depth, plan.lookahead(l), h, plan.batch,
                                      R > 1 ? &sp : nullptr,
                                      g.layers[static_cast<size_t>(l)].ln.on ? &g.layers[static_cast<size_t>(l)].ln : nullptr);

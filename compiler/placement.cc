@@ -126,7 +126,7 @@ struct Search {
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     if (d.conv.on) {
       const int ci = (d.conv.c + p_in - 1) / p_in, cq = (d.conv.co + p_out - 1) / p_out;
-      *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0), conv_root_bytes(d.conv, d.pool, cq, ring_depth));
+      *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0, grad), conv_root_bytes(d.conv, d.pool, cq, ring_depth, grad));
       return conv_estimate(d, hw, ci, cq, l > 0, grad);
     }
     const int ni = (d.in + p_in - 1) / p_in, no = (d.out + p_out - 1) / p_out;
@@ -234,17 +234,18 @@ long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad
 
 // Weights and momentum, the tap table (4 words a tap), the ring of input slices, the plane of
 // sums and of dz, dx (codegen.cc conv_tile_source).
-long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx) {
+long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx, bool grad) {
   const long taps = static_cast<long>(ci) * c.kh * c.kw, ni = static_cast<long>(ci) * c.h * c.w;
   const long no = static_cast<long>(co) * c.ho * c.wo;
-  return 8 * co * taps + 16 * taps + 4L * ring_depth * ni + 8 * no + (dx ? 4 * ni : 0) + kCodeBytes;
+  return (grad ? 12 : 8) * co * taps + 16 * taps + 4L * ring_depth * ni + 8 * no + (dx ? 4 * ni : 0) + kCodeBytes;
 }
 
 // The sums, dz, scratch and 1.0s over the channels' planes, the ring of activated planes and of
 // pooled ones, the pooled gradient, a pooling row's scratch (codegen.cc conv_root_source).
-long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth) {
+long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth, bool grad) {
   const long P = static_cast<long>(c.ho) * c.wo, Pq = q.kind == PoolParams::kNone ? P : static_cast<long>(q.hq) * q.wq;
-  return 4L * co * P * (4 + ring_depth) + 4L * co * Pq * (ring_depth + 1) + 4L * (P + 3L * std::max(1, q.wq) + 8 * co + 16) + kCodeBytes;
+  return 4L * co * P * (4 + ring_depth) + 4L * co * Pq * (ring_depth + 1) + 4L * (P + 3L * std::max(1, q.wq) + (grad ? 12 : 8) * co + 16) +
+         kCodeBytes;
 }
 
 double LayerPlan::macs() const {
@@ -662,7 +663,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       for (const LayerPlan& l : plan.layers) {
         if (l.conv.on) {
           const int ci = (l.conv.c + l.p_in - 1) / l.p_in, cq = (l.conv.co + l.p_out - 1) / l.p_out;
-          if (conv_tile_bytes(l.conv, ci, cq, d, l.dx) > sram || conv_root_bytes(l.conv, l.pool, cq, d) > sram) return false;
+          if (conv_tile_bytes(l.conv, ci, cq, d, l.dx, grad) > sram || conv_root_bytes(l.conv, l.pool, cq, d, grad) > sram) return false;
           continue;
         }
         const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
@@ -679,7 +680,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
       if (l.conv.on) {
         const int ci = (l.conv.c + l.p_in - 1) / l.p_in, cq = (l.conv.co + l.p_out - 1) / l.p_out;
-        l.tile_bytes = std::max(conv_tile_bytes(l.conv, ci, cq, depth, l.dx), conv_root_bytes(l.conv, l.pool, cq, depth));
+        l.tile_bytes = std::max(conv_tile_bytes(l.conv, ci, cq, depth, l.dx, grad), conv_root_bytes(l.conv, l.pool, cq, depth, grad));
       } else {
         l.tile_bytes = tile_sram_bytes(ni, no, depth, l.dx, grad);
       }
@@ -760,13 +761,11 @@ void replicate(Plan* c, const HwConfig& hw, const Bands& bands, int R, int band)
 Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt) {
   const int W = hw.fabric.width, H = hw.fabric.height;
   if (g.layers.empty()) throw CompileError("the model has no layers to place");
-  // A convolution's PEs keep the update where dense ones do; replicas and two minibatches in
-  // flight are not built for them yet.
-  if (const int l = g.first_conv(); l >= 0 && (opt.replicas > 1 || opt.in_flight > 1)) {
-    throw CompileError("the convolution '" + g.layers[static_cast<size_t>(l)].name + "' with " +
-                       (opt.replicas > 1 ? "compile.replicas " + std::to_string(opt.replicas) : std::string("train.in_flight 2")) +
-                       " is not supported in layer-pipelined mode yet; use " +
-                       (opt.replicas > 1 ? "compile.replicas 1 (or 0)" : std::string("train.in_flight 1")) + ", or --mode weight-streaming");
+  // Two minibatches in flight are not built for a convolution's PEs yet.
+  if (const int l = g.first_conv(); l >= 0 && opt.in_flight > 1) {
+    throw CompileError("the convolution '" + g.layers[static_cast<size_t>(l)].name +
+                       "' with train.in_flight 2 is not supported in layer-pipelined mode yet; use train.in_flight 1, or "
+                       "--mode weight-streaming");
   }
   // Residual connections (DenseKernel::residual): the source's roots send their values to the
   // target's roots, which send the sum's gradient back (codegen.cc); both sides' slices must
@@ -811,7 +810,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   // One copy on the whole fabric: today's plan, and every error of a model that does not fit.
   Plan best;
   if (opt.replicas <= 1) best = place_copy(g, hw, opt, budget, false);
-  if (opt.replicas == 1 || (opt.replicas == 0 && (opt.in_flight > 1 || g.first_layernorm() >= 0 || g.first_conv() >= 0))) return best;
+  if (opt.replicas == 1 || (opt.replicas == 0 && (opt.in_flight > 1 || g.first_layernorm() >= 0))) return best;
   const Bands bands = bands_of(hw);
   const int s = hw.io.spacing;
   auto copy_at = [&](int R, int band) {

@@ -159,8 +159,8 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
 // `grad`: a gradient buffer beside the momentum (replicas).
 long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad = false);
 // A convolution's tile of `ci` input and `co` output channels, and its root of `co` channels
-// (codegen.cc conv_tile_source, conv_root_source).
-long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx);
-long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth);
+// (codegen.cc conv_tile_source, conv_root_source); `grad`: a gradient buffer (replicas).
+long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx, bool grad = false);
+long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth, bool grad = false);
 
 }  // namespace wafersim::compiler

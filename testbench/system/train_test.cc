@@ -229,6 +229,17 @@ TEST(Training, ConvolutionsWithGlobalPoolingLeakyReluAndTanh) {
   check_against_reference(t, 20, 4, 40, 3, "lp_conv_tanh");
 }
 
+// Copies of a CNN, each convolution's tiles and roots summing their gradients (the taps' and
+// the biases') over the copies with the dense layers' column streams.
+TEST(Training, ConvolutionReplicasSumTheirGradients) {
+  CnnSpec spec;
+  spec.c = 2, spec.h = 8, spec.w = 8;
+  spec.convs = {{3, 3, 1, 1, "MaxPool", 2}, {4, 3, 1, 0, "", 0}};
+  spec.dense = {3};
+  check_against_reference(spec, 48, 6, 0, 3, "lp_conv_replicas2", 1, {}, 2);
+  check_against_reference(spec, 48, 7, 0, 2, "lp_conv_replicas5", 1, {}, 5);
+}
+
 // What LayerNorm does not run yet in layer-pipelined mode says so by name: replicas, two
 // minibatches in flight (and auto replicas take one copy). Weight streaming places it (since
 // 2026-11-29: WsTraining.LayerNorm*).
