@@ -1,7 +1,7 @@
 // Pass 2: the ONNX graph matched to the kernels of the library. A supported model is a chain of
 // dense layers (Gemm, or MatMul + Add, each fused with the activation that follows it) ending in
 // softmax cross-entropy, where a layer's activated output may add an earlier layer's input of
-// the same width (a residual connection, h + act(W h + b): weight-streaming mode only so far);
+// the same width (a residual connection, h + act(W h + b)), and convolutions with their pooling;
 // Flatten, Reshape and Identity only rename values. Every node that does
 // not match is listed with its name, so --validate-only can report them all at once.
 #pragma once
@@ -42,8 +42,8 @@ struct LayerNormParams {
   std::vector<float> g, b;             // gamma and beta (out each)
 };
 
-// A 2-D convolution (fuse_dense's Conv2d: Conv + bias + activation) over NCHW planes, as the
-// weight-streaming rows run it (docs/weight-streaming.md#convolutions): group 1, dilation 1,
+// A 2-D convolution (fuse_dense's Conv2d: Conv + bias + activation) over NCHW planes, as both
+// modes run it (docs/weight-streaming.md#convolutions, docs/compiler.md): group 1, dilation 1,
 // explicit pads. Its weights are the ONNX tensor [co, c, kh, kw], here co x (c kh kw).
 struct ConvParams {
   bool on = false;
