@@ -622,7 +622,9 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   a.data(".space g, fp32, " + N);
   a.data(".space t, fp32, " + N);
   a.data(".space nupd, fp32, 1");
-  if (sum) a.data(".space gb, fp32, " + N);
+  // Replicas: the gradients summed over the copies, the bias's, then a LayerNorm's gamma's and
+  // beta's (one segment of the column's sum).
+  if (sum) a.data(".space gsum, fp32, " + S(static_cast<long long>(ln ? 3 : 1) * no));
   // A GELU keeps z for its derivative (yring) and sends y from the second half of the ring.
   const bool gelu = act_needs_pre(act);
   const bool ones = act == Activation::kSigmoid || act == Activation::kTanh || gelu || ln;
@@ -669,7 +671,7 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   a << "init:";
   const std::string dB = a.mem("b", n), dVB = a.mem("vb", n), dAcc = a.mem("acc", n), dG = a.mem("g", n), dT = a.mem("t", n);
   const std::string dFin = a.fin(c.fin, n), dDYO = a.fout(c.dyout, n);
-  const std::string dGB = sum ? a.mem("gb", n) : dVB;  // where the bias gradients add up
+  const std::string dGB = sum ? a.mem("gsum", n) : dVB;  // where the bias gradients add up
   const SumDsd sum_dsd = sum ? prepare_sum(a, *sum) : SumDsd{};
   std::string dOnes, dYO, dDXI, dYf, dYb;
   if (ones) dOnes = a.mem("ones", n);
@@ -681,9 +683,13 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   }
   std::string dSkIn, dSkW, dSkR, dXf, dSgo, dSgOut, dSkOut, dSgIn, dSgW, dSgR, dFence;
   if (xring && !last) dXf = a.mem("yring", n);
-  std::string dLg, dLb, dLvg, dLvb, dXh, dL1, dL2, dLs;
+  std::string dLg, dLb, dLvg, dLvb, dXh, dL1, dL2, dLs, dGLg, dGLb, dGsum;
   if (ln) {
     dLg = a.mem("lng", n), dLb = a.mem("lnb", n), dLvg = a.mem("lnvg", n), dLvb = a.mem("lnvb", n);
+    // Where gamma's and beta's gradients add up: their momenta, or with replicas gsum's segments.
+    dGLg = sum ? a.mem("gsum+" + S(4LL * no), n) : dLvg;
+    dGLb = sum ? a.mem("gsum+" + S(8LL * no), n) : dLvb;
+    if (sum) dGsum = a.mem("gsum", 3 * n);
     dXh = a.mem("yring", n), dL1 = a.mem("lt1", n), dL2 = a.mem("lt2", n), dLs = a.mem("lsc", 1);
   }
   const std::string inv_n = kernels::f32_literal(1.0f / static_cast<float>(no));
@@ -752,8 +758,10 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
 
   auto bias_update = [&] {
     if (sum) {
-      emit_sum(a, *sum, sum_dsd, dGB);
-      a << "vadd.fp32 " + dVB + ", " + dVB + ", " + dGB << "vfill.fp32 " + dGB + ", r0";
+      emit_sum(a, *sum, sum_dsd, ln ? dGsum : dGB);
+      a << "vadd.fp32 " + dVB + ", " + dVB + ", " + dGB;
+      if (ln) a << "vadd.fp32 " + dLvg + ", " + dLvg + ", " + dGLg << "vadd.fp32 " + dLvb + ", " + dLvb + ", " + dGLb;
+      a << "vfill.fp32 " + (ln ? dGsum : dGB) + ", r0";
     }
     a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13";
     a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13";
@@ -829,8 +837,8 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
     }
     if (ln) {
       // The LayerNorm's gradients, then its input's: g = r (g gamma - S1 / n - x^ S2 / n).
-      a << "addi r13, r11, " + S(2 * xoff) << "dbase " + dXh + ", r13" << "vfmac.fp32 " + dLvg + ", " + dG + ", " + dXh + ", " + dLvg
-        << "vadd.fp32 " + dLvb + ", " + dLvb + ", " + dG;
+      a << "addi r13, r11, " + S(2 * xoff) << "dbase " + dXh + ", r13" << "vfmac.fp32 " + dGLg + ", " + dG + ", " + dXh + ", " + dGLg
+        << "vadd.fp32 " + dGLb + ", " + dGLb + ", " + dG;
       emit_ln_bwd(a, no, dG, dXh, dL1, dL2, dLg, dOnes, "r9", "r10", [&] { a << "addi r14, r11, " + S(3 * xoff) << "ld32 r13, [r14]"; });
     }
     a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";

@@ -276,7 +276,7 @@ std::map<std::pair<int, int>, long> weight_elements(const Plan& plan) {
                                          : static_cast<long>(l.in_len(a)) * l.out_len(b);
       }
     }
-    for (int b = 0; b < l.p_out; ++b) seg[l.root_xy(b)] = l.bias_count(b);
+    for (int b = 0; b < l.p_out; ++b) seg[l.root_xy(b)] = static_cast<long>(l.bias_count(b)) * (l.ln ? 3 : 1);
   }
   return seg;
 }
@@ -624,6 +624,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     lp.out_off = split(d.out, lp.p_out, unit_of(g, l + 1));
     lp.conv = d.conv;
     lp.pool = d.pool;
+    lp.ln = d.ln.on;
     lp.x0 = x;
     lp.y0 = y;
     lp.dx = l > 0;
@@ -783,13 +784,11 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
     }
   }
   // A LayerNorm: one root holds the layer's outputs (it normalises each sample over all of
-  // them); its parameters join the bias's update, which replicas and two minibatches in flight
-  // do not cover yet.
-  if (const int l = g.first_layernorm(); l >= 0 && (opt.replicas > 1 || opt.in_flight > 1)) {
+  // them); its parameters join the bias's update (and with replicas its segment of the column's
+  // gradient sum), which two minibatches in flight do not cover yet.
+  if (const int l = g.first_layernorm(); l >= 0 && opt.in_flight > 1) {
     throw CompileError("the LayerNorm '" + g.layers[static_cast<size_t>(l)].ln.node + "' (on the output of " +
-                       g.layers[static_cast<size_t>(l)].name + ") with " +
-                       (opt.replicas > 1 ? "compile.replicas " + std::to_string(opt.replicas) : std::string("train.in_flight 2")) +
-                       " is not supported yet; use " + (opt.replicas > 1 ? "compile.replicas 1 (or 0)" : std::string("train.in_flight 1")));
+                       g.layers[static_cast<size_t>(l)].name + ") with train.in_flight 2 is not supported yet; use train.in_flight 1");
   }
   if (opt.batch < 1) throw CompileError("train.batch must be at least 1");
   if (opt.ring_depth < 0 || opt.ring_depth > 64) throw CompileError("compile.ring_depth must be 0 (auto) or in 1..64");
@@ -810,7 +809,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   // One copy on the whole fabric: today's plan, and every error of a model that does not fit.
   Plan best;
   if (opt.replicas <= 1) best = place_copy(g, hw, opt, budget, false);
-  if (opt.replicas == 1 || (opt.replicas == 0 && (opt.in_flight > 1 || g.first_layernorm() >= 0))) return best;
+  if (opt.replicas == 1 || (opt.replicas == 0 && opt.in_flight > 1)) return best;
   const Bands bands = bands_of(hw);
   const int s = hw.io.spacing;
   auto copy_at = [&](int R, int band) {

@@ -65,6 +65,7 @@ struct LayerPlan {
   // count features (channel planes of its input, pooled planes of its output).
   ConvParams conv;
   PoolParams pool;
+  bool ln = false;                   // a LayerNorm at its (one) root: gamma and beta beside the bias
 
   int in_len(int a) const { return in_off[static_cast<size_t>(a) + 1] - in_off[static_cast<size_t>(a)]; }
   int out_len(int b) const { return out_off[static_cast<size_t>(b) + 1] - out_off[static_cast<size_t>(b)]; }

@@ -316,14 +316,16 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
   const int L = static_cast<int>(m_plan.layers.size());
   const int R = m_plan.replicas;
   // With replicas, copy c's gradients of its samples (c, c + R, ...) add up in its own buffers.
-  std::vector<std::vector<std::vector<float>>> G, GB;  // [copy][layer]
+  std::vector<std::vector<std::vector<float>>> G, GB, GLG, GLB;  // [copy][layer]; a LayerNorm's gamma and beta
   if (R > 1) {
-    G.resize(static_cast<size_t>(R));
-    GB.resize(static_cast<size_t>(R));
+    for (auto* buf : {&G, &GB, &GLG, &GLB}) buf->resize(static_cast<size_t>(R));
     for (int c = 0; c < R; ++c) {
       for (int li = 0; li < L; ++li) {
+        const size_t n = m_s.lg.empty() ? 0 : m_s.lg[static_cast<size_t>(li)].size();
         G[static_cast<size_t>(c)].emplace_back(m_s.w[static_cast<size_t>(li)].size(), 0.0f);
         GB[static_cast<size_t>(c)].emplace_back(m_s.b[static_cast<size_t>(li)].size(), 0.0f);
+        GLG[static_cast<size_t>(c)].emplace_back(n, 0.0f);
+        GLB[static_cast<size_t>(c)].emplace_back(n, 0.0f);
       }
     }
   }
@@ -435,7 +437,10 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
         }
         if (m_g.layers[static_cast<size_t>(li) - 1].ln.on) {
           const size_t lp = static_cast<size_t>(li) - 1;
-          layer_norm_grad(&g, xhat[lp], rstd[lp], m_s.lg[lp], &m_s.lvg[lp], &m_s.lvb[lp]);
+          // With replicas the copy's own buffers, summed over the copies before the update.
+          auto& vg = R > 1 ? GLG[static_cast<size_t>(s % R)][lp] : m_s.lvg[lp];
+          auto& vbeta = R > 1 ? GLB[static_cast<size_t>(s % R)][lp] : m_s.lvb[lp];
+          layer_norm_grad(&g, xhat[lp], rstd[lp], m_s.lg[lp], &vg, &vbeta);
         }
       }
     }
@@ -470,6 +475,10 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
     };
     add_sums(G, m_s.v);
     add_sums(GB, m_s.vb);
+    if (!m_s.lvg.empty()) {
+      add_sums(GLG, m_s.lvg);
+      add_sums(GLB, m_s.lvb);
+    }
   }
   for (int li = 0; li < L; ++li) {
     auto upd = [&](std::vector<float>& w, std::vector<float>& v) {

@@ -71,13 +71,14 @@ SHAPES = [
     # LayerNorm before each hidden activation, decomposed (opset 13) and LayerNormalization (17).
     ("layernorm_gelu_op13", [20, 12, 8, 5], "gelu", 13, 14, 0.1, 0.9),
     ("layernorm_relu_op17", [16, 10, 8, 4], "relu", 17, 15, 0.1, 0.9),
+    ("layernorm_replicas3", [20, 12, 8, 5], "gelu", 17, 20, 0.1, 0.9),
     # CNNs (CONV below): a LeNet-style one and one with LeakyReLU and AveragePool.
     ("lenet_op13", [10], "relu", 13, 18, 0.05, 0.9),
     ("leaky_avg_op17", [10], "leaky_relu", 17, 19, 0.05, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
-REPLICAS = {"relu_replicas4": 4}
+REPLICAS = {"relu_replicas4": 4, "layernorm_replicas3": 3}
 BATCH = 8
 STEPS = 4
 SIM_SEED = 7
@@ -115,7 +116,7 @@ CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual).
 RESIDUAL = {"residual_op14", "ws_sgd_residual"}
 # Cases built with a LayerNorm before each hidden activation (make_model.py --layernorm).
-LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17", "ws_sgd_layernorm_gelu", "ws_adam_layernorm_relu"}
+LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17", "layernorm_replicas3", "ws_sgd_layernorm_gelu", "ws_adam_layernorm_relu"}
 WS_SYSTEMS = 2
 WS_STEPS = 3
 WS_STATE_RTOL = 2e-6

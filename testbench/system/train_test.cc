@@ -196,6 +196,16 @@ TEST(Training, LayerNormMatchesReference) {
   check_against_reference(spec, 40, 6, 60, 3, "layernorm");
 }
 
+// Copies of an MLP with LayerNorm: each copy's LayerNorm roots add gamma's and beta's
+// gradients into the same segment of the column's sum as the bias's; and GELU with replicas
+// (its scratch once shared a symbol with the sum's buffer).
+TEST(Training, LayerNormReplicasSumTheirGradients) {
+  MlpSpec spec{{24, 16, 12, 5}, "Gelu", 7, 17};
+  spec.layernorm = true;
+  check_against_reference(spec, 48, 6, 0, 3, "ln_replicas2", 1, {}, 2);
+  check_against_reference(spec, 48, 7, 0, 2, "ln_replicas3", 1, {}, 3);
+}
+
 // Convolutions in layer-pipelined mode (docs/compiler.md, "Convolutions"): padded and strided,
 // MaxPool with an uncovered row, AveragePool, on a budget that splits their channels over
 // several tiles and roots (the partial planes chain, dx chains over the output slices): bit
@@ -240,9 +250,9 @@ TEST(Training, ConvolutionReplicasSumTheirGradients) {
   check_against_reference(spec, 48, 7, 0, 2, "lp_conv_replicas5", 1, {}, 5);
 }
 
-// What LayerNorm does not run yet in layer-pipelined mode says so by name: replicas, two
-// minibatches in flight (and auto replicas take one copy). Weight streaming places it (since
-// 2026-11-29: WsTraining.LayerNorm*).
+// What LayerNorm does not run yet in layer-pipelined mode says so by name: two minibatches in
+// flight (replicas since 2026-11-29: Training.LayerNormReplicasSumTheirGradients). Weight
+// streaming places it (since 2026-11-29: WsTraining.LayerNorm*).
 TEST(Training, LayerNormRefusalsNameTheNode) {
   MlpSpec spec{{24, 16, 12, 5}, "Relu", 7, 17};
   spec.layernorm = true;
@@ -265,14 +275,9 @@ TEST(Training, LayerNormRefusalsNameTheNode) {
   EXPECT_EQ(message([&] { place_ws(g, hw, wo); }), "no error");
   PlaceOptions po;
   po.batch = 8;
-  po.replicas = 2;
-  EXPECT_NE(message([&] { place_layers(g, hw, po); }).find("with compile.replicas 2 is not supported yet"), std::string::npos);
-  po.replicas = 1;
   po.in_flight = 2;
   EXPECT_NE(message([&] { place_layers(g, hw, po); }).find("with train.in_flight 2 is not supported yet"), std::string::npos);
   po.in_flight = 1;
-  po.replicas = 0;
-  EXPECT_EQ(place_layers(g, hw, po).replicas, 1);
   // The LayerNorm's one slice binds the next layer too: a wide one before the classifier does
   // not fit, and the message says why rather than suggesting a larger budget.
   MlpSpec wide{{16, 640, 10}, "Relu", 7, 17};
