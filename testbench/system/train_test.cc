@@ -239,6 +239,51 @@ TEST(Training, ConvolutionsWithGlobalPoolingLeakyReluAndTanh) {
   check_against_reference(t, 20, 4, 40, 3, "lp_conv_tanh");
 }
 
+// Random small CNNs (seeded: the same every run): 1-3 input channels, non-square planes, kernels
+// 1-4, strides 1-2, pads up to k - 1 (taps that read only padding), MaxPool, AveragePool or
+// GlobalAveragePool, on budgets that split their channels differently; each bit for bit
+// against reference.cc over two steps.
+TEST(Training, RandomConvolutionsMatchReference) {
+  uint64_t st = 20261129;
+  auto pick = [&](int lo, int hi) {  // uniform in [lo, hi]
+    st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + static_cast<int>((st >> 33) % static_cast<uint64_t>(hi - lo + 1));
+  };
+  const char* acts[] = {"Relu", "LeakyRelu", "Tanh", "Sigmoid"};
+  const int budgets[] = {0, 24, 40};
+  for (int t = 0; t < 12; ++t) {
+    CnnSpec spec;
+    spec.c = pick(1, 3), spec.h = pick(5, 11), spec.w = pick(5, 11);
+    spec.act = acts[pick(0, 3)];
+    spec.seed = static_cast<uint64_t>(t + 3);
+    int h = spec.h, w = spec.w;
+    const int convs = pick(1, 2);
+    for (int l = 0; l < convs; ++l) {
+      ConvLayerSpec cv;
+      cv.co = pick(1, 5);
+      cv.k = pick(1, std::min(4, std::min(h, w)));
+      cv.stride = pick(1, 2);
+      cv.pad = pick(0, cv.k - 1);
+      h = (h + 2 * cv.pad - cv.k) / cv.stride + 1, w = (w + 2 * cv.pad - cv.k) / cv.stride + 1;
+      const int pool = pick(0, 3);
+      if (pool == 3 && l + 1 == convs) {
+        cv.pool = "GlobalAveragePool";
+        h = w = 1;
+      } else if (pool >= 1 && h >= 2 && w >= 2) {
+        cv.pool = pool == 1 ? "MaxPool" : "AveragePool";
+        cv.pool_k = 2;
+        h /= 2, w /= 2;
+      }
+      spec.convs.push_back(cv);
+      if (h < 2 || w < 2) break;
+    }
+    spec.dense = {pick(2, 5)};
+    std::cout << "case " << t << ": " << spec.c << "x" << spec.h << "x" << spec.w << " " << spec.act << ", " << spec.convs.size()
+              << " convolutions\n";
+    check_against_reference(spec, 32, 5, budgets[t % 3], 2, "lp_conv_random" + std::to_string(t));
+  }
+}
+
 // Copies of a CNN, each convolution's tiles and roots summing their gradients (the taps' and
 // the biases') over the copies with the dense layers' column streams.
 TEST(Training, ConvolutionReplicasSumTheirGradients) {
