@@ -72,6 +72,12 @@ int width_of(const KernelGraph& g, int k) {
   return k < static_cast<int>(g.layers.size()) ? g.layers[static_cast<size_t>(k)].in : g.layers.back().out;
 }
 int units_of(const KernelGraph& g, int k) { return width_of(g, k) / unit_of(g, k); }
+// The largest of boundary k's p slices (split's): whole units, so after a convolution a dense
+// layer's slice can be wider than width / p.
+int max_slice(const KernelGraph& g, int k, int p) {
+  const int u = unit_of(g, k);
+  return (units_of(g, k) + p - 1) / p * u;
+}
 
 // A convolution's per-sample work at its PEs (codegen.cc conv_tile_source, conv_root_source),
 // in cycles: per tap a vector op over its window (one element a step: a two-dimensional
@@ -129,7 +135,7 @@ struct Search {
       *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0, grad), conv_root_bytes(d.conv, d.pool, cq, ring_depth, grad));
       return conv_estimate(d, hw, ci, cq, l > 0, grad);
     }
-    const int ni = (d.in + p_in - 1) / p_in, no = (d.out + p_out - 1) / p_out;
+    const int ni = max_slice(g, l, p_in), no = max_slice(g, l + 1, p_out);
     const bool dx = l > 0;
     *bytes = tile_sram_bytes(ni, no, ring_depth, dx, grad);
     const double fmac = hw.core.fmac_fp32;
@@ -167,8 +173,8 @@ struct Search {
       return e.compute();
     }
     // A tile's column descriptors stride by its output slice: at most 2047 elements ...
-    const int no = (g.layers[static_cast<size_t>(l)].out + p_out - 1) / p_out;
-    const long ni = (g.layers[static_cast<size_t>(l)].in + p_in - 1) / p_in;
+    const int no = max_slice(g, l + 1, p_out);
+    const long ni = max_slice(g, l, p_in);
     // ... and a whole tile is one descriptor (the update): fewer than 65536 elements.
     if (bytes > sram || no > 2047 || ni * no > 65535) return kInfeasible + static_cast<double>(bytes);
     return e.compute();
@@ -681,7 +687,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
           if (conv_tile_bytes(l.conv, ci, cq, d, l.dx, grad) > sram || conv_root_bytes(l.conv, l.pool, cq, d, grad) > sram) return false;
           continue;
         }
-        const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
+        const int ni = max_slice(g, l.index, l.p_in), no = max_slice(g, l.index + 1, l.p_out);
         if (tile_sram_bytes(ni, no, d, l.dx, grad) > sram) return false;
         // A root keeps d outputs too (and the loss root's lookahead stash at most d gradients),
         // beside its nine vectors of the slice (ten with a gradient buffer; codegen.cc).
@@ -692,7 +698,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     while (depth > kMinRing && !fits_ring(depth)) --depth;
     plan.ring_depth = depth;
     for (LayerPlan& l : plan.layers) {
-      const int ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
+      const int ni = max_slice(g, l.index, l.p_in), no = max_slice(g, l.index + 1, l.p_out);
       if (l.conv.on) {
         const int ci = (l.conv.c + l.p_in - 1) / l.p_in, cq = (l.conv.co + l.p_out - 1) / l.p_out;
         l.tile_bytes = std::max(conv_tile_bytes(l.conv, ci, cq, depth, l.dx, grad), conv_root_bytes(l.conv, l.pool, cq, depth, grad));
@@ -706,7 +712,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
   // have taken meanwhile (Plan::burst; with replicas the data tasks' queue is the third).
   if (!plan.layers.front().conv.on) {  // a convolution's tiles take their input slices asynchronously
     const LayerPlan& l = plan.layers.front();
-    const double ni = (l.in + l.p_in - 1) / l.p_in, no = (l.out + l.p_out - 1) / l.p_out;
+    const double ni = max_slice(g, l.index, l.p_in), no = max_slice(g, l.index + 1, l.p_out);
     const double fmac = hw.core.fmac_fp32;
     const double burst_inputs = no * (ni / fmac + kBwdTask) / (no / fmac + kFwdTask);
     const std::vector<int> depths = hw.core.inq();
