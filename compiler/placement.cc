@@ -539,7 +539,14 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       int& pk = p[static_cast<size_t>(k)];
       if (pk >= lim) continue;
       std::vector<int> q = p;
-      q[static_cast<size_t>(k)] = std::min(lim, std::max(pk + 1, pk + pk / 8));
+      int& v = q[static_cast<size_t>(k)];
+      v = std::min(lim, std::max(pk + 1, pk + pk / 8));
+      // Slices of whole channels (a convolution's boundaries): a count that leaves the largest
+      // slice as it was buys nothing (16 channels in 4 or 5 slices: 4 in the largest), and the
+      // search would stop there; take the fewest more that shrink it.
+      if (unit_of(g, k) > 1) {
+        while (v < lim && max_slice(g, k, v) >= max_slice(g, k, pk)) ++v;
+      }
       tie(q);
       if (!fits(q)) continue;
       int dummy = 0;

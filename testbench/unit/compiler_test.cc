@@ -272,6 +272,11 @@ TEST(Compiler, ConvolutionRefusalsNameTheNode) {
   EXPECT_EQ(r.rc, kExitUsage);
   EXPECT_TRUE(contains(r.err, "holds a sample's planes whole")) << r.err;
   EXPECT_TRUE(contains(r.err, "the gradient of the output of '/conv/Conv', 64 x 62 x 62")) << r.err;
+  // 16 channels of 30 x 30 from one: each PE holds whole planes, so the output channels spread
+  // until a PE's share fits (the search once stopped at 4 slices of 16 channels, where 5 left
+  // the largest slice as it was, and reported that 48 KB did not fit).
+  r = compile({cnn("conv_wide", 16, 32, 1, "MaxPool", 2, 2, false), "--mode", "layer-pipelined", "--compile-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
   r = compile({cnn("conv_big", 64, 64, 1, "MaxPool", 2, 2, false), "--mode", "layer-pipelined", "--compile-only"});
   EXPECT_EQ(r.rc, kExitUsage);
   EXPECT_TRUE(contains(r.err, "a convolution's PEs hold whole planes")) << r.err;
