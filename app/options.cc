@@ -104,6 +104,8 @@ void add_sim_options(po::options_description& d, HwConfig& hw, std::string& visi
       ("sim.cycles", po::value(&hw.sim.cycles)->default_value(hw.sim.cycles), cycles_help)
       ("sim.seed", po::value(&hw.sim.seed)->default_value(hw.sim.seed), "seed of every random choice")
       ("sim.threads", po::value(&hw.sim.threads)->default_value(hw.sim.threads), "host threads (results do not depend on it)")
+      ("sim.threaded_visits", po::value(&hw.sim.threaded_visits)->default_value(hw.sim.threaded_visits),
+       "with sim.threads > 1, cycles after one with fewer router visits run on one thread (0: always threaded)")
       ("sim.visit_order", po::value(&visit_order)->default_value(visit_order), "forward, reverse or shuffle (results do not depend on it)")
       ("sim.watchdog_cycles", po::value(&hw.sim.watchdog_cycles)->default_value(hw.sim.watchdog_cycles), "stop when nothing moves this long with wavelets buffered (0 = off)");
 }

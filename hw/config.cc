@@ -106,6 +106,7 @@ void CoreConfig::validate() const {
 void SimConfig::validate() const {
   check_range<uint64_t>("sim.cycles", cycles, 0, uint64_t(1) << 40);
   check_range("sim.threads", threads, 1, 64);
+  check_range("sim.threaded_visits", threaded_visits, 0, 1 << 30);
 }
 
 void HwConfig::validate() const {

@@ -99,6 +99,9 @@ struct SimConfig {
   uint64_t cycles = 1000;
   uint64_t seed = 1;
   int threads = 1;
+  // With several threads, a cycle that follows one with fewer router visits than this runs on
+  // the caller alone (hand-offs cost more than they save; Fabric::step). 0: always threaded.
+  int threaded_visits = 256;
   VisitOrder visit_order = VisitOrder::kForward;  // order active PEs are visited; never changes results
   uint64_t watchdog_cycles = 10000;               // 0 disables the deadlock watchdog
   void validate() const;

@@ -153,6 +153,7 @@ class Fabric {
   std::unique_ptr<VectorFabric> m_vector;  // steps the routers instead of their own visits
   mutable uint64_t m_synced_at = ~uint64_t{0};
   uint64_t m_cycle = 0;
+  uint64_t m_last_visits = 0;  // routers stepped in the last cycle (step's choice of threads)
   uint64_t m_idle_cycles = 0;  // consecutive cycles with wavelets buffered and nothing moving (the watchdog's count)
   uint64_t m_channel_deliveries = 0;  // wavelets handed to I/O channels so far (channel_deliveries())
   uint64_t m_stats_from = 0;   // cycle the port/color counters last restarted

@@ -153,6 +153,7 @@ struct alignas(64) ThreadCtx {
   uint64_t pushed = 0, popped = 0;  // router buffer pushes and pops (in flight = pushed - popped)
   uint64_t nonfinal = 0;   // multicast sends that left a copy behind
   uint64_t moves = 0;      // anything that moved this cycle (for the watchdog)
+  uint64_t visits = 0;     // routers stepped this cycle (Fabric::step's choice of threads)
   ColorCounters color[kMaxColors];  // fabric-wide per-color counters of this thread's routers
   BitCounters32 color_stall;        // per-color stall cycles (kept apart: added as a mask)
 };

@@ -564,6 +564,7 @@ TEST(CoreFabric, DeterministicAcrossThreadsAndVisitOrders) {
   auto run = [](int threads, VisitOrder order) {
     CoreRig rig(1, 4);
     rig.hw().sim.threads = threads;
+    rig.hw().sim.threaded_visits = 0;  // every cycle threaded (the default runs small cycles on one)
     rig.hw().sim.visit_order = order;
     rig.route(0, 0, 1, R, S);
     rig.route(0, 1, 1, N, S);

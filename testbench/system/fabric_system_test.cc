@@ -244,6 +244,7 @@ Snapshot run_snapshot(int threads, VisitOrder order, const std::string& pattern 
   HwConfig hw = test::small_config(24, 24);
   hw.sim.seed = seed;
   hw.sim.threads = threads;
+  hw.sim.threaded_visits = 0;  // every cycle threaded (the default runs small cycles on one)
   hw.sim.visit_order = order;
   hw.router.straight_path = straight;
   Fabric f(hw);
@@ -341,6 +342,7 @@ TEST(Threads, StripesFollowTheRoutedRowsAndChangeNoResult) {
     HwConfig hw = test::small_config(16, 96);
     hw.sim.seed = 7;
     hw.sim.threads = threads;
+    hw.sim.threaded_visits = 0;  // every cycle threaded (the default runs small cycles on one)
     Fabric f(hw);
     TrafficConfig tc;
     tc.pattern = "random";
@@ -804,6 +806,7 @@ ExpressResult run_express(bool express, int depth, int threads, double drain, ui
   hw.router.buffer_depth = depth;
   hw.router.express = express;
   hw.sim.threads = threads;
+  hw.sim.threaded_visits = 0;  // every cycle threaded (the default runs small cycles on one)
   hw.sim.visit_order = order;
   Fabric f(hw);
   f.allow_express();

@@ -498,6 +498,7 @@ TEST(Kernels, GemvIsBitIdenticalAcrossThreadsAndVisitOrders) {
     for (VisitOrder vo : {VisitOrder::kReverse, VisitOrder::kShuffle}) {
       HwConfig h2 = hw;
       h2.sim.threads = threads;
+      h2.sim.threaded_visits = 0;  // every cycle threaded (the default runs small cycles on one)
       h2.sim.visit_order = vo;
       const Ran r = run_program(h2, gemv_program(g, a, x, h2));
       EXPECT_EQ(r.run.cycles, ref.run.cycles);

@@ -132,6 +132,7 @@ TEST(VectorEngine, FabricStatsMatchTheRoutersAcrossAWarmupReset) {
       HwConfig hw = test::small_config(21, 14);
       hw.sim.seed = 5;
       hw.sim.threads = threads;
+      hw.sim.threaded_visits = 0;  // every cycle threaded (the default runs small cycles on one)
       hw.sim.watchdog_cycles = 50;
       auto f = std::make_unique<Fabric>(hw);
       TrafficConfig tc;

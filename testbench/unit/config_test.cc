@@ -68,6 +68,7 @@ INSTANTIATE_TEST_SUITE_P(
                     RangeCase{{"--traffic.drain_prob", "0"}, "traffic.drain_prob"},
                     RangeCase{{"--traffic.stall_prob", "1"}, "traffic.stall_prob"},
                     RangeCase{{"--sim.threads", "0"}, "sim.threads"},
+                    RangeCase{{"--sim.threaded_visits", "-1"}, "sim.threaded_visits"},
                     RangeCase{{"--sim.visit_order", "sideways"}, "sim.visit_order"},
                     RangeCase{{"--sim.watchdog_cycles", "3"}, "sim.watchdog_cycles"}),
     [](const testing::TestParamInfo<RangeCase>& info) {
