@@ -187,17 +187,22 @@ struct TileColors {
 // the update.
 // With replicas (`sum` set), the gradients go to a buffer G beside V instead of into V, and the
 // update first sums G over the copies (emit_sum), then V += G and G = 0 before the SGD step.
-std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch, int depth, int lookahead,
-                        const TrainHyper& h, const SumSpec* sum) {
-  PeAsm a;
+// A tile's input queues (dense and convolution): the replicas' sum's first, then with replicas
+// the partial sums' streams before the data's colors, else after them.
+void bind_tile_queues(PeAsm& a, const TileColors& c, const SumSpec* sum) {
   bind_sum_queues(a, sum);
-  // With replicas the partial sums' streams come before the data tasks' colors.
   if (sum && c.fin >= 0) a.inq(c.fin);
   if (sum && c.dxin >= 0) a.inq(c.dxin);
   a.inq(c.x);
   a.inq(c.dy);
-  if (c.fin >= 0) a.inq(c.fin);
+  if (c.fin >= 0) a.inq(c.fin);  // (a color binds once: these only bind what is still free)
   if (c.dxin >= 0) a.inq(c.dxin);
+}
+
+std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch, int depth, int lookahead,
+                        const TrainHyper& h, const SumSpec* sum) {
+  PeAsm a;
+  bind_tile_queues(a, c, sum);
   a.task("0, init, active");
   a.task("1, update");
   if (dx) a.task("2, dxsent");
@@ -917,14 +922,7 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
 std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileColors& c, int batch, int depth, const TrainHyper& h,
                              const SumSpec* sum) {
   PeAsm a;
-  bind_sum_queues(a, sum);
-  // With replicas the partial sums' streams come before the data's colors (as in tile_source).
-  if (sum && c.fin >= 0) a.inq(c.fin);
-  if (sum && c.dxin >= 0) a.inq(c.dxin);
-  a.inq(c.x);
-  a.inq(c.dy);
-  if (!sum && c.fin >= 0) a.inq(c.fin);
-  if (!sum && c.dxin >= 0) a.inq(c.dxin);
+  bind_tile_queues(a, c, sum);
   const long long T = cs.taps(), P = static_cast<long long>(cs.ho) * cs.wo, ni = static_cast<long long>(cs.c) * cs.h * cs.w;
   const uint32_t uT = static_cast<uint32_t>(cq * T), uP = static_cast<uint32_t>(cq * P), uN = static_cast<uint32_t>(ni);
   a.task("0, init, active");
