@@ -167,6 +167,19 @@ void emit_sum(PeAsm& a, const SumSpec& s, const SumDsd& dd, const std::string& d
   }
 }
 
+// A weight PE's step after a minibatch (reference.cc's update): with replicas (`sum`) the
+// gradient buffer dG summed over the copies first (emit_sum) and added to V, then cleared;
+// then SGD with momentum, W += -lr V; V *= momentum. r13 is scratch (the sum's: r1, r2).
+void emit_update(PeAsm& a, const SumSpec* sum, const SumDsd& dd, const std::string& dG, const std::string& dW,
+                 const std::string& dV, const TrainHyper& h) {
+  if (sum) {
+    emit_sum(a, *sum, dd, dG);
+    a << "vadd.fp32 " + dV + ", " + dV + ", " + dG << "vfill.fp32 " + dG + ", r0";
+  }
+  a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dW + ", " + dV + ", r13";
+  a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dV + ", " + dV + ", r13";
+}
+
 // Colors of one tile's streams; -1 where absent.
 struct TileColors {
   int x = -1, fin = -1, fout = -1, dy = -1, dxin = -1, dxout = -1;
@@ -252,12 +265,7 @@ std::string tile_source(int ni, int no, bool dx, const TileColors& c, int batch,
     << "li r12, ring+" + S(ring_end_off) << "li r14, 0" << "exit";
 
   a << "update:";
-  if (sum) {
-    emit_sum(a, *sum, sum_dsd, dGall);
-    a << "vadd.fp32 " + dVall + ", " + dVall + ", " + dGall << "vfill.fp32 " + dGall + ", r0";
-  }
-  a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13";
-  a << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVall + ", " + dVall + ", r13";
+  emit_update(a, sum, sum_dsd, dGall, dWall, dVall, h);
   if (F > 0) {
     // The lookahead samples stay in the ring; an empty ring restarts at its first slot.
     a << "addi r5, r5, -" + S(batch) << "li r6, 0" << "bne r5, r0, upd_keep" << "li r3, ring" << "li r11, ring"
@@ -970,13 +978,8 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
   a << "exit";
 
   a << "update:";
-  if (sum) {
-    emit_sum(a, *sum, sum_dsd, dGall);
-    a << "vadd.fp32 " + dVall + ", " + dVall + ", " + dGall << "vfill.fp32 " + dGall + ", r0";
-  }
-  a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dWall + ", " + dVall + ", r13"
-    << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVall + ", " + dVall + ", r13"
-    << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring"
+  emit_update(a, sum, sum_dsd, dGall, dWall, dVall, h);
+  a << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring"
     << "ld32 r1, [r0+nupd]" << "lif r2, 1.0" << "fadd r1, r1, r2" << "st32 [r0+nupd], r1";
   try_arm("up_a");
   a << "exit";
@@ -1139,13 +1142,8 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   a << "vmov.fp32 " + dDYO + ", " + dTm + ", async=3, done=activate:4" << "addi r12, r12, 1" << "exit";
   a << "dysent:" << "li r13, " + S(batch) << "beq r12, r13, ds_u" << arm_dx << "exit";
   a << "ds_u:";
-  if (sum) {
-    emit_sum(a, *sum, sum_dsd, dGB);
-    a << "vadd.fp32 " + dVB + ", " + dVB + ", " + dGB << "vfill.fp32 " + dGB + ", r0";
-  }
-  a << "lif r13, " + kernels::f32_literal(-h.lr) << "vaxpy.fp32 " + dB + ", " + dVB + ", r13"
-    << "lif r13, " + kernels::f32_literal(h.momentum) << "vmuls.fp32 " + dVB + ", " + dVB + ", r13"
-    << "ld32 r9, [r0+nupd]" << "lif r13, 1.0" << "fadd r9, r9, r13" << "st32 [r0+nupd], r9";
+  emit_update(a, sum, sum_dsd, dGB, dB, dVB, h);
+  a << "ld32 r9, [r0+nupd]" << "lif r13, 1.0" << "fadd r9, r9, r13" << "st32 [r0+nupd], r9";
   reset();
   a << arm_fwd << arm_dx << "exit";
   return a.text();
