@@ -1,9 +1,9 @@
 #include "compiler/reference.h"
 
-#include "compiler/ws_plan.h"
-
 #include <cmath>
 #include <stdexcept>
+
+#include "compiler/ws_plan.h"
 
 namespace wafersim::compiler {
 
@@ -251,10 +251,12 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
       const DenseKernel& dk = m_g.layers[static_cast<size_t>(l.index)];
       std::vector<float> ys(static_cast<size_t>(c.co) * P), q(static_cast<size_t>(l.out));
       std::vector<float> sum(static_cast<size_t>(P)), part(static_cast<size_t>(P));
+      std::vector<std::vector<SliceTap>> taps;  // each input slice's
+      for (int a = 0; a < l.p_in; ++a) taps.push_back(slice_taps(c, l.in_ch0(a), l.in_ch0(a) + l.in_ch(a)));
       for (int o = 0; o < c.co; ++o) {
         for (int a = 0; a < l.p_in; ++a) {
           std::fill(part.begin(), part.end(), 0.0f);
-          for (const SliceTap& st : slice_taps(c, l.in_ch0(a), l.in_ch0(a) + l.in_ch(a))) {
+          for (const SliceTap& st : taps[static_cast<size_t>(a)]) {
             const float wv = W[static_cast<size_t>(o) * T + st.k];
             over_window(c, st.t, [&](int xi, int yi) { part[static_cast<size_t>(yi)] = std::fma(wv, cur[static_cast<size_t>(xi)], part[static_cast<size_t>(yi)]); });
           }
