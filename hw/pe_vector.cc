@@ -176,12 +176,10 @@ inline float PeCore::apply(VecOp& op, const float* v, bool* raw_copy) {
 }
 
 bool PeCore::elements_f32(VecOp& op, uint32_t k) {
+  // The runs below step by a fixed stride: no two-dimensional operand (rowlen).
   if (op.sum || op.in.fmt2 != NumFormat::kF32 || op.dst.rowlen) return false;
   for (int s = 0; s < op.nsrc; ++s) {
-    if (op.src[s].rowlen) return false;  // the runs below step by a fixed stride
-  }
-  for (int s = 0; s < op.nsrc; ++s) {
-    if (op.sfmt[s] != NumFormat::kF32) return false;
+    if (op.sfmt[s] != NumFormat::kF32 || op.src[s].rowlen) return false;
   }
   uint8_t* const sram = m_sram.get();
   const uint32_t i0 = op.done;
