@@ -147,11 +147,12 @@ void check_values(const po::parsed_options& parsed, const po::variables_map& vm,
 // Boost.Program_options writes its error messages by replacing placeholders (%value%, %option%,
 // %canonical_option%, ...) with the user's text until none is left, so text that holds a
 // placeholder would loop forever once the parser reports it. No option takes such text: it is
-// refused first. `where` prefixes the message.
+// refused first. `where` prefixes the message. Letters of either case: a bool's value is
+// lowercased before it is reported ('%VALUE%' became '%value%' and hung; found by fuzz_ini).
 void check_placeholders(const std::string& text, const std::string& where) {
   for (size_t a = text.find('%'); a != std::string::npos; a = text.find('%', a + 1)) {
     size_t b = a + 1;
-    while (b < text.size() && (std::islower(static_cast<unsigned char>(text[b])) || text[b] == '_')) ++b;
+    while (b < text.size() && (std::isalpha(static_cast<unsigned char>(text[b])) || text[b] == '_')) ++b;
     if (b > a + 1 && b < text.size() && text[b] == '%') {
       throw ConfigError(where + "'" + text.substr(a, b + 1 - a) + "' is not accepted in an option or its value " +
                         "(the option parser takes it for a placeholder of its messages)");

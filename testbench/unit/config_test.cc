@@ -290,6 +290,15 @@ TEST(ConfigParse, PlaceholderTextIsUsageErrorNotAHang) {
   EXPECT_EQ(r.rc, kExitUsage);
   EXPECT_NE(r.err.find("config file '" + ini + "'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("'%value%'"), std::string::npos) << r.err;
+  // A bool's value is lowercased before the parser reports it: '%VALUE%' too (it hung).
+  std::ostringstream help;
+  RunConfig rc;
+  try {
+    parse_run_options({"program-dir", "--core.lazy", "fal %VaLuE%"}, &rc, help);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'%VaLuE%'"), std::string::npos) << e.what();
+  }
   // A lone percent sign is just text.
   r = run_cmd({"--fabric.width", "16%"});
   EXPECT_EQ(r.err.find("placeholder"), std::string::npos) << r.err;
