@@ -917,18 +917,20 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
 // Each sample's input slice (its channels' planes) comes whole into a ring slot (microthread 0);
 // then per output channel and tap one vaxpy of the tap's weight times its window of the input (a
 // two-dimensional operand: drows) into the valid part of the output's plane of sums (y), and y
-// leaves down the chain (microthread 1; with a partial sum from above, a vadd). The next input is
-// taken only once y has left (ysent), so that no issue ever waits on a busy microthread.
+// leaves down the chain (microthread 1; with a partial sum from above, a vadd). A forward pass
+// first asks for the next input (into the next slot, while the ring has one), so that it streams
+// in during the pass; the pass after it waits (task 2 blocked) until y has left and is cleared
+// (ysent). So no issue ever waits on a busy microthread.
 // Backward, the sample's dz planes come whole (microthread 2); per output channel and tap a
 // vfmac of dz and the input window into the tap's momentum element (stride 0: the sum of the
 // window in element order), and (not in the first layer) a vaxpy of the weight times dz into the
 // window of dx, which leaves along the dx chain (microthread 3). After the minibatch's last
 // gradient: W += -lr V; V *= momentum.
-// Registers: r0 0, r3/r11 forward/backward ring slot, r4 samples in flight, r5/r6 forward/backward
-// samples of this minibatch, r12 ring end, r14 1 while an input is being taken or y sent; r1, r2,
-// r7-r10, r13, r15 scratch of the loops.
+// Registers: r0 0, r3/r11 forward/backward ring slot (the next input's in SRAM, xarm), r4 slots in
+// use, r5/r6 inputs asked for / backward passes done in this minibatch, r12 ring end, r14 1 from
+// asking for an input until its forward pass starts; r1, r2, r7-r10, r13, r15 scratch.
 std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileColors& c, int batch, int depth, const TrainHyper& h,
-                             const SumSpec* sum) {
+                             const SumSpec* sum, int align) {
   PeAsm a;
   bind_tile_queues(a, c, sum);
   const long long T = cs.taps(), P = static_cast<long long>(cs.ho) * cs.wo, ni = static_cast<long long>(cs.c) * cs.h * cs.w;
@@ -942,12 +944,16 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
   a.data(conv_tap_table(cs, "ct"));
   a.data(".space W, fp32, " + S(cq * T));
   a.data(".space V, fp32, " + S(cq * T));
-  a.data(".space ring, fp32, " + S(depth * ni));
-  a.data(".space y, fp32, " + S(cq * P));
-  a.data(".space dz, fp32, " + S(cq * P));
-  if (dx) a.data(".space dx, fp32, " + S(ni));
+  // The windows' operands start on a multiple of the banks (placement.h conv_sram_align), so
+  // that the estimate knows their bank conflicts.
+  const std::string al = ".align " + S(align) + "\n";
+  a.data(al + ".space ring, fp32, " + S(depth * ni));
+  a.data(al + ".space y, fp32, " + S(cq * P));
+  a.data(al + ".space dz, fp32, " + S(cq * P));
+  if (dx) a.data(al + ".space dx, fp32, " + S(ni));
   if (sum) a.data(".space G, fp32, " + S(cq * T));
   a.data(".space nupd, fp32, 1");
+  a.data(".space xarm, i32, 1");
   a << "init:";
   const std::string dGall = sum ? a.mem("G", uT) : "";
   const SumDsd sum_dsd = sum ? prepare_sum(a, *sum) : SumDsd{};
@@ -964,14 +970,16 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
   }
   const std::string arm_x = "vmov.fp32 " + dXin + ", " + dFx + ", async=0, done=activate:2";
   const std::string arm_dz = "vmov.fp32 " + dZ + ", " + dDy + ", async=2, done=activate:4";
-  // The next input into slot r3: unless one is being taken or y sent, the minibatch's inputs are
-  // all in, or the ring is full.
+  // The next input into slot xarm: unless one is asked for and not yet taken, the minibatch's
+  // inputs are all asked for, or the ring is full.
   auto try_arm = [&](const std::string& tag) {
     a << "bne r14, r0, " + tag << "li r13, " + S(batch) << "beq r5, r13, " + tag << "li r13, " + S(depth) << "beq r4, r13, " + tag
-      << "li r14, 1" << "dbase " + dXin + ", r3" << arm_x << tag + ":";
+      << "li r14, 1" << "ld32 r13, [r0+xarm]" << "dbase " + dXin + ", r13" << arm_x << "addi r13, r13, " + S(4 * ni)
+      << "bne r13, r12, " + tag + "_w" << "li r13, ring" << tag + "_w:" << "st32 [r0+xarm], r13" << "addi r5, r5, 1"
+      << "addi r4, r4, 1" << tag + ":";
   };
-  a << "li r0, 0" << "li r3, ring" << "li r4, 0" << "li r5, 0" << "li r6, 0" << "li r11, ring" << "li r12, ring+" + S(4 * depth * ni)
-    << "li r14, 0" << "li r13, " + S(cs.sw) << "dstride " + dCx + ", r13";
+  a << "li r0, 0" << "li r3, ring" << "st32 [r0+xarm], r3" << "li r4, 0" << "li r5, 0" << "li r6, 0" << "li r11, ring"
+    << "li r12, ring+" + S(4 * depth * ni) << "li r14, 0" << "li r13, " + S(cs.sw) << "dstride " + dCx + ", r13";
   if (dx) a << "dstride " + dCdx + ", r13";
   a << arm_dz;
   try_arm("in_a");
@@ -979,7 +987,7 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
 
   a << "update:";
   emit_update(a, sum, sum_dsd, dGall, dWall, dVall, h);
-  a << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring"
+  a << "li r5, 0" << "li r6, 0" << "li r3, ring" << "li r11, ring" << "st32 [r0+xarm], r3"
     << "ld32 r1, [r0+nupd]" << "lif r2, 1.0" << "fadd r1, r1, r2" << "st32 [r0+nupd], r1";
   try_arm("up_a");
   a << "exit";
@@ -993,20 +1001,20 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
     for (const std::string& d : out) a << "drows " + d + ", r13, r15";
   };
   // Per output channel (r1; r7 its plane), per tap (r9 the table, r10 the count; r2 the weight).
-  a << "fwd:" << "li r1, 0" << "li r2, W" << "li r7, y" << "cf_o:" << "li r9, ct" << "li r10, 0";
+  a << "fwd:" << "li r14, 0";
+  try_arm("cf_a");
+  a << "li r1, 0" << "li r2, W" << "li r7, y" << "cf_o:" << "li r9, ct" << "li r10, 0";
   a << "cf_t:" << "ld32 r13, [r9+12]" << "beq r13, r0, cf_n" << "dlen " + dCx + ", r13" << "dlen " + dCa + ", r13";
   tap_shape({dCx}, {dCa});
   a << "ld32 r13, [r9]" << "add r13, r13, r3" << "dbase " + dCx + ", r13" << "ld32 r13, [r9+4]" << "add r13, r13, r7"
     << "dbase " + dCa + ", r13" << "ld32 r15, [r2]" << "vaxpy.fp32 " + dCa + ", " + dCx + ", r15";
   a << "cf_n:" << "addi r2, r2, 4" << "addi r9, r9, 16" << "addi r10, r10, 1" << "li r13, " + S(T) << "bne r10, r13, cf_t"
     << "addi r7, r7, " + S(4 * P) << "addi r1, r1, 1" << "li r13, " + S(cq) << "bne r1, r13, cf_o";
-  a << "addi r3, r3, " + S(4 * ni) << "bne r3, r12, cf_w" << "li r3, ring" << "cf_w:" << "addi r5, r5, 1" << "addi r4, r4, 1";
+  a << "addi r3, r3, " + S(4 * ni) << "bne r3, r12, cf_w" << "li r3, ring" << "cf_w:" << "block 2";
   if (c.fin >= 0) a << "vadd.fp32 " + dFO + ", " + dFI + ", " + dY + ", async=1, done=activate:3";
   else a << "vmov.fp32 " + dFO + ", " + dY + ", async=1, done=activate:3";
   a << "exit";
-  a << "ysent:" << "vfill.fp32 " + dY + ", r0" << "li r14, 0";
-  try_arm("ys_a");
-  a << "exit";
+  a << "ysent:" << "vfill.fp32 " + dY + ", r0" << "unblock 2" << "exit";
 
   // Per output channel (r1; r7 its dz plane), per tap (r2 its momentum element, r8 its weight).
   // The taps' gradients add up in V, or with replicas in G (summed over the copies at the update).
@@ -1241,7 +1249,7 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
           if (lp.conv.on) {
             ConvParams cs = lp.conv;
             cs.c = lp.in_ch(a);
-            src = conv_tile_source(cs, lp.out_ch(b), lp.dx, c, batch, plan.ring_depth, h, R > 1 ? &sp : nullptr);
+            src = conv_tile_source(cs, lp.out_ch(b), lp.dx, c, batch, plan.ring_depth, h, R > 1 ? &sp : nullptr, plan.sram_align);
             n = static_cast<long>(lp.out_ch(b)) * cs.taps();
           } else {
             src = tile_source(ni, no, lp.dx, c, batch, plan.ring_depth, plan.lookahead(l), h, R > 1 ? &sp : nullptr);

@@ -1,6 +1,7 @@
 #include "compiler/placement.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -82,40 +83,173 @@ int max_slice(const KernelGraph& g, int k, int p) {
 // A convolution's per-sample work at its PEs (codegen.cc conv_tile_source, conv_root_source),
 // in cycles: per tap a vector op over its window (one element a step: a two-dimensional
 // operand) and the scalar code that sets it up; the root's ops over the planes.
-constexpr double kConvTapF = 22, kConvTapB = 36;  // a tap's scalar instructions, forward, backward
+constexpr double kConvTapF = 22, kConvTapB = 36, kConvTapB0 = 28;  // a tap's scalar instructions: forward, backward (without dx)
 constexpr double kConvOp = 6;                      // a root vector op's issue and its loop's share
-KernelEstimate conv_estimate(const DenseKernel& d, const HwConfig& hw, int ci, int cq, bool dx, bool grad) {
+}  // namespace
+
+int conv_sram_align(const CoreConfig& core) {
+  const int nb = core.sram_banks;
+  return (nb & (nb - 1)) == 0 ? std::max(16, 2 * nb) : 16;
+}
+
+ConvTapCycles conv_tap_cycles(const ConvParams& slice, int cq, bool dx, int ring_depth, const CoreConfig& core) {
+  // A tap's window moves one element a step (a two-dimensional operand). A step of r reads takes
+  // ceil(r / read_ports) cycles, and one more when it is one cycle and its reads share a bank
+  // (docs/core.md): the forward vaxpy reads the plane and the input, the backward one dx and dz
+  // (two reads), the vfmac dz, the input and its stride-0 sum (three). Two fp32 elements share a
+  // bank when their word addresses differ by 0 or +-1 modulo the banks; the arrays start on a
+  // multiple of the banks (conv_sram_align), so that depends on the element offsets only: per tap
+  // a histogram of (input index - plane index) modulo the banks over its window, then per ring
+  // slot and output plane the offset of their bases picks the conflicting residue.
+  const int nb = std::max(1, core.sram_banks), ports = std::max(1, core.read_ports);
+  auto port_cycles = [&](int reads) { return static_cast<double>((reads + ports - 1) / ports); };
+  auto shares = [&](long long diff) {  // element offsets -> their word spans overlap
+    if (nb <= 2) return true;
+    const long long w = ((2 * diff) % nb + nb) % nb;
+    return w == 0 || w == 1 || w == nb - 1;
+  };
+  const long long P = static_cast<long long>(slice.ho) * slice.wo, ni = static_cast<long long>(slice.c) * slice.h * slice.w;
+  const long long row_step = static_cast<long long>(slice.sh) * slice.w - slice.wo, col_step = slice.sw - 1;
+  ConvTapCycles out;
+  const double axpy = port_cycles(2), fmac = port_cycles(3);
+  const bool can_conflict = ports >= 2;
+  for (const ConvTap& t : conv_taps(slice)) {
+    const long long rows = t.oy1 - t.oy0, cols = t.ox1 - t.ox0;
+    if (rows <= 0 || cols <= 0) continue;
+    // (input - plane) index of the tap's window element (oy, ox), before the slot's and plane's
+    // offsets: ci h w + (oy sh + ky - pt) w + ox sw + kx - pl - (oy wo + ox).
+    std::vector<long long> hist(static_cast<size_t>(nb), 0);
+    const long long c0 = static_cast<long long>(t.ci) * slice.h * slice.w + static_cast<long long>(t.ky - slice.pt) * slice.w + t.kx - slice.pl;
+    for (long long oy = t.oy0; oy < t.oy1; ++oy) {
+      const long long r0 = c0 + oy * row_step;
+      // A row's columns repeat their residue every nb columns.
+      const long long period = std::min<long long>(cols, nb);
+      for (long long j = 0; j < period; ++j) {
+        const long long d = r0 + (t.ox0 + j) * col_step;
+        hist[static_cast<size_t>(((d % nb) + nb) % nb)] += (cols - j + period - 1) / period;  // columns ox0 + j + k period
+      }
+    }
+    const double window = static_cast<double>(rows * cols);
+    auto conflicts = [&](long long offset) {  // elements whose reads share a bank
+      if (!can_conflict) return 0.0;
+      double n = 0;
+      for (int r = 0; r < nb; ++r) {
+        if (shares(r + offset)) n += static_cast<double>(hist[static_cast<size_t>(r)]);
+      }
+      return n;
+    };
+    for (int o = 0; o < cq; ++o) {
+      double f = 0;
+      for (int s = 0; s < ring_depth; ++s) f += conflicts(s * ni - o * P);
+      out.fwd += axpy * window + f / std::max(1, ring_depth);
+      out.bwd += fmac * window + (dx ? axpy * window + conflicts(-o * P) : 0.0);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The cycles of a vector op over n fp32 elements (docs/core.md) whose operands' relative
+// alignment is not known: k elements a step (the op's rate, 1 with a strided operand), a step of
+// r reads ceil(r / read_ports) cycles, and a one-cycle step of two reads one more when they share
+// a bank, as likely as two spans of 2k words at an even word offset overlap in the banks; and the
+// instruction's own cycle.
+double vec_op(const CoreConfig& core, double n, int reads, int rate, bool strided) {
+  const int k = strided ? 1 : std::max(1, rate), nb = std::max(1, core.sram_banks), ports = std::max(1, core.read_ports);
+  const int pc = (reads + ports - 1) / ports;
+  double conflict = 0;
+  if (pc == 1 && reads >= 2) {
+    int offsets = 0, hit = 0;
+    for (int d = 0; d < nb; d += 2) {
+      ++offsets;
+      bool overlap = false;
+      for (int i = 0; i < 2 * k && !overlap; ++i) overlap = ((d + i) % nb) < 2 * k || 2 * k >= nb;
+      hit += overlap;
+    }
+    conflict = static_cast<double>(hit) / std::max(1, offsets);
+  }
+  return std::ceil(n / k) * (pc + conflict) + 1;
+}
+
+// A convolution root's cycles per sample, forward or backward (codegen.cc conv_root_source and the
+// emitters it calls: emit_act_fwd/bwd, emit_pool_fwd/bwd), each vector op by vec_op and a few
+// scalar instructions around it.
+double root_ops(const CoreConfig& core, const DenseKernel& d, int cq, bool fwd) {
   const ConvParams& c = d.conv;
   const PoolParams& q = d.pool;
+  const double P = static_cast<double>(c.ho) * c.wo, all = cq * P;
+  const int add = core.add_fp32, mul = core.mul_fp32, sp = core.special;
+  double t = 30;  // the task's ring words and counters
+  auto act = [&](Activation a) {
+    switch (a) {
+      case Activation::kLeakyRelu:
+        return fwd ? vec_op(core, all, 1, mul, false) + vec_op(core, all, 2, add, false)
+                   : vec_op(core, all, 2, add, false) * 3 + vec_op(core, all, 1, mul, false);
+      case Activation::kRelu: return vec_op(core, all, fwd ? 1 : 2, add, false);
+      case Activation::kSigmoid:
+        return fwd ? vec_op(core, all, 1, mul, false) + 2 * vec_op(core, all, 1, sp, false) + vec_op(core, all, 2, add, false)
+                   : vec_op(core, all, 2, add, false) + 2 * vec_op(core, all, 2, mul, false);
+      case Activation::kTanh:
+        return fwd ? 2 * vec_op(core, all, 1, mul, false) + 2 * vec_op(core, all, 1, sp, false) + 2 * vec_op(core, all, 2, add, false)
+                   : vec_op(core, all, 2, add, false) + 2 * vec_op(core, all, 2, mul, false);
+      case Activation::kNone: return fwd ? vec_op(core, all, 1, add, false) : 0.0;
+      default: return act_cost(a) * all;  // GELU is not a convolution's activation yet
+    }
+  };
+  if (fwd) t += cq * (vec_op(core, P, 0, add, false) + vec_op(core, P, 2, add, false) + 10);  // bias
+  t += act(d.act);
+  if (!fwd) t += cq * (vec_op(core, P, 1, add, false) + 12);  // db
+  if (q.kind == PoolParams::kNone) return t;
+  const double taps = static_cast<double>(q.kh) * q.kw, wq = q.wq, strided = q.sw != 1;
+  if (whole_plane(c, q)) return t + cq * (vec_op(core, P, fwd ? 1 : 0, add, false) + 14) + (fwd ? 0 : vec_op(core, all, 0, add, false));
+  double row = 10;
+  if (fwd) {
+    row += taps * (vec_op(core, wq, 2, add, strided) + 2);
+    if (q.kind == PoolParams::kAvg) row += vec_op(core, wq, 1, mul, false) + 1;
+  } else if (q.kind == PoolParams::kMax) {
+    // vmov of the row, then per tap vcmpgt, vsel, vadd into dz (strided), vsel.
+    row += vec_op(core, wq, 1, add, false) +
+           taps * (vec_op(core, wq, 2, add, strided) + vec_op(core, wq, 3, add, false) + vec_op(core, wq, 2, add, strided) +
+                   vec_op(core, wq, 3, add, false) + 4);
+  } else {
+    row += taps * (vec_op(core, wq, 2, std::max(1, core.fmac_fp32), strided) + 5);
+  }
+  return t + cq * (12 + q.hq * row) + (fwd ? 0 : vec_op(core, all, 0, add, false));
+}
+
+KernelEstimate conv_estimate(const DenseKernel& d, const HwConfig& hw, int ci, int cq, bool dx, bool grad, int ring_depth) {
+  const ConvParams& c = d.conv;
   ConvParams slice = c;
   slice.c = ci;
-  double window = 0, live = 0;
-  for (const ConvTap& t : conv_taps(slice)) {
-    window += static_cast<double>(t.oy1 - t.oy0) * (t.ox1 - t.ox0);
-    live += t.oy1 > t.oy0;
-  }
+  double live = 0;
+  for (const ConvTap& t : conv_taps(slice)) live += t.oy1 > t.oy0 && t.ox1 > t.ox0;
   const double taps = slice.taps(), dead = taps - live;
   const double P = static_cast<double>(c.ho) * c.wo, Pq = static_cast<double>(d.out) / c.co;
   const double ni = static_cast<double>(ci) * c.h * c.w, add = std::max(1, hw.core.add_fp32);
   KernelEstimate e;
   // The tile: forward one vaxpy per tap and output channel; backward a vfmac into the tap's
-  // momentum element and (not in the first layer) a vaxpy into dx: three cycles a window element
-  // either way, as in weight streaming (ws_plan.cc conv_estimate).
-  e.fwd = cq * (window + live * kConvTapF + dead * 8 + 10) + cq * P / add + kSampleEnd / 2;
-  e.bwd = cq * (3.0 * window + live * kConvTapB + dead * 8 + 10) + (dx ? ni / add : 0) + kSampleEnd / 2;
+  // momentum element and (not in the first layer) a vaxpy into dx, each with its bank conflicts
+  // (conv_tap_cycles), and a tap's scalar set-up around them.
+  const ConvTapCycles v = conv_tap_cycles(slice, cq, dx, ring_depth, hw.core);
+  e.fwd = v.fwd + cq * (live * kConvTapF + dead * 8 + 10) + cq * P / add + kSampleEnd / 2;
+  e.bwd = v.bwd + cq * (live * (dx ? kConvTapB : kConvTapB0) + dead * 8 + 10) + (dx ? ni / add : 0) + kSampleEnd / 2;
   e.update_per_batch = cq * taps * (1 / static_cast<double>(hw.core.fmac_fp32) + 1.0 / hw.core.mul_fp32) + kUpdateFixed;
   if (grad) e.update_per_batch += 2.0 * cq * taps / hw.core.add_fp32;
-  // The stream: a sample's input in (a wavelet a cycle), the forward work, the planes out.
-  e.stream = ni + e.fwd + cq * P;
-  // The root: the sums in, the bias per channel, the activation, the pooling (an op per pooled
-  // row and window tap), the pooled planes out; backward the pooled gradient in, its spreading
-  // (four ops per tap and row: max), the derivative, db, dz out to the tiles.
-  const bool pooled = q.kind != PoolParams::kNone;
-  const double taps_q = pooled ? static_cast<double>(q.kh) * q.kw : 0.0, rows_q = pooled ? cq * static_cast<double>(q.hq) : 0.0;
-  const double root_f = cq * (2.0 * P + kConvOp * 2) + cq * P * act_cost(d.act) + rows_q * taps_q * (q.wq + kConvOp);
-  const double root_b = cq * (3.0 * P + kConvOp * 2) + cq * P * act_cost(d.act) + rows_q * taps_q * (4.0 * q.wq + 4 * kConvOp);
+  // The stream: a sample's input in (a wavelet a cycle, during the pass before), the forward
+  // work and the planes out (the next pass waits for them).
+  e.stream = std::max(ni, e.fwd + cq * P);
+  e.in_words = ni;
+  e.out_words = cq * P;
+  // The root (codegen.cc conv_root_source), op by op (root_ops): forward per channel the bias
+  // filled and added, the activation, the pooling; backward the pooled gradient spread over the
+  // windows, the activation's derivative, per channel db by a vsum.
+  const double root_f = root_ops(hw.core, d, cq, true), root_b = root_ops(hw.core, d, cq, false);
   e.root = kRootFixed + root_f + root_b;
+  e.root_fwd = kRootFixed / 2 + root_f;
+  e.root_bwd = kRootFixed / 2 + root_b;
   e.stream = std::max(e.stream, cq * P + root_f + cq * Pq);
+  e.q_words = cq * Pq;
   return e;
 }
 
@@ -132,8 +266,8 @@ struct Search {
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     if (d.conv.on) {
       const int ci = (d.conv.c + p_in - 1) / p_in, cq = (d.conv.co + p_out - 1) / p_out;
-      *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0, grad), conv_root_bytes(d.conv, d.pool, cq, ring_depth, grad));
-      return conv_estimate(d, hw, ci, cq, l > 0, grad);
+      *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0, grad, conv_sram_align(hw.core)), conv_root_bytes(d.conv, d.pool, cq, ring_depth, grad));
+      return conv_estimate(d, hw, ci, cq, l > 0, grad, ring_depth);
     }
     const int ni = max_slice(g, l, p_in), no = max_slice(g, l + 1, p_out);
     const bool dx = l > 0;
@@ -230,21 +364,118 @@ double Plan::cycles_per_batch() const {
     const double idle = std::max(0.0, latency - transmission - (e.fwd + e.bwd + e.update_per_batch));
     wait -= std::min(idle, lookahead0 * cycles_per_sample());
   }
-  // A convolution's tiles take a sample whole in two bulk passes, a forward F and a backward B
-  // (codegen.cc conv_tile_source). Where they are the slowest stage, a copy's minibatch is the
-  // first sample's trip (`latency`, which holds its F and B once), then per later sample its B
-  // and its F, except that the forwards of the next samples run while the first one is away
-  // (the rest of its trip), until they fill that time. Measured on the demo's CNN
-  // (docs/compiler.md#convolutions-layer-pipelined): one sample a copy 117,900 cycles against
-  // 126,400 estimated, the next ones 28,600-43,400 each, and 52,900 each in the steady state.
+  // A convolution's tiles and roots take a sample whole in bulk passes: its pipeline is
+  // scheduled pass by pass (schedule()).
   for (const LayerPlan& l : layers) {
-    if (!l.conv.on || l.est.fwd + l.est.bwd + l.est.update_per_batch / batch < bound_cycles()) continue;
-    const double away = std::max(0.0, latency - transmission - (l.est.fwd + l.est.bwd + l.est.update_per_batch));
-    return (samples - 1) * cycles_per_sample() + wait + reduce - std::min((samples - 1) * l.est.fwd, away);
+    if (l.conv.on) return schedule(static_cast<int>(samples)) + reduce;
   }
   // Elsewhere every sample's time is added to the trip: the dense chain's estimate is calibrated
   // so (docs/compiler.md, "Coupled stages").
   return samples * cycles_per_sample() + wait + reduce;
+}
+
+double Plan::schedule(int n) const {
+  // Each layer's tiles (their slowest) and its roots are one server each, which runs one pass at
+  // a time, a forward one when one is ready (the lower task ID), each kind in sample order:
+  // tiles F (forward) and B (backward), roots RF and RB (the last layer's RB is its loss, after
+  // RF). A pass is ready when what it consumes has arrived, a wavelet a cycle after its producer
+  // ended (in_words into a convolution's ring, out_words of sums or of dz; a dense layer streams
+  // its wavelets as they come, so its passes follow their producers at once). A tile asks for
+  // sample s's input when its pass of s - 1 starts and slot s - ring_depth is free (its B ended);
+  // layer 0's inputs come through the channel, `transmission` cycles each.
+  const int L = static_cast<int>(layers.size());
+  if (L == 0 || n <= 0) return 0;
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  enum { kF, kRF, kRB, kB };
+  std::vector<std::array<std::vector<double>, 4>> start(static_cast<size_t>(L)), end(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    for (int k = 0; k < 4; ++k) {
+      start[static_cast<size_t>(l)][static_cast<size_t>(k)].assign(static_cast<size_t>(n), kNone);
+      end[static_cast<size_t>(l)][static_cast<size_t>(k)].assign(static_cast<size_t>(n), kNone);
+    }
+  }
+  auto E = [&](int l, int k, int s) { return end[static_cast<size_t>(l)][static_cast<size_t>(k)][static_cast<size_t>(s)]; };
+  auto S0 = [&](int l, int k, int s) { return start[static_cast<size_t>(l)][static_cast<size_t>(k)][static_cast<size_t>(s)]; };
+  const int depth = std::max(1, ring_depth);
+  std::vector<double> arrive(static_cast<size_t>(n), kNone);  // layer 0's inputs
+  double channel_free = 0;
+  // When tile pass F(l, s)'s sums are in at the root: it takes them once its planes of s - 1
+  // have left (q_words), a wavelet a cycle.
+  auto sums_in = [&](int l, int s) {
+    const LayerPlan& lp = layers[static_cast<size_t>(l)];
+    if (E(l, kF, s) == kNone) return kNone;
+    if (!lp.conv.on) return E(l, kF, s);
+    const double prev = s == 0 ? 0.0 : E(l, kRF, s - 1);
+    return prev == kNone ? kNone : std::max(E(l, kF, s), prev + lp.est.q_words) + lp.est.out_words;
+  };
+  auto ready = [&](int l, int k, int s) -> double {
+    const LayerPlan& lp = layers[static_cast<size_t>(l)];
+    const double in = lp.conv.on ? lp.est.in_words : 0, out = lp.conv.on ? lp.est.out_words : 0;
+    switch (k) {
+      case kF: {
+        // Its input, asked for when the pass before started and a slot is free; and that pass's
+        // sums gone to the root (task 2 blocked until then).
+        double ask = s == 0 ? 0 : S0(l, kF, s - 1);
+        if (s >= depth) ask = std::max(ask, E(l, kB, s - depth));
+        if (ask == kNone) return kNone;
+        const double sent = s == 0 ? 0.0 : sums_in(l, s - 1);
+        if (l == 0) {
+          double& a = arrive[static_cast<size_t>(s)];
+          if (a == kNone && (s == 0 || arrive[static_cast<size_t>(s) - 1] != kNone)) {
+            a = std::max(ask, channel_free) + transmission;
+            channel_free = a;
+          }
+          return std::max(a, sent);
+        }
+        const double got = E(l - 1, kRF, s);
+        return got == kNone ? kNone : std::max(std::max(got, ask) + in, sent);
+      }
+      case kRF: return sums_in(l, s);
+      case kRB: {
+        if (l + 1 == L) return E(l, kRF, s);
+        const LayerPlan& nx = layers[static_cast<size_t>(l) + 1];
+        return E(l + 1, kB, s) == kNone ? kNone : E(l + 1, kB, s) + (nx.conv.on ? nx.est.in_words : 0);
+      }
+      default: return E(l, kRB, s) == kNone ? kNone : E(l, kRB, s) + out;
+    }
+  };
+  auto length = [&](int l, int k) {
+    const KernelEstimate& e = layers[static_cast<size_t>(l)].est;
+    const double rf = layers[static_cast<size_t>(l)].conv.on ? e.root_fwd : e.root / 2;
+    const double rb = layers[static_cast<size_t>(l)].conv.on ? e.root_bwd : e.root / 2;
+    return std::max(1.0, k == kF ? e.fwd : k == kB ? e.bwd : k == kRF ? rf : rb);
+  };
+  // Servers 2l (tiles: F, B) and 2l + 1 (roots: RF, RB): the next pass of each kind.
+  std::vector<std::array<int, 2>> next(static_cast<size_t>(2 * L), std::array<int, 2>{0, 0});
+  std::vector<double> free_at(static_cast<size_t>(2 * L), 0);
+  for (;;) {
+    int best = -1, best_k = 0;
+    double best_t = kNone;
+    for (int v = 0; v < 2 * L; ++v) {
+      const int l = v / 2, kf = v % 2 ? kRF : kF, kb = v % 2 ? kRB : kB;
+      const auto& nv = next[static_cast<size_t>(v)];
+      const double rf = nv[0] < n ? ready(l, kf, nv[0]) : kNone, rb = nv[1] < n ? ready(l, kb, nv[1]) : kNone;
+      const double t = std::max(free_at[static_cast<size_t>(v)], std::min(rf, rb));
+      if (t < best_t) {
+        best_t = t;
+        best = v;
+        best_k = rf <= t ? kf : kb;
+      }
+    }
+    if (best < 0) break;
+    const int l = best / 2, slot = best_k == kF || best_k == kRF ? 0 : 1;
+    const int s = next[static_cast<size_t>(best)][static_cast<size_t>(slot)]++;
+    start[static_cast<size_t>(l)][static_cast<size_t>(best_k)][static_cast<size_t>(s)] = best_t;
+    const double e = best_t + length(l, best_k);
+    end[static_cast<size_t>(l)][static_cast<size_t>(best_k)][static_cast<size_t>(s)] = e;
+    free_at[static_cast<size_t>(best)] = e;
+  }
+  double t = 0;
+  for (int l = 0; l < L; ++l) {
+    const KernelEstimate& e = layers[static_cast<size_t>(l)].est;
+    t = std::max(t, E(l, kB, n - 1) + e.update_per_batch);
+  }
+  return t;
 }
 
 long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad) {
@@ -254,10 +485,10 @@ long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad
 
 // Weights and momentum, the tap table (4 words a tap), the ring of input slices, the plane of
 // sums and of dz, dx (codegen.cc conv_tile_source).
-long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx, bool grad) {
+long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx, bool grad, int align) {
   const long taps = static_cast<long>(ci) * c.kh * c.kw, ni = static_cast<long>(ci) * c.h * c.w;
   const long no = static_cast<long>(co) * c.ho * c.wo;
-  return (grad ? 12 : 8) * co * taps + 16 * taps + 4L * ring_depth * ni + 8 * no + (dx ? 4 * ni : 0) + kCodeBytes;
+  return (grad ? 12 : 8) * co * taps + 16 * taps + 4L * ring_depth * ni + 8 * no + (dx ? 4 * ni : 0) + 4L * align + kCodeBytes;
 }
 
 // The sums, dz, scratch and 1.0s over the channels' planes, the ring of activated planes and of
@@ -634,6 +865,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
   Plan plan;
   plan.batch = opt.batch;
   plan.ring_depth = s.ring_depth;
+  plan.sram_align = conv_sram_align(hw.core);
   plan.in_flight = opt.in_flight;
   int w = 0, h = 0;
   extent(p, &w, &h);
@@ -691,7 +923,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       for (const LayerPlan& l : plan.layers) {
         if (l.conv.on) {
           const int ci = (l.conv.c + l.p_in - 1) / l.p_in, cq = (l.conv.co + l.p_out - 1) / l.p_out;
-          if (conv_tile_bytes(l.conv, ci, cq, d, l.dx, grad) > sram || conv_root_bytes(l.conv, l.pool, cq, d, grad) > sram) return false;
+          if (conv_tile_bytes(l.conv, ci, cq, d, l.dx, grad, conv_sram_align(hw.core)) > sram || conv_root_bytes(l.conv, l.pool, cq, d, grad) > sram) return false;
           continue;
         }
         const int ni = max_slice(g, l.index, l.p_in), no = max_slice(g, l.index + 1, l.p_out);
@@ -708,7 +940,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       const int ni = max_slice(g, l.index, l.p_in), no = max_slice(g, l.index + 1, l.p_out);
       if (l.conv.on) {
         const int ci = (l.conv.c + l.p_in - 1) / l.p_in, cq = (l.conv.co + l.p_out - 1) / l.p_out;
-        l.tile_bytes = std::max(conv_tile_bytes(l.conv, ci, cq, depth, l.dx, grad), conv_root_bytes(l.conv, l.pool, cq, depth, grad));
+        l.tile_bytes = std::max(conv_tile_bytes(l.conv, ci, cq, depth, l.dx, grad, conv_sram_align(hw.core)), conv_root_bytes(l.conv, l.pool, cq, depth, grad));
       } else {
         l.tile_bytes = tile_sram_bytes(ni, no, depth, l.dx, grad);
       }

@@ -45,6 +45,11 @@ struct KernelEstimate {
   // result before they take the next (codegen.cc conv_tile_source): per sample, the longest of
   // those series (the input in, the work, the output out), 0 for dense layers.
   double stream = 0;
+  // A convolution's passes over whole samples (Plan::schedule): its roots' forward and backward
+  // shares of `root`, and the words of a tile's input slice and of a root's planes of sums (and
+  // of dz), each a wavelet a cycle.
+  // And the words of a root's pooled planes out.
+  double root_fwd = 0, root_bwd = 0, in_words = 0, out_words = 0, q_words = 0;
   double compute() const;  // the busiest PE's cycles per sample, update spread over the batch
 };
 
@@ -95,6 +100,7 @@ struct LayerPlan {
 struct Plan {
   std::vector<LayerPlan> layers;
   int batch = 32, ring_depth = 4, in_flight = 1;
+  int sram_align = 16;                  // conv_sram_align: convolution tiles' arrays start on it
   int used_width = 0, used_height = 0;  // bounding box, bus column included
   std::vector<int> row_channel;         // layer 0 row a -> West channel index
   int loss_channel = 0;                 // West channel of labels in and losses out
@@ -140,7 +146,12 @@ struct Plan {
   // at most the ring and less than a minibatch (placement.cc).
   int lookahead(int layer = 0) const { return layer == 0 ? lookahead0 : 0; }
   int lookahead0 = 0;
-  double cycles_per_batch() const;      // a copy's samples * cycles_per_sample + latency + reduce
+  // A copy's minibatch: with a convolution, schedule() of its samples; else its samples *
+  // cycles_per_sample + latency; and the replicas' reduce.
+  double cycles_per_batch() const;
+  // The cycles of n samples through a copy's layers pass by pass (a convolution's tiles and roots
+  // take a sample whole: placement.cc), and the last update.
+  double schedule(int n) const;
 };
 
 // Copy 0's PEs that hold weights or biases, by column, each column's rows from south to north
@@ -161,7 +172,18 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
 long tile_sram_bytes(int in_len, int out_len, int ring_depth, bool dx, bool grad = false);
 // A convolution's tile of `ci` input and `co` output channels, and its root of `co` channels
 // (codegen.cc conv_tile_source, conv_root_source); `grad`: a gradient buffer (replicas).
-long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx, bool grad = false);
+long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool dx, bool grad = false, int align = 16);
+// The bytes a convolution tile aligns its ring, planes and dx to (codegen.cc conv_tile_source), so
+// that their bank conflicts follow from the element offsets alone: a multiple of the banks.
+int conv_sram_align(const CoreConfig& core);
+// The cycles of a convolution tile's vector ops per sample (its taps over cq output channels of
+// `slice`'s input channels), bank conflicts counted as the core does, averaged over the ring's
+// slots: forward the vaxpy into the plane of sums, backward the vfmac into the tap's gradient and
+// (dx) the vaxpy into dx.
+struct ConvTapCycles {
+  double fwd = 0, bwd = 0;
+};
+ConvTapCycles conv_tap_cycles(const ConvParams& slice, int cq, bool dx, int ring_depth, const CoreConfig& core);
 long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth, bool grad = false);
 
 }  // namespace wafersim::compiler
