@@ -159,6 +159,50 @@ TEST_F(TrainCli, EstimateWithin1Point5PercentOfMeasured) {
   }
 }
 
+// A CNN's estimate (placement.cc: its tap ops with their bank conflicts, its roots op by op, a
+// copy's minibatch scheduled pass by pass) against the measured rate, within the 10 % issue 37
+// asks, on one copy and on the copies the search takes, with a pooled and a global-average CNN.
+// Measured after a8b5765: +0.8 %, -0.3 %, +1.0 %, -0.6 % (the 1-copy cases; then 6 copies each);
+// docs/compiler.md#convolutions-layer-pipelined has these models on the whole WSE-2, within 7 %.
+// The estimate before a8b5765 was 14 % pessimistic with two samples a copy.
+TEST_F(TrainCli, ConvolutionEstimateWithinTenPercentOfMeasured) {
+  const std::string lenet = tmp_path("est_lenet.onnx"), leaky = tmp_path("est_leaky.onnx");
+  CnnSpec a;
+  a.c = 1;
+  a.h = a.w = 28;
+  a.convs = {ConvLayerSpec{6, 5, 1, 0, "MaxPool", 2}, ConvLayerSpec{12, 5, 1, 0, "MaxPool", 2}};
+  a.dense = {64, 10};
+  write_cnn(lenet, a);
+  CnnSpec b = a;
+  b.convs = {ConvLayerSpec{4, 3, 2, 0, "AveragePool", 2}, ConvLayerSpec{8, 3, 1, 1, "GlobalAveragePool", 2}};
+  b.dense = {10};
+  b.act = "LeakyRelu";
+  write_cnn(leaky, b);
+  const std::vector<std::string> common = {"--mode", "layer-pipelined", "--fabric.width", "64", "--fabric.height", "96",
+                                           "--train.steps", "2", "--train.eval", "0"};
+  const std::vector<std::vector<std::string>> cases = {
+      {lenet, "--train.batch", "6", "--compile.replicas", "1"},
+      {lenet, "--train.batch", "16"},
+      {leaky, "--train.batch", "8", "--compile.replicas", "1"},
+      {leaky, "--train.batch", "32"},
+  };
+  int i = 0;
+  for (auto args : cases) {
+    const fs::path d = tmp_path("tr_cest" + std::to_string(i++));
+    fs::remove_all(d);
+    args.insert(args.end(), common.begin(), common.end());
+    args.push_back("-o");
+    args.push_back(d.string());
+    ASSERT_EQ(train(args), 0);
+    const auto rep = nlohmann::json::parse(slurp(d / "run_report.json"));
+    const auto cr = nlohmann::json::parse(slurp(d / "compile_report.json"));
+    const double est = rep["estimated_samples_per_s"].get<double>(), meas = rep["measured_samples_per_s"].get<double>();
+    std::cout << args[0] << " " << args[2] << ": " << cr.value("replicas", 1) << " copies, estimate " << est << " samples/s, measured "
+              << meas << " (" << rep["estimate_error_pct"].get<double>() << " %)\n";
+    EXPECT_LT(std::abs(est - meas) / meas, 0.10) << args[0] << " batch " << args[2] << ": estimate " << est << " vs measured " << meas;
+  }
+}
+
 // Layer-pipelined mode on a whole (reduced) fabric: layer 0's rows spread over the West channels
 // until the channels stop binding, the ring covers a sample's round trip, and the estimate stays
 // within 10 % of the measured rate; more PEs or more SRAM never lower the measured samples/s.
