@@ -364,44 +364,50 @@ std::string emit_softmax_loss(kernels::PeAsm& a, int no, const std::string& dAcc
   return dLV;
 }
 
-void emit_act_bwd(kernels::PeAsm& a, Activation act, float alpha, const std::string& dG, const std::string& dY, const std::string& dTmp,
-                  const std::string& dOnes) {
-  switch (act) {
-    case Activation::kLeakyRelu:  // t = (y > 0 ? g : 0); g = (g - t) alpha + t (reference.cc)
-      a << "vdrelu.fp32 " + dTmp + ", " + dY + ", " + dG << "vsub.fp32 " + dG + ", " + dG + ", " + dTmp
-        << "lif r13, " + kernels::f32_literal(alpha) << "vmuls.fp32 " + dG + ", " + dG + ", r13" << "vadd.fp32 " + dG + ", " + dG + ", " + dTmp;
-      break;
-    case Activation::kRelu: a << "vdrelu.fp32 " + dG + ", " + dY + ", " + dG; break;
-    case Activation::kSigmoid:
-      a << "vsub.fp32 " + dTmp + ", " + dOnes + ", " + dY << "vmul.fp32 " + dTmp + ", " + dTmp + ", " + dY
-        << "vmul.fp32 " + dG + ", " + dG + ", " + dTmp;
-      break;
-    case Activation::kTanh:
-      a << "vmul.fp32 " + dTmp + ", " + dY + ", " + dY << "vsub.fp32 " + dTmp + ", " + dOnes + ", " + dTmp
-        << "vmul.fp32 " + dG + ", " + dG + ", " + dTmp;
-      break;
-    default: break;
-  }
+void emit_act_fwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dY, const std::string& dPre,
+                  const std::string& dTmp, const std::string& dOnes) {
+  ActDsds d;
+  d[static_cast<size_t>(Slot::kZ)] = dPre;
+  d[static_cast<size_t>(Slot::kY)] = dY;
+  d[static_cast<size_t>(Slot::kT0)] = dTmp;
+  d[static_cast<size_t>(Slot::kOnes)] = dOnes;
+  emit_act_fwd(a, act, p, d);
 }
 
-void emit_act_fwd(kernels::PeAsm& a, Activation act, float alpha, const std::string& dY, const std::string& dPre, const std::string& dTmp,
-                  const std::string& dOnes) {
-  switch (act) {
-    case Activation::kLeakyRelu:  // max(z, alpha z) (reference.cc)
-      a << "lif r13, " + kernels::f32_literal(alpha) << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vmax.fp32 " + dY + ", " + dPre + ", " + dTmp;
-      break;
-    case Activation::kRelu: a << "vrelu.fp32 " + dY + ", " + dPre; break;
-    case Activation::kSigmoid:
-      a << "lif r13, -1.0" << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vexp.fp32 " + dTmp + ", " + dTmp
-        << "vadd.fp32 " + dTmp + ", " + dTmp + ", " + dOnes << "vrecip.fp32 " + dY + ", " + dTmp;
-      break;
-    case Activation::kTanh:
-      a << "lif r13, -2.0" << "vmuls.fp32 " + dTmp + ", " + dPre + ", r13" << "vexp.fp32 " + dTmp + ", " + dTmp
-        << "vadd.fp32 " + dTmp + ", " + dTmp + ", " + dOnes << "vrecip.fp32 " + dTmp + ", " + dTmp << "lif r13, 2.0"
-        << "vmuls.fp32 " + dTmp + ", " + dTmp + ", r13" << "vsub.fp32 " + dY + ", " + dTmp + ", " + dOnes;
-      break;
-    default: a << "vmov.fp32 " + dY + ", " + dPre;
-  }
+void emit_act_bwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dG, const std::string& dY,
+                  const std::string& dTmp, const std::string& dOnes) {
+  ActDsds d;
+  d[static_cast<size_t>(Slot::kG)] = dG;
+  d[static_cast<size_t>(Slot::kY)] = dY;
+  d[static_cast<size_t>(Slot::kT0)] = dTmp;
+  d[static_cast<size_t>(Slot::kOnes)] = dOnes;
+  emit_act_bwd(a, act, p, d);
+}
+
+namespace {
+
+ActDsds pre_dsds(const std::string& dZ, const std::string (&t)[4], const std::string& dOnes) {
+  ActDsds d;
+  d[static_cast<size_t>(Slot::kZ)] = dZ;
+  for (int i = 0; i < 4; ++i) d[static_cast<size_t>(Slot::kT0) + static_cast<size_t>(i)] = t[i];
+  d[static_cast<size_t>(Slot::kOnes)] = dOnes;
+  return d;
+}
+
+}  // namespace
+
+void emit_pre_act_fwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dY, const std::string& dZ,
+                      const std::string (&t)[4], const std::string& dOnes) {
+  ActDsds d = pre_dsds(dZ, t, dOnes);
+  d[static_cast<size_t>(Slot::kY)] = dY;
+  emit_act_fwd(a, act, p, d);
+}
+
+void emit_pre_act_bwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dG, const std::string& dZ,
+                      const std::string (&t)[4], const std::string& dOnes) {
+  ActDsds d = pre_dsds(dZ, t, dOnes);
+  d[static_cast<size_t>(Slot::kG)] = dG;
+  emit_act_bwd(a, act, p, d);
 }
 
 void emit_ln_fwd(kernels::PeAsm& a, int n, float eps, const std::string& dZ, const std::string& dXh, const std::string& dT,
@@ -504,67 +510,6 @@ void emit_pool_bwd(kernels::PeAsm& a, const ConvParams& cv, const PoolParams& q,
     << "addi r5, r5, 1" << "li r13, " + S(planes) << "bne r5, r13, pbs_" + L_;
 }
 
-namespace {
-
-std::string lit(float v) { return kernels::f32_literal(v); }
-
-// |z| into dA, erf(|z| / sqrt 2) into dE, e^(-z^2 / 2) into dX (reference.cc gelu_parts); dT scratch.
-void emit_gelu_parts(kernels::PeAsm& a, const std::string& dZ, const std::string& dA, const std::string& dE,
-                     const std::string& dX, const std::string& dT, const std::string& dOnes) {
-  a << "lif r13, -1.0" << "vmuls.fp32 " + dA + ", " + dZ + ", r13" << "vmax.fp32 " + dA + ", " + dZ + ", " + dA;
-  a << "lif r13, " + lit(gelu::kP) << "vmuls.fp32 " + dT + ", " + dA + ", r13" << "vadd.fp32 " + dT + ", " + dT + ", " + dOnes
-    << "vrecip.fp32 " + dT + ", " + dT;
-  a << "lif r13, " + lit(gelu::kA5) << "vmuls.fp32 " + dE + ", " + dT + ", r13";
-  for (const float c : {gelu::kA4, gelu::kA3, gelu::kA2, gelu::kA1}) {
-    a << "lif r13, " + lit(c) << "vfmacs.fp32 " + dE + ", " + dE + ", " + dOnes + ", r13" << "vmul.fp32 " + dE + ", " + dE + ", " + dT;
-  }
-  a << "vmul.fp32 " + dX + ", " + dZ + ", " + dZ << "lif r13, -0.5" << "vmuls.fp32 " + dX + ", " + dX + ", r13" << "vexp.fp32 " + dX + ", " + dX;
-  a << "vmul.fp32 " + dE + ", " + dE + ", " + dX << "lif r13, -1.0" << "vfmacs.fp32 " + dE + ", " + dOnes + ", " + dE + ", r13";
-}
-
-// sigma(2 c (z + k z^3)) into dS (reference.cc gelu_sigma).
-void emit_gelu_sigma(kernels::PeAsm& a, const std::string& dZ, const std::string& dS, const std::string& dOnes) {
-  a << "vmul.fp32 " + dS + ", " + dZ + ", " + dZ << "lif r13, " + lit(gelu::kK) << "vmuls.fp32 " + dS + ", " + dS + ", r13"
-    << "lif r13, 1.0" << "vfmacs.fp32 " + dS + ", " + dS + ", " + dOnes + ", r13" << "vmul.fp32 " + dS + ", " + dS + ", " + dZ
-    << "lif r13, " + lit(-gelu::kTwoC) << "vmuls.fp32 " + dS + ", " + dS + ", r13" << "vexp.fp32 " + dS + ", " + dS
-    << "vadd.fp32 " + dS + ", " + dS + ", " + dOnes << "vrecip.fp32 " + dS + ", " + dS;
-}
-
-}  // namespace
-
-void emit_gelu_fwd(kernels::PeAsm& a, Activation act, const std::string& dY, const std::string& dZ, const std::string (&t)[4],
-                   const std::string& dOnes) {
-  if (act == Activation::kGeluTanh) {
-    emit_gelu_sigma(a, dZ, t[0], dOnes);
-    a << "vmul.fp32 " + dY + ", " + dZ + ", " + t[0];
-    return;
-  }
-  emit_gelu_parts(a, dZ, t[0], t[1], t[2], t[3], dOnes);
-  a << "vmul.fp32 " + dY + ", " + t[0] + ", " + t[1] << "vadd.fp32 " + dY + ", " + dZ + ", " + dY << "lif r13, 0.5"
-    << "vmuls.fp32 " + dY + ", " + dY + ", r13";
-}
-
-void emit_gelu_bwd(kernels::PeAsm& a, Activation act, const std::string& dG, const std::string& dZ, const std::string (&t)[4],
-                   const std::string& dOnes) {
-  if (act == Activation::kGeluTanh) {
-    emit_gelu_sigma(a, dZ, t[0], dOnes);
-    a << "vmul.fp32 " + t[1] + ", " + dZ + ", " + dZ << "lif r13, " + lit(gelu::kThreeK) << "vmuls.fp32 " + t[1] + ", " + t[1] + ", r13"
-      << "lif r13, 1.0" << "vfmacs.fp32 " + t[1] + ", " + t[1] + ", " + dOnes + ", r13" << "lif r13, " + lit(gelu::kTwoC)
-      << "vmuls.fp32 " + t[1] + ", " + t[1] + ", r13";
-    a << "vsub.fp32 " + t[2] + ", " + dOnes + ", " + t[0] << "vmul.fp32 " + t[2] + ", " + t[0] + ", " + t[2]
-      << "vmul.fp32 " + t[2] + ", " + t[2] + ", " + t[1] << "vmul.fp32 " + t[2] + ", " + t[2] + ", " + dZ
-      << "vadd.fp32 " + t[2] + ", " + t[0] + ", " + t[2] << "vmul.fp32 " + dG + ", " + dG + ", " + t[2];
-    return;
-  }
-  emit_gelu_parts(a, dZ, t[0], t[1], t[2], t[3], dOnes);
-  // sign(z) erf: (z > 0 ? erf : 0) 2 - erf; Phi = 0.5 that + 0.5; z phi = z e / sqrt(2 pi).
-  a << "vdrelu.fp32 " + t[3] + ", " + dZ + ", " + t[1] << "lif r13, 2.0" << "vmuls.fp32 " + t[3] + ", " + t[3] + ", r13"
-    << "vsub.fp32 " + t[3] + ", " + t[3] + ", " + t[1] << "lif r13, 0.5" << "vmuls.fp32 " + t[3] + ", " + t[3] + ", r13"
-    << "vfmacs.fp32 " + t[3] + ", " + t[3] + ", " + dOnes + ", r13";
-  a << "vmul.fp32 " + t[2] + ", " + dZ + ", " + t[2] << "lif r13, " + lit(gelu::kInvSqrt2Pi) << "vmuls.fp32 " + t[2] + ", " + t[2] + ", r13"
-    << "vadd.fp32 " + t[3] + ", " + t[3] + ", " + t[2] << "vmul.fp32 " + dG + ", " + dG + ", " + t[3];
-}
-
 void emit_softmax_grad(kernels::PeAsm& a, int batch, const std::string& dG) {
   a << "li r14, g" << "add r14, r14, r10" << "ld32 r13, [r14]" << "lif r9, 1.0" << "fsub r13, r13, r9" << "st32 [r14], r13";
   a << "lif r13, " + kernels::f32_literal(1.0f / static_cast<float>(batch)) << "vmuls.fp32 " + dG + ", " + dG + ", r13";
@@ -608,7 +553,7 @@ struct RootColors {
 // activation; backward, after the activation's derivative g: vg += g x^, vbeta += g, then
 // g = r (g gamma - mean(g gamma) - x^ mean(g gamma x^)); gamma and beta update with the bias.
 // reference.cc layer_norm and layer_norm_grad do the same operations in the same order.
-std::string root_source(int no, Activation act, float alpha, bool last, const RootColors& c, int batch, int depth, int lookahead,
+std::string root_source(int no, Activation act, const ActParams& alpha, bool last, const RootColors& c, int batch, int depth, int lookahead,
                         const TrainHyper& h, int scale, const SumSpec* sum, const LayerNormParams* ln = nullptr) {
   PeAsm a;
   bind_sum_queues(a, sum);
@@ -640,7 +585,7 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
   if (sum) a.data(".space gsum, fp32, " + S(static_cast<long long>(ln ? 3 : 1) * no));
   // A GELU keeps z for its derivative (yring) and sends y from the second half of the ring.
   const bool gelu = act_needs_pre(act);
-  const bool ones = act == Activation::kSigmoid || act == Activation::kTanh || gelu || ln;
+  const bool ones = act_uses_ones(act, alpha) || gelu || ln;
   if (ones) a.data(".space ones, fp32, " + N);
   if (gelu) a.data(".space ga, fp32, " + N + "\n.space gb, fp32, " + N + "\n.space gc, fp32, " + N);
   // With a residual connection into it or a GELU, xring (the sums, or y) follows yring: slot i
@@ -844,7 +789,7 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
     }
     if (gelu) {
       t4[0] = dT;
-      emit_gelu_bwd(a, act, dG, dYb, t4, dOnes);
+      emit_pre_act_bwd(a, act, alpha, dG, dYb, t4, dOnes);
     } else {
       emit_act_bwd(a, act, alpha, dG, dYb, dT, dOnes);
     }
@@ -870,7 +815,7 @@ std::string root_source(int no, Activation act, float alpha, bool last, const Ro
       // z kept for the derivative, y = gelu(z) into xring's slot and sent from there.
       t4[0] = dT;
       a << "vmov.fp32 " + dYf + ", " + dAcc << "addi r13, r3, " + S(xoff) << "dbase " + dXf + ", r13";
-      emit_gelu_fwd(a, act, dXf, dAcc, t4, dOnes);
+      emit_pre_act_fwd(a, act, alpha, dXf, dAcc, t4, dOnes);
       dSend = dXf;
     } else {
       emit_act_fwd(a, act, alpha, dYf, dAcc, dT, dOnes);
@@ -1052,7 +997,7 @@ std::string conv_tile_source(const ConvParams& cs, int cq, bool dx, const TileCo
 // leaves for the tiles (3). The bias updates after the minibatch's last gradient.
 // Registers: r0 0, r10/r12 forward/backward samples of this minibatch; the ring slots are words
 // in SRAM (yf, yb, qf, qb): the pooling takes r1-r9, r11, r13-r15.
-std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, Activation act, float alpha, const RootColors& c,
+std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, Activation act, const ActParams& alpha, const RootColors& c,
                              int batch, int depth, const TrainHyper& h, const SumSpec* sum) {
   PeAsm a;
   bind_sum_queues(a, sum);
@@ -1066,7 +1011,7 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   a.task("2, ysent");
   a.task("3, dxgot");
   a.task("4, dysent");
-  const bool ones = act == Activation::kSigmoid || act == Activation::kTanh;
+  const bool ones = act_uses_ones(act, alpha);
   a.data(".space b, fp32, " + S(cq));
   a.data(".space vb, fp32, " + S(cq));
   a.data(".space acc, fp32, " + S(cq * P));
@@ -1295,7 +1240,7 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
         c.skip_depth = plan.ring_depth + 4;
         const int no = lp.out_len(b);
         const Activation act = g.layers[static_cast<size_t>(l)].act;
-        const float alpha = g.layers[static_cast<size_t>(l)].act_alpha;
+        const ActParams alpha = g.layers[static_cast<size_t>(l)].act_par;
         SumSpec sp;
         if (R > 1) sp = sum_spec(lp.root_xy(b), rep);
         const std::string src =

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/activation.h"
 #include "compiler/kernel_graph.h"
 #include "firmware/kernels/kernel_util.h"
 
@@ -22,20 +23,22 @@ std::string emit_softmax_loss(kernels::PeAsm& a, int n, const std::string& dLogi
 void emit_softmax_grad(kernels::PeAsm& a, int batch, const std::string& dG);
 
 // y = act(pre) (dY from dPre), and the derivative applied in place to the gradient dG given the
-// output dY, as every root computes them (the host reference matches: compiler/reference.cc).
-// dTmp is scratch and dOnes a vector of 1.0 of the same length (sigmoid and tanh only).
-void emit_act_fwd(kernels::PeAsm& a, Activation act, float alpha, const std::string& dY, const std::string& dPre,
+// output dY, as every root and row computes them (compiler/activation.h: the activation's
+// programs, which the host references evaluate too), for the activations whose derivative is
+// taken at the output. dTmp is scratch and dOnes a vector of 1.0s of the same length (or "" when
+// act_uses_ones is false).
+void emit_act_fwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dY, const std::string& dPre,
                   const std::string& dTmp, const std::string& dOnes);
-void emit_act_bwd(kernels::PeAsm& a, Activation act, float alpha, const std::string& dG, const std::string& dY,
+void emit_act_bwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dG, const std::string& dY,
                   const std::string& dTmp, const std::string& dOnes);
 
-// The GELUs (act_needs_pre): y = gelu(z) into dY, and the derivative taken at z applied in place to
-// dG, as reference.cc computes them (its gelu namespace says how). t[0..3] are scratch vectors
-// and dOnes a vector of 1.0, all of the same length as dZ (the tanh form uses t[0..2]).
-void emit_gelu_fwd(kernels::PeAsm& a, Activation act, const std::string& dY, const std::string& dZ,
-                   const std::string (&t)[4], const std::string& dOnes);
-void emit_gelu_bwd(kernels::PeAsm& a, Activation act, const std::string& dG, const std::string& dZ,
-                   const std::string (&t)[4], const std::string& dOnes);
+// The activations whose derivative is taken at the pre-activation (act_needs_pre: the GELUs):
+// y = act(z) into dY, and the derivative at z applied in place to dG; t[0..3] are scratch vectors
+// and dOnes a vector of 1.0s, all of the same length as dZ.
+void emit_pre_act_fwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dY, const std::string& dZ,
+                      const std::string (&t)[4], const std::string& dOnes);
+void emit_pre_act_bwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dG, const std::string& dZ,
+                      const std::string (&t)[4], const std::string& dOnes);
 
 // LayerNorm over one sample's n values, as reference.cc layer_norm and layer_norm_grad compute it
 // (the same operations in the same order), for both modes' roots. Forward: dZ (the values after

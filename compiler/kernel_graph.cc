@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include "compiler/activation.h"
+
 namespace wafersim::compiler {
 namespace {
 
@@ -68,18 +70,6 @@ bool flag_value(const OnnxNode& n, const char* key, bool* value, std::string* wh
 bool foldable(float v) { return std::isfinite(v) && std::fpclassify(v) != FP_SUBNORMAL && std::isfinite(1.0f / v); }
 
 }  // namespace
-
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::kRelu: return "relu";
-    case Activation::kSigmoid: return "sigmoid";
-    case Activation::kTanh: return "tanh";
-    case Activation::kLeakyRelu: return "leaky_relu";
-    case Activation::kGelu: return "gelu";
-    case Activation::kGeluTanh: return "gelu_tanh";
-    default: return "none";
-  }
-}
 
 int KernelGraph::first_layernorm() const {
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -172,10 +162,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     return "";
   };
   // Fuses activation `act` of node `n` (`what`, for the note) into the dense layer before it.
-  auto fuse_activation = [&](const OnnxNode& n, Activation act, float alpha, const std::string& what) {
+  auto fuse_activation = [&](const OnnxNode& n, Activation act, const ActParams& par, const std::string& what) {
     DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
     d.act = act;
-    d.act_alpha = alpha;
+    d.act_par = par;
     d.act_node = n.name;
     g.notes.push_back(what + " fused into " + d.name);
     f.pending_matmul = false;
@@ -328,9 +318,9 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       } else if (f.known && fa.kind == "LayerNorm") {
         why = take_layernorm(n, fa);
       } else if (f.known && f.dense >= 0 && g.layers[static_cast<size_t>(f.dense)].conv.on) {
-        why = "a GELU after a convolution is not supported yet (ReLU, LeakyReLU, Sigmoid and Tanh are)";
+        why = "a GELU after a convolution is not supported yet (the activations whose derivative is taken at the output are)";
       } else if (f.known && (why = activation_refusal()).empty()) {
-        fuse_activation(n, fa.act, 0, "GELU (" + std::to_string(fa.nodes.size()) + " nodes from " + node_ref(n) + ")");
+        fuse_activation(n, fa.act, ActParams{}, "GELU (" + std::to_string(fa.nodes.size()) + " nodes from " + node_ref(n) + ")");
       }
       if (!why.empty()) unsupported(n, why);
       f.value = fa.output;
@@ -526,22 +516,29 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       f.value = n.outputs[0];
       continue;
     }
-    if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "LeakyRelu") {
+    if (const ActivationDef* ad = activation_by_onnx(op); ad && n.domain.empty()) {
       if (!f.known) { follow(n); continue; }
       // max(act(a), act(b)) = act(max(a, b)) for a ReLU or LeakyReLU: after a MaxPool it is
       // taken as the convolution's activation, before the pooling.
-      const bool commutes = f.pooled && !f.activated && (op == "Relu" || op == "LeakyRelu") &&
+      const bool commutes = f.pooled && !f.activated && (ad->act == Activation::kRelu || ad->act == Activation::kLeakyRelu) &&
                             g.layers[static_cast<size_t>(f.dense)].pool.kind == PoolParams::kMax;
       if (const std::string why = commutes ? "" : activation_refusal(); !why.empty()) { unsupported(n, why); continue; }
-      float alpha = 0;
-      if (op == "LeakyRelu") {
-        const OnnxAttr* a = n.attr("alpha");
-        alpha = a && a->kind == OnnxAttr::kFloat ? a->f : 0.01f;
-        // The PEs take max(z, alpha z), which is LeakyRelu for a slope in [0, 1] only.
-        if (!(alpha >= 0 && alpha <= 1)) { unsupported(n, "alpha = " + num(alpha) + "; the kernels take a slope in [0, 1]"); continue; }
+      ActParams par;
+      if (ad->params) {
+        std::string why;
+        ActInputs in;
+        in.opset = m.opset;
+        in.attr = [&](const char* key) { return n.attr(key); };
+        in.given = [&](size_t i) { return i < n.inputs.size() && !n.inputs[i].empty(); };
+        in.input = [&](size_t i) -> const std::vector<float>* {
+          if (i >= n.inputs.size()) return nullptr;
+          auto it = m.initializers.find(n.inputs[i]);
+          return it == m.initializers.end() ? nullptr : &it->second.f32;
+        };
+        par = ad->params(in, &why);
+        if (!why.empty()) { unsupported(n, why); continue; }
       }
-      fuse_activation(n, op == "Relu" ? Activation::kRelu : op == "Sigmoid" ? Activation::kSigmoid : op == "Tanh" ? Activation::kTanh : Activation::kLeakyRelu,
-                      alpha, node_ref(n));
+      fuse_activation(n, ad->act, par, node_ref(n));
       f.value = n.outputs[0];
       continue;
     }

@@ -13,11 +13,18 @@
 
 namespace wafersim::compiler {
 
-// kGelu: x Phi(x) (torch's default, the Erf form); kGeluTanh: its tanh approximation. Their
-// derivatives are taken at the pre-activation, the others' at the output (act_needs_pre).
-enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu, kGelu, kGeluTanh };
+// The dense kernels' activations, each defined in compiler/activations/ (activation.h). kGelu:
+// x Phi(x) (torch's default, the Erf form); kGeluTanh: its tanh approximation. Some take their
+// derivative at the pre-activation (act_needs_pre: the GELUs), the others at the output.
+enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu, kGelu, kGeluTanh, kElu, kSoftplus, kSoftsign, kHardSigmoid, kClip };
 const char* activation_name(Activation a);
-inline bool act_needs_pre(Activation a) { return a == Activation::kGelu || a == Activation::kGeluTanh; }
+bool act_needs_pre(Activation a);
+
+// An activation's parameters: LeakyRelu's and Elu's alpha (a); HardSigmoid's alpha and beta
+// (a, b); Clip's min and max (a, b).
+struct ActParams {
+  float a = 0, b = 0;
+};
 
 // A pattern the rewrite passes recognised (fuse_gelu, fuse_layernorm): its ONNX nodes, the value
 // it reads and the value it writes. The kernel graph takes a GELU as one activation and a
@@ -73,7 +80,7 @@ struct DenseKernel {
   float alpha = 1, beta = 1;   // Gemm scales, folded into w and b (and unfolded on write-back)
   int in = 0, out = 0;
   Activation act = Activation::kNone;
-  float act_alpha = 0;      // LeakyRelu's slope below 0 (in [0, 1])
+  ActParams act_par;        // the activation's parameters (LeakyRelu's slope, Clip's bounds, ...)
   LayerNormParams ln;       // a LayerNorm between the bias and the activation
   std::string act_node;     // the fused activation's node name
   // A residual connection: the activated output plus boundary `residual`'s values (0: the

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compiler/activation.h"
 #include "compiler/ws_plan.h"
 
 namespace wafersim::compiler {
@@ -38,16 +39,8 @@ constexpr double kCoupling = 0.2, kCoupleFromConsumer = 0.5, kCoupleFromProducer
 // Times at or above this mark a layer whose tiles do not fit (plus their bytes, to rank them).
 constexpr double kInfeasible = 1e12;
 
-double act_cost(Activation a) {
-  switch (a) {
-    case Activation::kSigmoid: return 5;
-    case Activation::kTanh: return 7;
-    case Activation::kLeakyRelu: return 2;
-    case Activation::kGelu: return 28;       // emit_gelu_fwd and emit_gelu_bwd: vector ops per element, halved as below
-    case Activation::kGeluTanh: return 12;
-    default: return 1;
-  }
-}
+// Vector ops per element a root's activation costs (ActivationDef::cost).
+double act_cost(Activation a) { return activation(a).cost; }
 
 // n features in p slices of whole units (a convolution's channel planes; 1 elsewhere).
 std::vector<int> split(int n, int p, int unit = 1) {
@@ -181,21 +174,19 @@ double root_ops(const CoreConfig& core, const DenseKernel& d, int cq, bool fwd) 
   const double P = static_cast<double>(c.ho) * c.wo, all = cq * P;
   const int add = core.add_fp32, mul = core.mul_fp32, sp = core.special;
   double t = 30;  // the task's ring words and counters
+  // The activation's program (compiler/activations/), op by op over the channels' planes.
   auto act = [&](Activation a) {
-    switch (a) {
-      case Activation::kLeakyRelu:
-        return fwd ? vec_op(core, all, 1, mul, false) + vec_op(core, all, 2, add, false)
-                   : vec_op(core, all, 2, add, false) * 3 + vec_op(core, all, 1, mul, false);
-      case Activation::kRelu: return vec_op(core, all, fwd ? 1 : 2, add, false);
-      case Activation::kSigmoid:
-        return fwd ? vec_op(core, all, 1, mul, false) + 2 * vec_op(core, all, 1, sp, false) + vec_op(core, all, 2, add, false)
-                   : vec_op(core, all, 2, add, false) + 2 * vec_op(core, all, 2, mul, false);
-      case Activation::kTanh:
-        return fwd ? 2 * vec_op(core, all, 1, mul, false) + 2 * vec_op(core, all, 1, sp, false) + 2 * vec_op(core, all, 2, add, false)
-                   : vec_op(core, all, 2, add, false) + 2 * vec_op(core, all, 2, mul, false);
-      case Activation::kNone: return fwd ? vec_op(core, all, 1, add, false) : 0.0;
-      default: return act_cost(a) * all;  // GELU is not a convolution's activation yet
+    const ActivationDef& def = activation(a);
+    double c = 0;
+    const ActProgram prog = fwd ? def.fwd(d.act_par) : def.bwd(d.act_par);
+    for (const ActProgram::Step& st : prog.steps()) {
+      const int rate = st.op == Op::kVmul || st.op == Op::kVmuls ? mul
+                       : st.op == Op::kVexp || st.op == Op::kVrecip || st.op == Op::kVlog ? sp
+                       : st.op == Op::kVfmac || st.op == Op::kVfmacs ? core.fmac_fp32
+                                                                      : add;
+      c += vec_op(core, all, st.op == Op::kVfill ? 0 : st.nsrc, rate, false);
     }
+    return c;
   };
   if (fwd) t += cq * (vec_op(core, P, 0, add, false) + vec_op(core, P, 2, add, false) + 10);  // bias
   t += act(d.act);

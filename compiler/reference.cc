@@ -3,48 +3,12 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "compiler/activation.h"
 #include "compiler/ws_plan.h"
 
 namespace wafersim::compiler {
 
 namespace {
-
-// |z| and erf(|z| / sqrt 2), and e^(-z^2 / 2), as emit_gelu_parts computes them.
-void gelu_parts(float z, float* abs_z, float* erf_v, float* e) {
-  float a = z * -1.0f;
-  a = std::fmax(z, a);
-  float u = a * gelu::kP;
-  u = u + 1.0f;
-  const float t = 1.0f / u;
-  float r = t * gelu::kA5;
-  r = std::fma(1.0f, gelu::kA4, r);
-  r = r * t;
-  r = std::fma(1.0f, gelu::kA3, r);
-  r = r * t;
-  r = std::fma(1.0f, gelu::kA2, r);
-  r = r * t;
-  r = std::fma(1.0f, gelu::kA1, r);
-  r = r * t;
-  float ex = z * z;
-  ex = ex * -0.5f;
-  ex = std::exp(ex);
-  const float q = r * ex;
-  *abs_z = a;
-  *erf_v = std::fma(q, -1.0f, 1.0f);
-  *e = ex;
-}
-
-// sigma(v), v = 2 c (z + k z^3), as emit_gelu_tanh_sigma computes it.
-float gelu_sigma(float z) {
-  float s = z * z;
-  s = s * gelu::kK;
-  s = std::fma(1.0f, 1.0f, s);
-  s = s * z;
-  s = s * -gelu::kTwoC;
-  s = std::exp(s);
-  s = s + 1.0f;
-  return 1.0f / s;
-}
 
 // A convolution's taps of input channels [c0, c1) (ws_plan.h conv_taps' order) and, for each,
 // its index in the weight row (c kh kw).
@@ -71,89 +35,6 @@ void over_window(const ConvParams& c, const ConvTap& t, F f) {
 }
 
 }  // namespace
-
-float act_fwd(Activation a, float v, float alpha) {
-  switch (a) {
-    case Activation::kGelu: {
-      float abs_z = 0, erf_v = 0, e = 0;
-      gelu_parts(v, &abs_z, &erf_v, &e);
-      float y = abs_z * erf_v;
-      y = v + y;
-      return y * 0.5f;
-    }
-    case Activation::kGeluTanh: return v * gelu_sigma(v);
-    case Activation::kLeakyRelu: return std::fmax(v, v * alpha);
-    case Activation::kRelu: return (v > 0 || std::isnan(v)) ? v : 0.0f;
-    case Activation::kSigmoid: {
-      float t = v * -1.0f;
-      t = std::exp(t);
-      t = t + 1.0f;
-      return 1.0f / t;
-    }
-    case Activation::kTanh: {
-      float t = v * -2.0f;
-      t = std::exp(t);
-      t = t + 1.0f;
-      t = 1.0f / t;
-      t = t * 2.0f;
-      return t - 1.0f;
-    }
-    default: return v;
-  }
-}
-
-float act_bwd(Activation a, float y, float g, float alpha) {
-  switch (a) {
-    case Activation::kLeakyRelu: {
-      const float t = y > 0 ? g : 0.0f;
-      float u = g - t;
-      u = u * alpha;
-      return u + t;
-    }
-    case Activation::kRelu: return y > 0 ? g : 0.0f;
-    case Activation::kSigmoid: {
-      float t = 1.0f - y;
-      t = t * y;
-      return g * t;
-    }
-    case Activation::kTanh: {
-      float t = y * y;
-      t = 1.0f - t;
-      return g * t;
-    }
-    default: return g;
-  }
-}
-
-float act_bwd_pre(Activation a, float z, float g) {
-  if (a == Activation::kGelu) {
-    float abs_z = 0, erf_v = 0, e = 0;
-    gelu_parts(z, &abs_z, &erf_v, &e);
-    const float pos = z > 0 ? erf_v : 0.0f;  // vdrelu
-    float se = pos * 2.0f;
-    se = se - erf_v;  // sign(z) erf
-    float phi_cdf = se * 0.5f;
-    phi_cdf = std::fma(1.0f, 0.5f, phi_cdf);
-    float zp = z * e;
-    zp = zp * gelu::kInvSqrt2Pi;
-    const float d = phi_cdf + zp;
-    return g * d;
-  }
-  if (a == Activation::kGeluTanh) {
-    const float sg = gelu_sigma(z);
-    float w = z * z;
-    w = w * gelu::kThreeK;
-    w = std::fma(1.0f, 1.0f, w);
-    w = w * gelu::kTwoC;
-    float k = 1.0f - sg;
-    k = sg * k;
-    k = k * w;
-    k = k * z;
-    const float d = sg + k;
-    return g * d;
-  }
-  return g;
-}
 
 void layer_norm(std::vector<float>* z, const std::vector<float>& gamma, const std::vector<float>& beta, float eps,
                 std::vector<float>* xhat, float* r) {
@@ -263,7 +144,7 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
           for (int i = 0; i < P; ++i) sum[static_cast<size_t>(i)] = a == 0 ? part[static_cast<size_t>(i)] : sum[static_cast<size_t>(i)] + part[static_cast<size_t>(i)];
         }
         float* yo = &ys[static_cast<size_t>(o) * P];
-        for (int i = 0; i < P; ++i) yo[i] = act_fwd(dk.act, sum[static_cast<size_t>(i)] + B[static_cast<size_t>(o)], dk.act_alpha);
+        for (int i = 0; i < P; ++i) yo[i] = act_fwd(dk.act, sum[static_cast<size_t>(i)] + B[static_cast<size_t>(o)], dk.act_par);
         if (l.pool.kind == PoolParams::kNone) std::copy(yo, yo + P, &q[static_cast<size_t>(o) * Pq]);
         else pool_forward(c, l.pool, yo, &q[static_cast<size_t>(o) * Pq]);
       }
@@ -294,7 +175,7 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
     std::vector<float> xh;
     float rs = 0;
     if (dk.ln.on) layer_norm(&z, st.lg[static_cast<size_t>(l.index)], st.lb[static_cast<size_t>(l.index)], dk.ln.eps, &xh, &rs);
-    for (int o = 0; o < l.out; ++o) y[static_cast<size_t>(o)] = last ? z[static_cast<size_t>(o)] : act_fwd(dk.act, z[static_cast<size_t>(o)], dk.act_alpha);
+    for (int o = 0; o < l.out; ++o) y[static_cast<size_t>(o)] = last ? z[static_cast<size_t>(o)] : act_fwd(dk.act, z[static_cast<size_t>(o)], dk.act_par);
     if (xhats) xhats->push_back(std::move(xh));
     if (rstds) rstds->push_back(rs);
     if (inputs) inputs->push_back(cur);
@@ -419,7 +300,7 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
           if (pl.pool.kind == PoolParams::kNone) std::copy(&dx[qo], &dx[qo] + P, &g[po]);
           else pool_backward(pl.conv, pl.pool, &ys[po], &qs[qo], &dx[qo], &g[po]);
         }
-        for (size_t i = 0; i < g.size(); ++i) g[i] = act_bwd(pk.act, ys[i], g[i], pk.act_alpha);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = act_bwd(pk.act, ys[i], g[i], pk.act_par);
       } else if (li > 0) {
         // Residual connections at boundary li: the sum's gradient it feeds is added to dx (the
         // source root's vadd); where li is a sum, dx is also its source's share (the target
@@ -430,7 +311,7 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
         }
         if (m_plan.layers[static_cast<size_t>(li) - 1].residual >= 0) skip[static_cast<size_t>(li)] = dx;
         const Activation act = m_g.layers[static_cast<size_t>(li) - 1].act;
-        const float alpha = m_g.layers[static_cast<size_t>(li) - 1].act_alpha;
+        const ActParams alpha = m_g.layers[static_cast<size_t>(li) - 1].act_par;
         const auto& yprev = out[static_cast<size_t>(li) - 1];
         const auto& zprev = pre[static_cast<size_t>(li) - 1];
         g.assign(dx.size(), 0.0f);

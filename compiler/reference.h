@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "compiler/activation.h"
 #include "compiler/codegen.h"
 #include "compiler/kernel_graph.h"
 #include "compiler/placement.h"
@@ -45,17 +46,7 @@ class Reference {
   ModelState m_before;  // the weights and biases before the last update (for stale samples)
 };
 
-// An activation and its derivative (given the output y and the gradient g) as the PEs compute them.
-// `alpha`: LeakyRelu's slope (max(v, alpha v) forward; backward t = (y > 0 ? g : 0), then
-// (g - t) alpha + t, as the PEs compute them).
-float act_fwd(Activation a, float v, float alpha = 0);
-float act_bwd(Activation a, float y, float g, float alpha = 0);
-// The GELUs' derivative applied to g, taken at the pre-activation z (act_needs_pre).
-float act_bwd_pre(Activation a, float z, float g);
-// Either: the derivative at z for the GELUs, at the output y for the others.
-inline float act_grad(Activation a, float y, float z, float g, float alpha) {
-  return act_needs_pre(a) ? act_bwd_pre(a, z, g) : act_bwd(a, y, g, alpha);
-}
+// The activations as the PEs compute them: compiler/activation.h (act_fwd, act_bwd, act_grad).
 
 // A LayerNorm as its root computes it (codegen.cc root_source): z in place to u = gamma x^ +
 // beta, x^ and r = 1 / sqrt(var + eps) kept; and backward, g (the gradient at u) to the

@@ -24,7 +24,11 @@ std::vector<uint8_t> i32_bytes(const std::vector<int>& v) {
   return out;
 }
 
-bool needs_ones(Activation a) { return a == Activation::kSigmoid || a == Activation::kTanh; }
+bool needs_ones(Activation a, const ActParams& p) { return act_uses_ones(a, p); }
+bool needs_tmp(Activation a, const ActParams& p) {
+  const ActivationDef& d = activation(a);
+  return d.fwd(p).uses(Slot::kT0) || d.bwd(p).uses(Slot::kT0);
+}
 
 // fp32 elements of padding after a buffer of `words` 16-bit words so that a 2-element step
 // reading it and one reading the next buffer at the same index touch different banks: their
@@ -94,7 +98,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (l > 0) maxdx = std::max(maxdx, p.len(l, a) * m);
     maxdy = std::max(maxdy, p.outs[static_cast<size_t>(l)] * p.oplane(l) * m);
     maxni = std::max(maxni, p.wlen(l, a));  // the weight and dW rows' (a dense layer's slice)
-    if (l + 1 < L && (needs_ones(p.act[static_cast<size_t>(l)]) || act_needs_pre(p.act[static_cast<size_t>(l)])) && p.len(l + 1, a) > 0) ones = true;
+    if (l + 1 < L && (needs_ones(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)]) || act_needs_pre(p.act[static_cast<size_t>(l)])) && p.len(l + 1, a) > 0) ones = true;
   }
   // Residual connections (WsPlan::residual): into boundary t the row keeps the activated output
   // R{t} apart from the sum X{t} = X{k} + R{t}, for the activation's derivative; G{k} holds the
@@ -217,7 +221,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       gelu_scratch(n, sc);
       as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dG3 + ", r13" << "li r13, X" + S(j) << "dbase " + dRx + ", r13"
          << "li r13, Z" + S(j) << "dbase " + dG3 + ", r13";
-      emit_gelu_fwd(as, jact, dRx, dG3, sc, dOnes);
+      emit_pre_act_fwd(as, jact, p.act_par[static_cast<size_t>(j) - 1], dRx, dG3, sc, dOnes);
     }
     if (src >= 0) {
       as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "dlen " + dRr + ", r13" << "li r13, X" + S(j)
@@ -656,11 +660,12 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       if (act_needs_pre(act)) {
         const std::string sc[4] = {dRx, dRs, dRr, dG1};
         gelu_scratch(n, sc);
-        emit_gelu_bwd(as, act, dAll, dAllY, sc, dOnes);
+        emit_pre_act_bwd(as, act, p.act_par[static_cast<size_t>(l) - 1], dAll, dAllY, sc, dOnes);
       } else {
-        if (needs_ones(act) || act == Activation::kLeakyRelu) as << "dlen " + dTmp + ", r13";
-        if (needs_ones(act)) as << "dlen " + dOnes + ", r13";
-        emit_act_bwd(as, act, p.act_alpha[static_cast<size_t>(l) - 1], dAll, dAllY, dTmp, dOnes);
+        const ActParams& par = p.act_par[static_cast<size_t>(l) - 1];
+        if (needs_tmp(act, par)) as << "dlen " + dTmp + ", r13";
+        if (needs_ones(act, par)) as << "dlen " + dOnes + ", r13";
+        emit_act_bwd(as, act, p.act_par[static_cast<size_t>(l) - 1], dAll, dAllY, dTmp, dOnes);
       }
       read_next();
       gather_above();
@@ -701,7 +706,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   as.inq(col.in);
   as.task("0, main, active");
   bool ones = false;
-  for (int l = 0; l + 1 < L; ++l) ones = ones || needs_ones(p.act[static_cast<size_t>(l)]);
+  for (int l = 0; l + 1 < L; ++l) ones = ones || needs_ones(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)]);
   // A convolution's outputs are planes: the per-output vectors hold m of the largest; the root
   // keeps each convolution's outputs before (YK) and after (QK) the pooling for the backward
   // pass, and the pooled gradient (gq) and a pooling row's scratch (rr, cm, tt; zw: a zero).
@@ -885,7 +890,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
          << "li r1, YK" + S(l) << "li r2, " + (pooled ? "QK" + S(l) : "YK" + S(l)) << "li r10, 0" << "lay_" + S(l) + ":";
       as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
          << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB << "dbase " + dCY + ", r1";
-      emit_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_alpha[static_cast<size_t>(l)], dCY, dTm, dTmp, dOnes);
+      emit_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dCY, dTm, dTmp, dOnes);
       if (pooled) pool_fwd(l);
       as << "dbase " + dCQ + ", r2" << "vmov.fp32 " + dRetO + ", " + dCQ << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq)
          << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lay_" + S(l);
@@ -913,7 +918,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       const Activation act = l + 1 < L && !act_needs_pre(p.act[static_cast<size_t>(l)]) ? p.act[static_cast<size_t>(l)] : Activation::kNone;
       per_output(1);
       as << "li r3, LZ" + L_ << "li r10, 0" << "lno_" + L_ + ":" << "dbase " + dLzo + ", r3";
-      emit_act_fwd(as, act, p.act_alpha[static_cast<size_t>(l)], dY, dLzo, dTmp, dOnes);
+      emit_act_fwd(as, act, p.act_par[static_cast<size_t>(l)], dY, dLzo, dTmp, dOnes);
       as << "vmov.fp32 " + dRetO + ", " + dY << "addi r3, r3, " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lno_" + L_;
       continue;
     }
@@ -923,7 +928,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     if (l + 1 < L) {
       // A GELU's rows take z and apply it themselves (they keep z for the derivative).
       const Activation act = act_needs_pre(p.act[static_cast<size_t>(l)]) ? Activation::kNone : p.act[static_cast<size_t>(l)];
-      emit_act_fwd(as, act, p.act_alpha[static_cast<size_t>(l)], dY, dTm, dTmp, dOnes);
+      emit_act_fwd(as, act, p.act_par[static_cast<size_t>(l)], dY, dTm, dTmp, dOnes);
       as << "vmov.fp32 " + dRetO + ", " + dY;
     } else {
       as << "vmov.fp32 " + dZo + ", " + dTm << "daddb " + dZo + ", " + S(M4);
@@ -989,7 +994,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       out_lengths(m * P);
       as << "li r13, tm" << "dbase " + dZp + ", r13" << "dbase " + dCY + ", r1" << "li r13, " + S(m * P) << "dlen " + dZp + ", r13"
          << "dlen " + dCY + ", r13";
-      emit_act_bwd(as, p.act[static_cast<size_t>(l)], p.act_alpha[static_cast<size_t>(l)], dZp, dCY, dTmp, dOnes);
+      emit_act_bwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dZp, dCY, dTmp, dOnes);
       as << "vmov.fp32 " + dRetO + ", " + dZp << "vsum.fp32 r13, " + dZp;
       db_out();
       as << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq) << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)])

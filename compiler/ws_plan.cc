@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "compiler/activation.h"
 #include "compiler/onnx_model.h"
 #include "firmware/isa.h"
 
@@ -257,7 +258,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     p.ln_on.push_back(d.ln.on ? 1 : 0);
     p.ln_eps.push_back(d.ln.eps);
     p.act.push_back(d.act);
-    p.act_alpha.push_back(d.act_alpha);
+    p.act_par.push_back(d.act_par);
     p.residual.push_back(d.residual);
   }
   for (int l = 0; l < L; ++l) {
@@ -320,7 +321,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         ones = 0;
         for (int l = 0; l + 1 < L; ++l) {
           const Activation act = p.act[static_cast<size_t>(l)];
-          if (act == Activation::kSigmoid || act == Activation::kTanh || act_needs_pre(act)) ones = dx;
+          if (act_uses_ones(act, p.act_par[static_cast<size_t>(l)]) || act_needs_pre(act)) ones = dx;
           if (p.is_conv(l)) conv_code += kConvCode;
         }
       }
@@ -587,7 +588,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       if (l > 0 && p.residual_target(l) >= 0) res_b += ni * m / add;
       if (l > 0 && p.residual_source(l) > 0) res_b += ni * m;
       // A GELU applied by the rows (the root returns z): its vector ops over the slice, one
-      // element a cycle (emit_gelu_fwd: 26 for the Erf form, 12 for tanh; emit_gelu_bwd: 31, 18).
+      // element a cycle (the GELUs' programs, compiler/activations/gelu.cc: 26 for the Erf form, 12 for tanh; backward 31, 18).
       if (l + 1 < L && act_needs_pre(d.act)) res_f += p.len(l + 1, a) * m * (d.act == Activation::kGelu ? 26.0 : 12.0);
       if (l > 0 && act_needs_pre(p.act[static_cast<size_t>(l) - 1])) {
         res_b += ni * m * (p.act[static_cast<size_t>(l) - 1] == Activation::kGelu ? 31.0 : 18.0);

@@ -125,7 +125,7 @@ struct WsPlan {
   std::vector<std::vector<int>> off;
   std::vector<int> width;                   // features at each boundary, size layers + 1
   std::vector<Activation> act;              // per layer
-  std::vector<float> act_alpha;             // per layer: LeakyRelu's slope
+  std::vector<ActParams> act_par;         // per layer: the activation's parameters
   // Per layer: -1, or the boundary k whose values its activated output adds (DenseKernel::
   // residual): boundary l + 1 = act(layer l) + boundary k. Same width, so the same slices.
   std::vector<int> residual;

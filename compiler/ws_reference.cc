@@ -34,7 +34,7 @@ std::vector<float> conv_forward(const WsPlan& p, int l, const std::vector<float>
       }
     }
     float* y = &(*ys)[static_cast<size_t>(co) * P];
-    for (int i = 0; i < P; ++i) y[i] = act_fwd(p.act[static_cast<size_t>(l)], acc[static_cast<size_t>(i)] + b[static_cast<size_t>(co)], p.act_alpha[static_cast<size_t>(l)]);
+    for (int i = 0; i < P; ++i) y[i] = act_fwd(p.act[static_cast<size_t>(l)], acc[static_cast<size_t>(i)] + b[static_cast<size_t>(co)], p.act_par[static_cast<size_t>(l)]);
     if (q.kind == PoolParams::kNone) std::copy(y, y + P, &out[static_cast<size_t>(co) * Pq]);
     else pool_forward(c, q, y, &out[static_cast<size_t>(co) * Pq]);
   }
@@ -144,7 +144,7 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
       }
       const float pre = sum + b[static_cast<size_t>(l)][static_cast<size_t>(o)];
       z[static_cast<size_t>(o)] = pre;
-      y[static_cast<size_t>(o)] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_alpha[static_cast<size_t>(l)]) : pre;
+      y[static_cast<size_t>(o)] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_par[static_cast<size_t>(l)]) : pre;
     }
     if (p.has_ln(l)) {
       // The root normalises the sample's outputs (all of them: it holds the layer), then the
@@ -152,7 +152,7 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
       std::vector<float> xh;
       float r = 0;
       layer_norm(&z, norms.g[static_cast<size_t>(l)], norms.b[static_cast<size_t>(l)], p.ln_eps[static_cast<size_t>(l)], &xh, &r);
-      for (int o = 0; o < no; ++o) y[static_cast<size_t>(o)] = act_fwd(p.act[static_cast<size_t>(l)], z[static_cast<size_t>(o)], p.act_alpha[static_cast<size_t>(l)]);
+      for (int o = 0; o < no; ++o) y[static_cast<size_t>(o)] = act_fwd(p.act[static_cast<size_t>(l)], z[static_cast<size_t>(o)], p.act_par[static_cast<size_t>(l)]);
       if (kept) kept->xhat[static_cast<size_t>(l) + 1] = std::move(xh), kept->r[static_cast<size_t>(l) + 1] = r;
     }
     if (pres) (*pres)[static_cast<size_t>(l) + 1] = std::move(z);  // a GELU's derivative is taken at z
@@ -227,7 +227,7 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
           const float bo = b[static_cast<size_t>(l)][static_cast<size_t>(o)];
           for (size_t s = 0; s < kBlock; ++s) {
             const float pre = sum[s] + bo;
-            next[static_cast<size_t>(o) * kBlock + s] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_alpha[static_cast<size_t>(l)]) : pre;
+            next[static_cast<size_t>(o) * kBlock + s] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_par[static_cast<size_t>(l)]) : pre;
           }
         }
         if (const int k = p.residual_source(l + 1); k >= 0) {
@@ -360,7 +360,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
           if (p.pool[static_cast<size_t>(l) - 1].kind == PoolParams::kNone) std::copy(&dx[oq], &dx[oq] + P, &dz[o]);
           else pool_backward(c, p.pool[static_cast<size_t>(l) - 1], &ys[o], &xq[oq], &dx[oq], &dz[o]);
         }
-        for (size_t i = 0; i < dz.size(); ++i) dz[i] = act_grad(p.act[static_cast<size_t>(l) - 1], ys[i], ys[i], dz[i], p.act_alpha[static_cast<size_t>(l) - 1]);
+        for (size_t i = 0; i < dz.size(); ++i) dz[i] = act_grad(p.act[static_cast<size_t>(l) - 1], ys[i], ys[i], dz[i], p.act_par[static_cast<size_t>(l) - 1]);
         dy[static_cast<size_t>(s)] = std::move(dz);
         continue;
       }
@@ -377,7 +377,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
       const auto& z = pres[static_cast<size_t>(s)][static_cast<size_t>(l)];
       for (int k = 0; k < ni; ++k) {
         const size_t i = static_cast<size_t>(k);
-        dx[i] = act_grad(act, y[i], z[i], dx[i], p.act_alpha[static_cast<size_t>(l) - 1]);
+        dx[i] = act_grad(act, y[i], z[i], dx[i], p.act_par[static_cast<size_t>(l) - 1]);
       }
       dy[static_cast<size_t>(s)] = std::move(dx);
     }

@@ -6,6 +6,7 @@
 
 #include "hw/pe_core.h"
 #include "hw/pe_core_util.h"
+#include "hw/vector_math.h"
 
 namespace wafersim {
 
@@ -153,25 +154,8 @@ bool PeCore::start_vector(uint64_t now, const Instr& in, VecOp& op) {
 inline float PeCore::apply(VecOp& op, const float* v, bool* raw_copy) {
   switch (op.in.op) {
     case Op::kVmov: *raw_copy = true; return 0;
-    case Op::kVadd: return v[0] + v[1];
-    case Op::kVsub: return v[0] - v[1];
-    case Op::kVmul: return v[0] * v[1];
-    case Op::kVmax: return std::fmax(v[0], v[1]);
-    case Op::kVfmac: return std::fma(v[0], v[1], v[2]);
-    case Op::kVaxpy: return std::fma(op.scalar, v[0], v[1]);
-    case Op::kVfmacs: return std::fma(v[1], op.scalar, v[0]);
-    case Op::kVmuls: return v[0] * op.scalar;
-    case Op::kVfill: return op.scalar;
-    case Op::kVrelu: return (v[0] > 0 || std::isnan(v[0])) ? v[0] : 0.0f;
-    case Op::kVdrelu: return v[0] > 0 ? v[1] : 0.0f;
-    case Op::kVexp: return std::exp(v[0]);
-    case Op::kVrecip: return 1.0f / v[0];
-    case Op::kVlog: return std::log(v[0]);
-    case Op::kVcmpgt: return v[0] > v[1] ? 1.0f : 0.0f;
-    case Op::kVsel: return v[0] != 0 ? v[1] : v[2];
-    case Op::kVcvt: return v[0];
     case Op::kVsum: op.acc += v[0]; return 0;
-    default: return 0;
+    default: return vector_element(op.in.op, v, op.scalar);
   }
 }
 

@@ -135,7 +135,7 @@ class Conv : public OpClass {
         const auto& w = V(o.inputs[1]);
         const std::vector<float>* b = o.inputs.size() > 2 && o.inputs[2] >= 0 ? &V(o.inputs[2]) : nullptr;
         const std::string act = attr_s(o, "activation", "none");
-        const float alpha = attr_f(o, "activation_alpha", 0.01f);
+        const ActParams alpha = act_params(o);
         auto& pre = c.pre[y];
         pre.assign(out.size(), 0.0f);
         for (int64_t n = 0; n < g.N; ++n) {

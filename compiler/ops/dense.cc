@@ -60,7 +60,7 @@ class Dense : public OpClass {
       const int64_t K = tb ? ws[1] : ws[0], N = tb ? ws[0] : ws[1], rows = numel(S(o.inputs[0])) / K;
       const auto it = tiles(o, "in_tiles", K);
       const std::string act = attr_s(o, "activation", "none");
-      const float alpha = attr_f(o, "activation_alpha", 0.01f);
+      const ActParams alpha = act_params(o);
       auto& pre = c.pre[y];
       pre.assign(out.size(), 0.0f);
       for (int64_t r = 0; r < rows; ++r) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/activation.h"
 #include "compiler/codegen.h"
 #include "compiler/ir/graph.h"
 
@@ -65,9 +66,13 @@ std::vector<const OpClass*> all();
 int64_t numel(const std::vector<int64_t>& s);
 std::string attr_s(const ir::Op& o, const char* key, const char* dflt);
 float attr_f(const ir::Op& o, const char* key, float dflt);
-// y = act(z) and dz from (z, y, dy) for the activations of Dense and of the standalone ops.
-float act_forward(const std::string& act, float z, float alpha);
-float act_backward(const std::string& act, float z, float y, float g, float alpha);
+// y = act(z) and dz from (z, y, dy) for the activations of Dense and of the standalone ops
+// (ops/activation.cc), with a fused activation's parameters (attributes activation_alpha and
+// activation_beta) and an op's parameter reader for the kernels' definitions.
+float act_forward(const std::string& act, float z, const ActParams& p);
+float act_backward(const std::string& act, float z, float y, float g, const ActParams& p);
+ActParams act_params(const ir::Op& o);
+ActInputs act_inputs(const ir::Graph& g, const ir::Op& o);
 // The gradient before a fused activation (attributes activation, activation_alpha) of op `o`
 // (Dense, Conv2d) with output 0 and its gradient c.dy(): an ActivationGrad, or dy itself.
 int fused_activation_grad(const ir::Op& o, GradContext& c);

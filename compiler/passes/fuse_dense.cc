@@ -1,18 +1,21 @@
 // fuse_dense: a matmul against trained weights with its bias and the activation after it
 // becomes one Dense op (today's DenseKernel): inputs x, W, bias (-1 if none); attributes transB
 // (1: W is [out, in], as Gemm transB=1; 0: [in, out], as MatMul), alpha and beta (Gemm's scales),
-// activation ("none", "relu", "sigmoid", "tanh", "leaky_relu" with activation_alpha, "gelu",
-// "gelu_tanh"). From
+// activation ("none", an activation of compiler/activations/ by its name, with activation_alpha
+// and activation_beta where it has parameters, or "gelu", "gelu_tanh"). From
 //   Gemm(x, W, C) with transA 0 and W a parameter;
 //   MatMul(x, W) with W a 2-D parameter, then, if its only reader, Add of a parameter or
 //   constant bias of W's output width;
-// then, if the result's only reader, Relu, Sigmoid, Tanh, LeakyRelu or Gelu (after fuse_gelu).
+// then, if the result's only reader, an activation (Relu, Sigmoid, Clip, ..., or Gelu after
+// fuse_gelu).
 // Conv(x, W, B) with W a parameter, and an activation after it, likewise becomes Conv2d (the
 // Conv's attributes, plus activation). x may have any rank: Dense acts on its last axis.
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "compiler/activation.h"
+#include "compiler/ops/op_class.h"
 #include "compiler/passes/editor.h"
 #include "compiler/passes/passes.h"
 
@@ -26,18 +29,22 @@ int sole_reader(const ir::Graph& g, int t) {
   return c.size() == 1 && only_use(g, t, c[0]) ? c[0] : -1;
 }
 
-// The activation op `op` as a Dense/Conv2d attribute, or "" if it is none of them.
-std::string activation_of(const ir::Op& o) {
-  if (!o.domain.empty() || o.inputs.size() != 1) return "";
-  if (o.kind == "Relu") return "relu";
-  if (o.kind == "Sigmoid") return "sigmoid";
-  if (o.kind == "Tanh") return "tanh";
-  if (o.kind == "LeakyRelu") return "leaky_relu";
+// The activation op `op` as a Dense/Conv2d attribute, or "" if it is none of them (an op with
+// parameters, Clip's bounds among them, only where they are ones the kernels take).
+std::string activation_of(const ir::Graph& g, const ir::Op& o) {
+  if (!o.domain.empty()) return "";
   if (o.kind == "Gelu") {
     const OnnxAttr* a = o.attr("approximate");
-    return a && a->s == "tanh" ? "gelu_tanh" : "gelu";
+    return o.inputs.size() == 1 ? (a && a->s == "tanh" ? "gelu_tanh" : "gelu") : "";
   }
-  return "";
+  const ActivationDef* d = activation_by_onnx(o.kind);
+  if (!d || (o.inputs.size() != 1 && o.kind != "Clip")) return "";
+  if (d->params) {
+    std::string why;
+    d->params(ops::act_inputs(g, o), &why);
+    if (!why.empty()) return "";
+  }
+  return d->name;
 }
 
 }  // namespace
@@ -87,12 +94,14 @@ int fuse_dense(ir::Graph& g) {
     }
     int y = g.ops[static_cast<size_t>(group.back())].outputs[0];
     std::string act = "none";
-    if (const int a = sole_reader(g, y); a >= 0 && !activation_of(g.ops[static_cast<size_t>(a)]).empty()) {
+    if (const int a = sole_reader(g, y); a >= 0 && !activation_of(g, g.ops[static_cast<size_t>(a)]).empty()) {
       const ir::Op& ao = g.ops[static_cast<size_t>(a)];
-      act = activation_of(ao);
-      if (act == "leaky_relu") {
-        const OnnxAttr* given = ao.attr("alpha");
-        f.attrs["activation_alpha"] = ir::attr_float(given ? given->f : 0.01f);
+      act = activation_of(g, ao);
+      if (const ActivationDef* d = activation_by_onnx(ao.kind); d && d->params) {
+        std::string why;
+        const ActParams p = d->params(ops::act_inputs(g, ao), &why);
+        f.attrs["activation_alpha"] = ir::attr_float(p.a);
+        if (p.b != 0) f.attrs["activation_beta"] = ir::attr_float(p.b);
       }
       group.push_back(a);
       y = ao.outputs[0];

@@ -168,7 +168,7 @@ TEST(Compiler, ValidateOnlyPrintsEachDenseKernelWithItsFusion) {
   EXPECT_FALSE(std::filesystem::exists(test_tmp_dir() + "/out")) << "validate-only writes nothing";
 }
 
-// A Conv with a dilation no kernel takes and Softplus, which is not in the kernel library: both
+// A Conv with a dilation no kernel takes and a standalone Erf, which is not in the kernel library: both
 // are listed in one run, grouped by op, by name; the nodes after the Conv that are supported
 // (Flatten, the Gemms) are not blamed for following it (issue 37).
 TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
@@ -183,7 +183,7 @@ TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
   dil->add_ints(2);
   g.node("Flatten", "/flatten/Flatten", {"c"}, "flat");
   g.linear("fc1", "flat", "h", 4, 8);
-  g.node("Softplus", "/act1/Softplus", {"h"}, "a");
+  g.node("Erf", "/act1/Erf", {"h"}, "a");
   g.linear("fc2", "a", "logits", 8, 4);
   g.output("logits", 4);
   const CmdResult r = compile({g.save("conv"), "--validate-only"});
@@ -191,7 +191,7 @@ TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
   EXPECT_TRUE(contains(r.err, "2 unsupported nodes of 2 op types:")) << r.err;
   EXPECT_FALSE(contains(r.err, "Gemm")) << r.err;
   EXPECT_TRUE(contains(r.err, "Conv (1 node): dilations [2, 2]; the kernels take dilation 1 only: node '/conv/Conv'")) << r.err;
-  EXPECT_TRUE(contains(r.err, "Softplus (1 node): op Softplus is not in the kernel library: node '/act1/Softplus'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "Erf (1 node): op Erf is not in the kernel library: node '/act1/Erf'")) << r.err;
   EXPECT_FALSE(contains(r.out, "every node is supported")) << r.out;
 }
 
