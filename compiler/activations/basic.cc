@@ -7,7 +7,7 @@ namespace wafersim::compiler::act_defs {
 using S = Slot;
 
 // No activation (the last layer's, before the loss): Y = Z, the gradient unchanged.
-extern const ActivationDef kNone{Activation::kNone, "none", "", false, 0,
+extern const ActivationDef kNone{Activation::kNone, "none", "", false, 1,
                                  [](const ActParams&) { return ActProgram().mov(S::kY, S::kZ); },
                                  [](const ActParams&) { return ActProgram(); }, nullptr};
 
