@@ -116,6 +116,13 @@ const ActivationDef* activation_by_onnx(const std::string& op_type) {
   return nullptr;
 }
 
+const ActivationDef* activation_by_kind(const std::string& ir_kind) {
+  for (const ActivationDef* d : activations()) {
+    if (!ir_kind.empty() && ir_kind == d->kind) return d;
+  }
+  return nullptr;
+}
+
 const ActivationDef* activation_by_name(const std::string& name) {
   for (const ActivationDef* d : activations()) {
     if (name == d->name) return d;

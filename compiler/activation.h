@@ -77,6 +77,7 @@ struct ActivationDef {
   Activation act = Activation::kNone;
   const char* name = "none";  // as the reports and the graph IR's `activation` attribute name it
   const char* onnx = "";      // the ONNX op it is (empty: a pattern the passes fuse)
+  const char* kind = "";      // the graph IR's op kind (the ONNX op's, or the fused pattern's; the GELUs: "")
   bool pre = false;           // backward reads Z (the roots keep it), else Y
   // Vector ops per element the layer-pipelined roots' estimate charges forward and backward.
   double cost = 1;
@@ -92,6 +93,7 @@ struct ActivationDef {
 const std::vector<const ActivationDef*>& activations();
 const ActivationDef& activation(Activation a);
 const ActivationDef* activation_by_onnx(const std::string& op_type);
+const ActivationDef* activation_by_kind(const std::string& ir_kind);
 const ActivationDef* activation_by_name(const std::string& name);
 inline bool act_uses_ones(Activation a, const ActParams& p) {
   const ActivationDef& d = activation(a);

@@ -5,8 +5,10 @@
 #include <exception>
 #include <map>
 
+#include "compiler/activation.h"
 #include "compiler/ir/graph.h"
 #include "compiler/autodiff.h"
+#include "compiler/ops/op_class.h"
 #include "compiler/passes/passes.h"
 
 namespace wafersim::compiler {
@@ -28,11 +30,16 @@ namespace {
 std::vector<FusedOp> fused_ops(const ir::Graph& g) {
   std::vector<FusedOp> out;
   for (const ir::Op& op : g.ops) {
-    if ((op.kind != "Gelu" && op.kind != "LayerNorm") || op.inputs.empty() || op.outputs.empty() || op.inputs[0] < 0 || op.outputs[0] < 0) {
+    // An activation of several nodes (fuse_activations'); one of a single node is the kernel
+    // graph's to match.
+    const ActivationDef* ad = activation_by_kind(op.kind);
+    const bool act = ad && op.sources.size() > 1;
+    if ((op.kind != "Gelu" && op.kind != "LayerNorm" && !act) || op.inputs.empty() || op.outputs.empty() || op.inputs[0] < 0 ||
+        op.outputs[0] < 0) {
       continue;
     }
     FusedOp fa;
-    fa.kind = op.kind;
+    fa.kind = act ? "Activation" : op.kind;
     if (op.kind == "LayerNorm") {
       auto name = [&](size_t i) { return op.inputs.size() > i && op.inputs[i] >= 0 ? g.tensors[static_cast<size_t>(op.inputs[i])].name : ""; };
       fa.scale = name(1);
@@ -42,6 +49,11 @@ std::vector<FusedOp> fused_ops(const ir::Graph& g) {
     }
     const OnnxAttr* ap = op.attr("approximate");
     fa.act = ap && ap->s == "tanh" ? Activation::kGeluTanh : Activation::kGelu;
+    if (act) {
+      fa.act = ad->act;
+      std::string why;
+      if (ad->params) fa.par = ad->params(ops::act_inputs(g, op), &why);
+    }
     fa.nodes = op.sources;
     fa.input = g.tensors[static_cast<size_t>(op.inputs[0])].name;
     fa.output = g.tensors[static_cast<size_t>(op.outputs[0])].name;
@@ -68,7 +80,7 @@ KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
     // The rewrite passes (step 2): what the graph is after folding and fusion.
     std::vector<std::string> log;
     const ir::Graph rewritten = passes::run_passes(ir, &log, [&](const std::string& pass, const ir::Graph& g) {
-      if (pass == "fuse_gelu") fused_groups = fused_ops(g);  // before fuse_dense absorbs them
+      if (pass == "fuse_activations") fused_groups = fused_ops(g);  // before fuse_dense absorbs them
     });
     ir_rewritten = rewritten.summary();
     for (const std::string& l : log) ir_passes += (ir_passes.empty() ? "" : ", ") + l;
@@ -80,6 +92,13 @@ KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
       if (!fused.count(op.kind)) order.push_back(op.kind);
       ++fused[op.kind].first;
       fused[op.kind].second += op.sources.size();
+    }
+    for (const FusedOp& fa : fused_groups) {  // activations of several nodes, before fuse_dense took them
+      if (fa.kind != "Activation") continue;
+      const std::string k = activation(fa.act).kind;
+      if (!fused.count(k)) order.push_back(k);
+      ++fused[k].first;
+      fused[k].second += fa.nodes.size();
     }
     for (const std::string& k : order) {
       ir_fused += (ir_fused.empty() ? "" : ", ") + std::to_string(fused[k].first) + " " + k + " (from " +

@@ -308,19 +308,21 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   for (const OnnxNode& n : m.nodes) {
     const std::string& op = n.op_type;
     if (auto gi = group_of.find(n.name); gi != group_of.end()) {
-      // A GELU (fuse_gelu's group): one activation at its first node, its other nodes taken;
-      // a LayerNorm (fuse_layernorm's) likewise, a step of the dense kernel before it.
+      // An activation fused from several nodes (fuse_gelu's GELUs, fuse_activations' SiLU,
+      // HardSwish, Mish, Softsign): one activation at its first node, its other nodes taken; a
+      // LayerNorm (fuse_layernorm's) likewise, a step of the dense kernel before it.
       if (!groups_seen.insert(gi->second).second) continue;
       const FusedOp& fa = fused[gi->second];
+      const std::string what = fa.kind == "LayerNorm" ? "LayerNorm" : activation_name(fa.act);
       std::string why;
       if (f.known && std::find(n.inputs.begin(), n.inputs.end(), f.value) == n.inputs.end()) {
-        why = "a " + std::string(fa.kind == "LayerNorm" ? "LayerNorm" : "GELU") + " that does not continue the model's single chain of layers";
+        why = "a " + what + " that does not continue the model's single chain of layers";
       } else if (f.known && fa.kind == "LayerNorm") {
         why = take_layernorm(n, fa);
-      } else if (f.known && f.dense >= 0 && g.layers[static_cast<size_t>(f.dense)].conv.on) {
-        why = "a GELU after a convolution is not supported yet (the activations whose derivative is taken at the output are)";
+      } else if (f.known && f.dense >= 0 && g.layers[static_cast<size_t>(f.dense)].conv.on && act_needs_pre(fa.act)) {
+        why = "a " + what + " after a convolution is not supported yet (the activations whose derivative is taken at the output are)";
       } else if (f.known && (why = activation_refusal()).empty()) {
-        fuse_activation(n, fa.act, ActParams{}, "GELU (" + std::to_string(fa.nodes.size()) + " nodes from " + node_ref(n) + ")");
+        fuse_activation(n, fa.act, fa.par, what + " (" + std::to_string(fa.nodes.size()) + " nodes from " + node_ref(n) + ")");
       }
       if (!why.empty()) unsupported(n, why);
       f.value = fa.output;
@@ -523,6 +525,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       const bool commutes = f.pooled && !f.activated && (ad->act == Activation::kRelu || ad->act == Activation::kLeakyRelu) &&
                             g.layers[static_cast<size_t>(f.dense)].pool.kind == PoolParams::kMax;
       if (const std::string why = commutes ? "" : activation_refusal(); !why.empty()) { unsupported(n, why); continue; }
+      if (ad->pre && g.layers[static_cast<size_t>(f.dense)].conv.on) {
+        unsupported(n, std::string("a ") + ad->name + " after a convolution is not supported yet (the activations whose derivative is taken at the output are)");
+        continue;
+      }
       ActParams par;
       if (ad->params) {
         std::string why;

@@ -16,7 +16,7 @@ namespace wafersim::compiler {
 // The dense kernels' activations, each defined in compiler/activations/ (activation.h). kGelu:
 // x Phi(x) (torch's default, the Erf form); kGeluTanh: its tanh approximation. Some take their
 // derivative at the pre-activation (act_needs_pre: the GELUs), the others at the output.
-enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu, kGelu, kGeluTanh, kElu, kSoftplus, kSoftsign, kHardSigmoid, kClip };
+enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu, kGelu, kGeluTanh, kElu, kSelu, kSoftplus, kSoftsign, kHardSigmoid, kClip, kSilu, kHardSwish, kMish };
 const char* activation_name(Activation a);
 bool act_needs_pre(Activation a);
 
@@ -30,8 +30,9 @@ struct ActParams {
 // it reads and the value it writes. The kernel graph takes a GELU as one activation and a
 // LayerNorm as a step of the dense kernel before it.
 struct FusedOp {
-  std::string kind;                    // "Gelu" or "LayerNorm"
-  Activation act = Activation::kGelu;  // Gelu: its form
+  std::string kind;                    // "Gelu", "Activation" (fuse_activations') or "LayerNorm"
+  Activation act = Activation::kGelu;  // Gelu: its form; Activation: which
+  ActParams par;                       // Activation: its parameters
   std::vector<std::string> nodes;
   std::string input, output;
   std::string scale, bias;             // LayerNorm: the initializers ("" if absent)

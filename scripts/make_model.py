@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Builds a fully connected network with PyTorch and exports it to ONNX, the compiler's input.
 
-Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu|gelu|gelu_tanh] [--seed 1]
+Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu|gelu|...] [--seed 1]
                              [--opset 13] [--batch 1] [--loss none|graph] [--residual]
                              [--conv 8c5,m2,16c5,m2 [--image 1x28x28]] [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
-  --act     activation between Linear layers (none after the last)
+  --act     activation between Linear layers (none after the last): relu, sigmoid, tanh,
+            leaky_relu, gelu, gelu_tanh, elu, selu, softplus, softsign, hardsigmoid, hardtanh,
+            relu6, silu, hardswish, mish
   --residual  a hidden layer whose input and output widths are equal adds its input to its
             activated output: h = h + act(fc(h)) (a residual MLP; the same parameter names)
   --layernorm  each hidden layer normalises its output before the activation: act(norm(fc(h)))
@@ -39,9 +41,13 @@ except ImportError as e:
              "and /usr/bin/python3")
 
 # leaky_relu: slope 0.1 below zero (the kernels take any slope in [0, 1]; torch's default is 0.01).
-# gelu: torch's default (the Erf form); gelu_tanh: its tanh approximation.
+# gelu: torch's default (the Erf form); gelu_tanh: its tanh approximation. elu: alpha 0.5;
+# hardtanh: bounds -0.5 and 0.5 (both bind on small models' values; relu6 is Clip(0, 6) too).
 ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "leaky_relu": lambda: nn.LeakyReLU(0.1),
-               "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh")}
+               "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "elu": lambda: nn.ELU(0.5),
+               "selu": nn.SELU, "softplus": nn.Softplus, "softsign": nn.Softsign, "hardsigmoid": nn.Hardsigmoid,
+               "hardtanh": lambda: nn.Hardtanh(-0.5, 0.5), "relu6": nn.ReLU6, "silu": nn.SiLU, "hardswish": nn.Hardswish,
+               "mish": nn.Mish}
 
 
 def widths(text):

@@ -75,6 +75,21 @@ SHAPES = [
     # CNNs (CONV below): a LeNet-style one and one with LeakyReLU and AveragePool.
     ("lenet_op13", [10], "relu", 13, 18, 0.05, 0.9),
     ("leaky_avg_op17", [10], "leaky_relu", 17, 19, 0.05, 0.9),
+    # The activations written as programs (compiler/activations/): ONNX ops (Elu, Selu, Softplus,
+    # HardSigmoid, Clip from Hardtanh and ReLU6, HardSwish at opset 17) and patterns the pass
+    # fuse_activations finds (SiLU, Mish, Softsign, HardSwish below opset 17).
+    ("elu_op13", [20, 12, 8, 5], "elu", 13, 21, 0.1, 0.9),
+    ("selu_op17", [20, 12, 8, 5], "selu", 17, 22, 0.1, 0.9),
+    ("softplus_op11", [20, 12, 8, 5], "softplus", 11, 23, 0.1, 0.9),
+    ("softsign_op13", [20, 12, 8, 5], "softsign", 13, 24, 0.1, 0.9),
+    ("hardsigmoid_op17", [20, 12, 8, 5], "hardsigmoid", 17, 25, 0.2, 0.9),
+    ("hardtanh_op13", [20, 12, 8, 5], "hardtanh", 13, 26, 0.1, 0.9),
+    ("relu6_op11", [20, 12, 8, 5], "relu6", 11, 27, 0.1, 0.9),
+    ("silu_op13", [20, 12, 8, 5], "silu", 13, 28, 0.1, 0.9),
+    ("hardswish_op14", [20, 12, 8, 5], "hardswish", 14, 29, 0.1, 0.9),
+    ("hardswish_op17", [20, 12, 8, 5], "hardswish", 17, 30, 0.1, 0.9),
+    ("mish_op17", [20, 12, 8, 5], "mish", 17, 31, 0.1, 0.9),
+    ("hardtanh_conv_op13", [10], "hardtanh", 13, 32, 0.05, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -104,13 +119,19 @@ WS_CASES = [
 # CNNs (make_model.py --conv SPEC --image CxHxW; `layers` are the widths after the planes):
 # weight streaming's convolutions, trained for CNN_STEPS steps (runs of 1, 2 and CNN_STEPS).
 CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c3p1,a2", [1, 12, 12]),
-        "lenet_op13": ("4c5,m2,8c5,m2", [1, 28, 28]), "leaky_avg_op17": ("4c3p1,a2,6c3,m2", [2, 12, 12])}
+        "lenet_op13": ("4c5,m2,8c5,m2", [1, 28, 28]), "leaky_avg_op17": ("4c3p1,a2,6c3,m2", [2, 12, 12]),
+        "hardtanh_conv_op13": ("4c3,m2,6c3", [1, 12, 12]), "ws_sgd_hardtanh_conv": ("4c3,m2", [1, 12, 12])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
     ("ws_adam_layernorm_relu", [16, 10, 8, 4], "relu", 13, 17, "adam", 0.01, 0.0),
     ("ws_sgd_lenet", [10], "relu", 13, 14, "sgd", 0.05, 0.9),
     ("ws_sgd_leaky_avg", [10], "leaky_relu", 17, 15, "sgd", 0.05, 0.9),
+    # Activations written as programs: an ONNX op with parameters, a pattern, and Clip on a CNN.
+    ("ws_sgd_elu", [20, 12, 8, 5], "elu", 13, 18, "sgd", 0.1, 0.9),
+    ("ws_adam_silu", [16, 10, 8, 4], "silu", 17, 19, "adam", 0.01, 0.0),
+    ("ws_sgd_mish", [20, 12, 8, 5], "mish", 13, 20, "sgd", 0.1, 0.9),
+    ("ws_sgd_hardtanh_conv", [10], "hardtanh", 13, 21, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual).
@@ -264,6 +285,26 @@ def run_onnx(model, x):
             out = (i[0] - mu) / np.sqrt(var + np.float32(a.get("epsilon", 1e-5))) * i[1] + i[2]
         elif n.op_type == "Erf":
             out = np.vectorize(math.erf, otypes=[np.float64])(i[0])
+        elif n.op_type == "Abs":
+            out = np.abs(i[0])
+        elif n.op_type == "Elu":
+            al = np.float64(a.get("alpha", 1.0))
+            out = np.where(i[0] > 0, i[0], al * np.expm1(i[0].astype(np.float64)))
+        elif n.op_type == "Selu":
+            al, ga = np.float64(a.get("alpha", 1.67326319217681884765625)), np.float64(a.get("gamma", 1.05070102214813232421875))
+            out = ga * np.where(i[0] > 0, i[0], al * np.expm1(i[0].astype(np.float64)))
+        elif n.op_type == "Softplus":
+            out = np.logaddexp(0, i[0].astype(np.float64))
+        elif n.op_type == "Softsign":
+            out = i[0] / (np.float32(1) + np.abs(i[0]))
+        elif n.op_type == "HardSigmoid":
+            out = np.clip(np.float64(a.get("alpha", 0.2)) * i[0] + np.float64(a.get("beta", 0.5)), 0, 1)
+        elif n.op_type == "HardSwish":
+            out = i[0] * np.clip(i[0] / np.float64(6) + np.float64(0.5), 0, 1)
+        elif n.op_type == "Clip":
+            lo = i[1] if len(n.input) > 1 and n.input[1] else -np.inf
+            hi = i[2] if len(n.input) > 2 and n.input[2] else np.inf
+            out = np.clip(i[0], lo, hi)
         else:
             raise RuntimeError(f"run_onnx: op {n.op_type} is not interpreted")
         env[n.output[0]] = out.astype(np.float32)

@@ -10,11 +10,24 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tlm/dataset.h"
 
 namespace wafersim::test {
+
+// A Clip node's bounds (as torch exports nn.Hardtanh(-0.25, 0.5) at opset 11 and above: scalar
+// initializers as its inputs 1 and 2), narrow enough that both bind on a small model's values.
+inline void add_clip_bounds(onnx::GraphProto* g, onnx::NodeProto* n, const std::string& prefix) {
+  for (auto [name, v] : {std::pair<const char*, float>{"min", -0.25f}, {"max", 0.5f}}) {
+    auto* t = g->add_initializer();
+    t->set_name(prefix + "/" + name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_float_data(v);
+    n->add_input(t->name());
+  }
+}
 
 struct MlpSpec {
   std::vector<int> widths = {16, 8, 6, 4};
@@ -144,6 +157,7 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       a->set_name("/act" + std::to_string(l + 1) + "/" + spec.act);
       a->set_op_type(spec.act);
       a->add_input(cur);
+      if (spec.act == "Clip") add_clip_bounds(g, a, "/act" + std::to_string(l + 1));
       cur = "/act" + std::to_string(l + 1) + "/" + spec.act + "_output_0";
       a->add_output(cur);
     }
@@ -240,7 +254,9 @@ inline void write_cnn(const std::string& path, const CnnSpec& spec) {
     ints(n, "dilations", {1, 1});
     cur = n->output(0);
     c = cv.co, h = (h + 2 * cv.pad - cv.k) / cv.stride + 1, w = (w + 2 * cv.pad - cv.k) / cv.stride + 1;
-    cur = node(spec.act, {cur})->output(0);
+    auto* an = node(spec.act, {cur});
+    if (spec.act == "Clip") add_clip_bounds(g, an, "/clip" + std::to_string(l + 1));
+    cur = an->output(0);
     if (cv.pool == "GlobalAveragePool") {
       cur = node(cv.pool, {cur})->output(0);
       h = w = 1;
@@ -272,7 +288,11 @@ inline void write_cnn(const std::string& path, const CnnSpec& spec) {
     tb->set_type(onnx::AttributeProto::INT);
     tb->set_i(1);
     cur = n->output(0);
-    if (l + 1 < spec.dense.size()) cur = node(spec.act, {cur})->output(0);
+    if (l + 1 < spec.dense.size()) {
+      auto* an = node(spec.act, {cur});
+      if (spec.act == "Clip") add_clip_bounds(g, an, "/clipd" + std::to_string(l + 1));
+      cur = an->output(0);
+    }
     width = out;
   }
   g->mutable_node(g->node_size() - 1)->set_output(0, "logits");

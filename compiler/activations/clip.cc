@@ -29,7 +29,7 @@ float bound(const ActInputs& in, size_t i, const char* key, float dflt, std::str
 }  // namespace
 
 extern const ActivationDef kClip{
-    Activation::kClip, "clip", "Clip", false, 6,
+    Activation::kClip, "clip", "Clip", "Clip", false, 6,
     [](const ActParams& p) {
       return ActProgram().fill(S::kT0, p.a).max(S::kY, S::kZ, S::kT0).fill(S::kT0, -p.b).muls(S::kY, S::kY, -1.0f).max(S::kY, S::kY, S::kT0).muls(S::kY, S::kY, -1.0f);
     },

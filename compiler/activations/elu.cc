@@ -8,7 +8,7 @@ namespace wafersim::compiler::act_defs {
 using S = Slot;
 
 extern const ActivationDef kElu{
-    Activation::kElu, "elu", "Elu", false, 5,
+    Activation::kElu, "elu", "Elu", "Elu", false, 5,
     [](const ActParams& p) {
       return ActProgram()
           .relu(S::kY, S::kZ)

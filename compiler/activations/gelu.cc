@@ -32,7 +32,7 @@ void sigma(ActProgram& p) {
 }  // namespace
 
 extern const ActivationDef kGelu{
-    Activation::kGelu, "gelu", "", true, 28,
+    Activation::kGelu, "gelu", "", "", true, 28,
     [](const ActParams&) {
       ActProgram p;
       parts(p);
@@ -50,7 +50,7 @@ extern const ActivationDef kGelu{
     nullptr};
 
 extern const ActivationDef kGeluTanh{
-    Activation::kGeluTanh, "gelu_tanh", "", true, 12,
+    Activation::kGeluTanh, "gelu_tanh", "", "", true, 12,
     [](const ActParams&) {
       ActProgram p;
       sigma(p);

@@ -9,7 +9,7 @@ namespace wafersim::compiler::act_defs {
 using S = Slot;
 
 extern const ActivationDef kHardSigmoid{
-    Activation::kHardSigmoid, "hard_sigmoid", "HardSigmoid", false, 4,
+    Activation::kHardSigmoid, "hard_sigmoid", "HardSigmoid", "HardSigmoid", false, 4,
     [](const ActParams& p) {
       return ActProgram()
           .muls(S::kT0, S::kZ, p.a)

@@ -9,7 +9,7 @@ namespace wafersim::compiler::act_defs {
 using S = Slot;
 
 extern const ActivationDef kLeakyRelu{
-    Activation::kLeakyRelu, "leaky_relu", "LeakyRelu", false, 2,
+    Activation::kLeakyRelu, "leaky_relu", "LeakyRelu", "LeakyRelu", false, 2,
     [](const ActParams& p) { return ActProgram().muls(S::kT0, S::kZ, p.a).max(S::kY, S::kZ, S::kT0); },
     [](const ActParams& p) { return ActProgram().drelu(S::kT0, S::kY, S::kG).sub(S::kG, S::kG, S::kT0).muls(S::kG, S::kG, p.a).add(S::kG, S::kG, S::kT0); },
     [](const ActInputs& in, std::string* why) {

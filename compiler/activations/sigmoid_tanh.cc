@@ -7,12 +7,12 @@ namespace wafersim::compiler::act_defs {
 using S = Slot;
 
 extern const ActivationDef kSigmoid{
-    Activation::kSigmoid, "sigmoid", "Sigmoid", false, 5,
+    Activation::kSigmoid, "sigmoid", "Sigmoid", "Sigmoid", false, 5,
     [](const ActParams&) { return ActProgram().muls(S::kT0, S::kZ, -1.0f).exp(S::kT0, S::kT0).add(S::kT0, S::kT0, S::kOnes).recip(S::kY, S::kT0); },
     [](const ActParams&) { return ActProgram().sub(S::kT0, S::kOnes, S::kY).mul(S::kT0, S::kT0, S::kY).mul(S::kG, S::kG, S::kT0); }, nullptr};
 
 extern const ActivationDef kTanh{
-    Activation::kTanh, "tanh", "Tanh", false, 7,
+    Activation::kTanh, "tanh", "Tanh", "Tanh", false, 7,
     [](const ActParams&) {
       return ActProgram()
           .muls(S::kT0, S::kZ, -2.0f)

@@ -7,7 +7,7 @@ namespace wafersim::compiler::act_defs {
 using S = Slot;
 
 extern const ActivationDef kSoftplus{
-    Activation::kSoftplus, "softplus", "Softplus", false, 6,
+    Activation::kSoftplus, "softplus", "Softplus", "Softplus", false, 6,
     [](const ActParams&) {
       return ActProgram()
           .relu(S::kY, S::kZ)

@@ -6,7 +6,7 @@ namespace wafersim::compiler::act_defs {
 using S = Slot;
 
 extern const ActivationDef kSoftsign{
-    Activation::kSoftsign, "softsign", "Softsign", false, 5,
+    Activation::kSoftsign, "softsign", "Softsign", "Softsign", false, 5,
     [](const ActParams&) {
       return ActProgram().muls(S::kT0, S::kZ, -1.0f).max(S::kT0, S::kZ, S::kT0).add(S::kT0, S::kT0, S::kOnes).recip(S::kT0, S::kT0).mul(S::kY, S::kZ, S::kT0);
     },

@@ -109,7 +109,7 @@ bool ints_of(const Graph& g, const Op& o, const char* key, size_t input, std::ve
 const std::set<std::string>& same_shape_ops() {
   static const std::set<std::string> s = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal",
                                           "Neg", "Abs", "Identity", "Elu", "Selu", "Softplus", "Softsign", "HardSigmoid",
-                                          "HardSwish", "Clip", "Gelu", "Softmax", "LogSoftmax", "Cast", "Floor", "Ceil", "Not",
+                                          "HardSwish", "Clip", "Silu", "Mish", "Gelu", "Softmax", "LogSoftmax", "Cast", "Floor", "Ceil", "Not",
                                           "BatchNormalization", "LayerNormalization", "Dropout", "InstanceNormalization",
                                           "LayerNorm"};
   return s;

@@ -68,13 +68,13 @@ namespace {
 // The activation name of a standalone op.
 std::string act_of(const ir::Op& o) {
   if (o.kind == "Gelu") return attr_s(o, "approximate", "none") == "tanh" ? "gelu_tanh" : "gelu";
-  const ActivationDef* d = activation_by_onnx(o.kind);
+  const ActivationDef* d = activation_by_kind(o.kind);
   return d ? d->name : "none";
 }
 
 // A standalone op's parameters, as the kernel graph reads them (ActivationDef::params).
 ActParams standalone_params(const ir::Graph& g, const ir::Op& o) {
-  const ActivationDef* d = activation_by_onnx(o.kind);
+  const ActivationDef* d = activation_by_kind(o.kind);
   if (!d || !d->params) return {};
   std::string why;
   return d->params(act_inputs(g, o), &why);
@@ -86,7 +86,7 @@ class Activations : public OpClass {
   std::vector<std::string> kinds() const override {
     std::vector<std::string> k = {"Gelu", "ActivationGrad"};
     for (const ActivationDef* d : activations()) {
-      if (*d->onnx) k.push_back(d->onnx);
+      if (*d->kind) k.push_back(d->kind);
     }
     return k;
   }
@@ -113,7 +113,7 @@ class Activations : public OpClass {
     const std::string act = act_of(o);
     // The op's own parameters: attributes, and Clip's bounds from its (constant) inputs.
     ActParams p;
-    if (const ActivationDef* d = activation_by_onnx(o.kind); d && d->params) {
+    if (const ActivationDef* d = activation_by_kind(o.kind); d && d->params) {
       ActInputs in;
       in.attr = [&o](const char* key) { return o.attr(key); };
       in.given = [&o](size_t i) { return i < o.inputs.size() && o.inputs[i] >= 0; };

@@ -37,7 +37,7 @@ std::string activation_of(const ir::Graph& g, const ir::Op& o) {
     const OnnxAttr* a = o.attr("approximate");
     return o.inputs.size() == 1 ? (a && a->s == "tanh" ? "gelu_tanh" : "gelu") : "";
   }
-  const ActivationDef* d = activation_by_onnx(o.kind);
+  const ActivationDef* d = activation_by_kind(o.kind);
   if (!d || (o.inputs.size() != 1 && o.kind != "Clip")) return "";
   if (d->params) {
     std::string why;
@@ -97,7 +97,7 @@ int fuse_dense(ir::Graph& g) {
     if (const int a = sole_reader(g, y); a >= 0 && !activation_of(g, g.ops[static_cast<size_t>(a)]).empty()) {
       const ir::Op& ao = g.ops[static_cast<size_t>(a)];
       act = activation_of(g, ao);
-      if (const ActivationDef* d = activation_by_onnx(ao.kind); d && d->params) {
+      if (const ActivationDef* d = activation_by_kind(ao.kind); d && d->params) {
         std::string why;
         const ActParams p = d->params(ops::act_inputs(g, ao), &why);
         f.attrs["activation_alpha"] = ir::attr_float(p.a);

@@ -19,6 +19,7 @@ int fold_constants(ir::Graph& g);  // ops over constants (and Shape of known sha
 int simplify(ir::Graph& g);        // Identity, inference Dropout, same-type Cast, same-shape Reshape/Flatten, zero Pad: renames
 int fuse_layernorm(ir::Graph& g);  // LayerNormalization, or its decomposed form -> LayerNorm
 int fuse_gelu(ir::Graph& g);       // the Erf form and the tanh form -> Gelu (attribute `approximate`)
+int fuse_activations(ir::Graph& g);  // SiLU, HardSwish, Mish, Softsign as torch exports them -> one op each
 int fuse_dense(ir::Graph& g);      // Gemm, MatMul + Add of parameters, Conv; + one activation -> Dense, Conv2d
 int dead_code(ir::Graph& g);       // ops nothing reads, and the constants only they read
 

@@ -153,6 +153,21 @@ TEST(Training, LeakyReluOnGridsMatchesReference) {
   check_against_reference(MlpSpec{{40, 24, 16, 12, 5}, "LeakyRelu", 5, 13}, 40, 5, 60, 2, "leaky4");
 }
 
+// The activations written as programs (compiler/activations/) beyond the first four: Elu,
+// Softplus, Softsign, HardSigmoid and Clip (both bounds binding), on grids of tiles and on a
+// CNN's roots (its planes), each bit for bit against the reference over two steps.
+TEST(Training, MoreActivationsMatchReference) {
+  for (const char* act : {"Elu", "Softplus", "Softsign", "HardSigmoid", "Clip"}) {
+    check_against_reference(MlpSpec{{40, 24, 16, 12, 5}, act, 5, 13}, 40, 5, 60, 2, std::string("acts_") + act);
+    CnnSpec c;
+    c.c = 2, c.h = 6, c.w = 6;
+    c.act = act;
+    c.convs = {{3, 3, 1, 1, "MaxPool", 2}};
+    c.dense = {4, 3};
+    check_against_reference(c, 20, 4, 0, 2, std::string("acts_conv_") + act);
+  }
+}
+
 // Residual connections (h = h + act(fc(h))): fc2 and fc3 (boundary 2 is a sum and the next
 // one's source) and fc5, on grids of tiles; the source roots send their outputs to the target
 // roots, which send the sums' gradients back. Bit for bit against the reference.

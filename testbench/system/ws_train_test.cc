@@ -368,6 +368,54 @@ TEST(WsTraining, LeakyReluMatchesTheReference) {
   check_ws(MlpSpec{{12, 7, 5, 3}, "LeakyRelu", 5, 13}, 12, 20, 4, o, 3, "ws_leaky");
 }
 
+// The activations written as programs (compiler/activations/) beyond the first four, in the
+// rows (the derivative, feature-major) and the roots (forward; a CNN's planes too), bit for bit
+// (one SystemC run per test).
+void check_ws_activation(const char* act) {
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  check_ws(MlpSpec{{12, 7, 5, 3}, act, 5, 13}, 12, 20, 4, o, 2, std::string("ws_acts_") + act);
+}
+void check_ws_conv_activation(const char* act) {
+  CnnSpec c;
+  c.c = 1, c.h = 7, c.w = 7;
+  c.convs = {{3, 2, 1, 0, "MaxPool", 2}};
+  c.dense = {3};
+  c.act = act;
+  WsOptions o;
+  o.batch = 4;
+  check_ws(c, 8, 12, 4, o, 2, std::string("ws_acts_conv_") + act);
+}
+TEST(WsTraining, EluMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_activation("Elu");
+}
+TEST(WsTraining, SoftplusMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_activation("Softplus");
+}
+TEST(WsTraining, SoftsignMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_activation("Softsign");
+}
+TEST(WsTraining, HardSigmoidMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_activation("HardSigmoid");
+}
+TEST(WsTraining, ClipMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_activation("Clip");
+}
+TEST(WsTraining, ConvolutionsWithEluMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_conv_activation("Elu");
+}
+TEST(WsTraining, ConvolutionsWithClipMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_conv_activation("Clip");
+}
+
 // Residual connections (h = h + act(fc(h))): from the model input (fc1), into a boundary that
 // is itself the source of the next one (fc2), and after a narrower layer (fc4); 4 feature rows
 // of 1 to 3 features for 4 samples a column run feature by feature. Bit for bit, 3 steps.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -193,6 +194,69 @@ TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
   EXPECT_TRUE(contains(r.err, "Conv (1 node): dilations [2, 2]; the kernels take dilation 1 only: node '/conv/Conv'")) << r.err;
   EXPECT_TRUE(contains(r.err, "Erf (1 node): op Erf is not in the kernel library: node '/act1/Erf'")) << r.err;
   EXPECT_FALSE(contains(r.out, "every node is supported")) << r.out;
+}
+
+// Activations the kernels cannot take are refused by name, with exit 2: a Clip whose bound is
+// not a constant, an Elu with alpha <= 0 (its derivative is taken at the output), a SiLU after a
+// convolution (its derivative needs the pre-activation, which the convolution roots do not keep);
+// the same SiLU after a dense layer, and the ReLU6 Clip, are taken (compiler/activations/).
+TEST(Compiler, ActivationRefusalsNameTheNode) {
+  auto mlp = [](const std::string& name, const std::function<std::string(Graph&, const std::string&)>& act) {
+    Graph g;
+    g.input("input", onnx::TensorProto::FLOAT, {-1, 8});
+    g.linear("fc1", "input", "h", 8, 6);
+    g.linear("fc2", act(g, "h"), "logits", 6, 4);
+    g.output("logits", 4);
+    return g.save(name);
+  };
+  auto clip = [](Graph& g, const std::string& x, const std::string& lo) {
+    g.node("Clip", "/act/Clip", {x, lo, "six"}, "a");
+    return std::string("a");
+  };
+  CmdResult r = compile({mlp("relu6", [&](Graph& g, const std::string& x) {
+                           g.init("zero", {}, onnx::TensorProto::FLOAT, 0.0f);
+                           g.init("six", {}, onnx::TensorProto::FLOAT, 6.0f);
+                           return clip(g, x, "zero");
+                         }),
+                         "--validate-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "/fc1/Gemm: dense 6 x 8 + bias + clip")) << r.out;
+  r = compile({mlp("clip_input", [&](Graph& g, const std::string& x) {
+                 g.init("six", {}, onnx::TensorProto::FLOAT, 6.0f);
+                 g.input("lo", onnx::TensorProto::FLOAT, {1}, {});  // a bound fed at run time
+                 return clip(g, x, "lo");
+               }),
+               "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "its min is not a constant scalar; the kernels clip to constants: node '/act/Clip'")) << r.err;
+  r = compile({mlp("elu_neg", [&](Graph& g, const std::string& x) {
+                 Graph::attr_f(g.node("Elu", "/act/Elu", {x}, "a"), "alpha", -1.0f);
+                 return std::string("a");
+               }),
+               "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "the kernels take a positive alpha: node '/act/Elu'")) << r.err;
+  r = compile({mlp("silu", [&](Graph& g, const std::string& x) {
+                 g.node("Sigmoid", "/act/Sigmoid", {x}, "s");
+                 g.node("Mul", "/act/Mul", {x, "s"}, "a");
+                 return std::string("a");
+               }),
+               "--validate-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "recognised: 2 Dense (from 4 nodes), 1 Silu (from 2 nodes)")) << r.out;
+  Graph c;
+  c.input("input", onnx::TensorProto::FLOAT, {-1, 1, 6, 6});
+  c.init("conv.weight", {2, 1, 3, 3});
+  c.node("Conv", "/conv/Conv", {"input", "conv.weight"}, "z");
+  c.node("Sigmoid", "/act/Sigmoid", {"z"}, "s");
+  c.node("Mul", "/act/Mul", {"z", "s"}, "a");
+  c.node("Flatten", "/flatten/Flatten", {"a"}, "flat");
+  c.linear("fc", "flat", "logits", 32, 4);
+  c.output("logits", 4);
+  r = compile({c.save("conv_silu"), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "a silu after a convolution is not supported yet")) << r.err;
+  EXPECT_TRUE(contains(r.err, "node '/act/Sigmoid'")) << r.err;
 }
 
 // Convolutions and pooling the kernels do not take are refused by name, with exit 2: grouped

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -232,6 +233,43 @@ TEST(Passes, GeluFromItsErfAndTanhForms) {
   ASSERT_EQ(kinds(t), (Kinds{"Gelu"}));
   EXPECT_EQ(t.ops[0].attr("approximate")->s, "tanh");
   EXPECT_EQ(t.ops[0].sources.size(), 9u);
+}
+
+// The activations torch exports as patterns (fuse_activations): SiLU and HardSwish (with its
+// HardSigmoid's alpha and beta), Mish, Softsign; and near misses (another operand, a value read
+// outside the pattern, a 2 for the 1) left as they are.
+TEST(Passes, ActivationPatternsBecomeOneOpEach) {
+  auto one = [](const std::function<int(Builder&, int)>& f) {
+    Builder b;
+    const int x = b.input("x", {-1, 8});
+    return passes::run_passes(b.done({f(b, x)}));
+  };
+  EXPECT_EQ(kinds(one([](Builder& b, int x) { return b.op("Mul", {x, b.op("Sigmoid", {x})}); })), (Kinds{"Silu"}));
+  EXPECT_EQ(kinds(one([](Builder& b, int x) { return b.op("Mul", {b.op("Sigmoid", {x}), x}); })), (Kinds{"Silu"}));
+  ir::Graph h = one([](Builder& b, int x) { return b.op("Mul", {x, b.op("HardSigmoid", {x}, {{"alpha", F(0.25f)}})}); });
+  ASSERT_EQ(kinds(h), (Kinds{"HardSwish"}));
+  EXPECT_FLOAT_EQ(h.ops[0].attr("alpha")->f, 0.25f);
+  ir::Graph m = one([](Builder& b, int x) { return b.op("Mul", {x, b.op("Tanh", {b.op("Softplus", {x})})}); });
+  ASSERT_EQ(kinds(m), (Kinds{"Mish"}));
+  EXPECT_EQ(m.ops[0].sources.size(), 3u);
+  EXPECT_EQ(kinds(one([](Builder& b, int x) { return b.op("Div", {x, b.op("Add", {b.scalar(1), b.op("Abs", {x})})}); })), (Kinds{"Softsign"}));
+  // Near misses.
+  EXPECT_EQ(kinds(one([](Builder& b, int x) { return b.op("Mul", {b.op("Relu", {x}), b.op("Sigmoid", {x})}); })),
+            (Kinds{"Relu", "Sigmoid", "Mul"}));
+  EXPECT_EQ(kinds(one([](Builder& b, int x) { return b.op("Div", {x, b.op("Add", {b.scalar(2), b.op("Abs", {x})})}); })),
+            (Kinds{"Abs", "Add", "Div"}));
+  Builder b;
+  const int x = b.input("x", {-1, 8});
+  const int s = b.op("Sigmoid", {x});
+  ir::Graph two = passes::run_passes(b.done({b.op("Mul", {x, s}), s}));  // the sigmoid is an output too
+  EXPECT_EQ(kinds(two), (Kinds{"Sigmoid", "Mul"}));
+  // After a dense layer the fused activation is the Dense op's.
+  Builder d;
+  const int in = d.input("x", {-1, 16});
+  const int z = d.op("Gemm", {in, d.param("w", {8, 16}), d.param("b", {8})}, {{"transB", I(1)}});
+  ir::Graph dense = passes::run_passes(d.done({d.op("Mul", {z, d.op("Sigmoid", {z})})}));
+  ASSERT_EQ(kinds(dense), (Kinds{"Dense"}));
+  EXPECT_EQ(dense.ops[0].attr("activation")->s, "silu");
 }
 
 TEST(Passes, DenseTakesItsBiasAndActivation) {
