@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <set>
 
 #include "compiler/activation.h"
 #include "compiler/ir/graph.h"
@@ -62,6 +63,32 @@ std::vector<FusedOp> fused_ops(const ir::Graph& g) {
   return out;
 }
 
+// The ONNX nodes fold_constants turned into constants (none of the folded graph's ops comes from
+// them) and the integer values of their outputs, for the kernel graph.
+FoldedValues folded_values(const OnnxModel& m, const ir::Graph& g) {
+  FoldedValues f;
+  std::set<std::string> kept;
+  for (const ir::Op& op : g.ops) kept.insert(op.sources.begin(), op.sources.end());
+  for (const OnnxNode& n : m.nodes) {
+    if (!kept.count(n.name)) f.nodes.insert(n.name);
+  }
+  for (const ir::Tensor& t : g.tensors) {
+    if (!t.data || t.data->i64.empty() || t.kind == ir::TensorKind::kParameter) continue;
+    std::vector<int64_t> v = t.data->i64;
+    bool ok = true;
+    for (size_t i = 0; i < t.batch_multiple.size() && i < v.size(); ++i) {
+      if (t.batch_multiple[i] == 0) continue;
+      if (i == 0 && t.batch_multiple[i] == 1) {
+        v[i] = 0;  // the batch: Reshape's 0 keeps the input's first dimension
+      } else {
+        ok = false;
+      }
+    }
+    if (ok) f.ints[t.name] = std::move(v);
+  }
+  return f;
+}
+
 }  // namespace
 
 KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
@@ -71,6 +98,7 @@ KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
   // on the same nodes (a Flatten that mixes samples gives the next Gemm a wrong shape, say), so
   // an IR error waits until the kernel graph is built and goes second.
   std::vector<FusedOp> fused_groups;
+  FoldedValues folded;
   std::string ir_summary, ir_rewritten, ir_passes, ir_fused, ir_training;
   std::exception_ptr ir_error;
   try {
@@ -81,6 +109,7 @@ KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
     std::vector<std::string> log;
     const ir::Graph rewritten = passes::run_passes(ir, &log, [&](const std::string& pass, const ir::Graph& g) {
       if (pass == "fuse_activations") fused_groups = fused_ops(g);  // before fuse_dense absorbs them
+      if (pass == "fold_constants") folded = folded_values(m, g);
     });
     ir_rewritten = rewritten.summary();
     for (const std::string& l : log) ir_passes += (ir_passes.empty() ? "" : ", ") + l;
@@ -115,9 +144,10 @@ KernelGraph validate_model(const OnnxModel& m, const CompileOptions& o) {
     }
   } catch (const CompileError&) {
     fused_groups.clear();
+    folded = {};
     ir_error = std::current_exception();
   }
-  KernelGraph g = build_kernel_graph(m, o.loss, fused_groups);
+  KernelGraph g = build_kernel_graph(m, o.loss, fused_groups, folded);
   if (ir_error) {
     require_supported(g);
     std::rethrow_exception(ir_error);

@@ -98,7 +98,8 @@ long long KernelGraph::parameters() const {
   return n;
 }
 
-KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option, const std::vector<FusedOp>& fused) {
+KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option, const std::vector<FusedOp>& fused,
+                               const FoldedValues& folded) {
   std::map<std::string, size_t> group_of;  // a fused op's node -> its group
   for (size_t i = 0; i < fused.size(); ++i) {
     for (const std::string& n : fused[i].nodes) group_of[n] = i;
@@ -305,8 +306,19 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   const OnnxNode* softmax_node = nullptr;  // a Softmax/LogSoftmax, absorbed only after the last layer
   size_t softmax_layers = 0;
 
+  // A node off the data's path: all its inputs initializers (an Identity of a parameter, as
+  // torch shares equal ones), or folded into a constant by the graph IR (shape arithmetic).
+  auto off_path = [&](const OnnxNode& n) {
+    if (folded.nodes.count(n.name)) return true;
+    if (n.inputs.empty()) return false;
+    for (const std::string& i : n.inputs) {
+      if (!i.empty() && !m.initializers.count(i)) return false;
+    }
+    return true;
+  };
   for (const OnnxNode& n : m.nodes) {
     const std::string& op = n.op_type;
+    if (off_path(n)) continue;
     if (auto gi = group_of.find(n.name); gi != group_of.end()) {
       // An activation fused from several nodes (fuse_gelu's GELUs, fuse_activations' SiLU,
       // HardSwish, Mish, Softsign): one activation at its first node, its other nodes taken; a
@@ -356,12 +368,13 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     if (op == "Identity" || op == "Flatten" || op == "Reshape" || op == "Dropout") {
       if (op == "Reshape" && f.known) {
         auto it = n.inputs.size() > 1 ? m.initializers.find(n.inputs[1]) : m.initializers.end();
-        if (it == m.initializers.end() || it->second.i64.empty()) {
+        auto fv = n.inputs.size() > 1 ? folded.ints.find(n.inputs[1]) : folded.ints.end();
+        if ((it == m.initializers.end() || it->second.i64.empty()) && fv == folded.ints.end()) {
           unsupported(n, "the target shape must be a constant");
           continue;
         }
         // One sample per row: [batch or -1 or 0, features], or [0, -1] (keep the batch, flatten).
-        const auto& d = it->second.i64;
+        const auto& d = fv != folded.ints.end() ? fv->second : it->second.i64;
         const bool ok = d.size() == 2 && ((d[1] == f.features && d[0] >= -1) || (d[0] == 0 && d[1] == -1));
         if (!ok) {
           unsupported(n, "reshape to " + dims_str(d) + " does not keep one sample per row of " +

@@ -6,6 +6,8 @@
 // not match is listed with its name, so --validate-only can report them all at once.
 #pragma once
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -132,6 +134,15 @@ struct KernelGraph {
 // do not match are collected in `unsupported` instead. `loss_option` names the loss to use
 // when the graph has none ("softmax_xent"; "graph" requires one in the graph).
 // `fused`: the GELUs and LayerNorms of the graph (compile.cc finds them with the passes).
-KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option, const std::vector<FusedOp>& fused = {});
+// What the graph IR's fold_constants computed (compile.cc): the ONNX nodes it folded into
+// constants (the shape arithmetic torch exports for x.view(x.size(0), -1): Shape, Gather,
+// Unsqueeze, Concat, ...) and their integer values, a leading batch-sized element as 0 (Reshape's
+// "keep this dimension").
+struct FoldedValues {
+  std::set<std::string> nodes;
+  std::map<std::string, std::vector<int64_t>> ints;
+};
+KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_option, const std::vector<FusedOp>& fused = {},
+                               const FoldedValues& folded = {});
 
 }  // namespace wafersim::compiler

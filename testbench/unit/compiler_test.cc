@@ -196,6 +196,33 @@ TEST(Compiler, ValidateOnlyListsEveryUnsupportedNodeByName) {
   EXPECT_FALSE(contains(r.out, "every node is supported")) << r.out;
 }
 
+// x.view(x.size(0), -1) as torch exports it: the shape arithmetic (Shape, Gather, Unsqueeze,
+// Concat) that the graph IR folds is off the data's path for the kernel graph, whose Reshape takes
+// the folded shape [N, -1]; and a node whose inputs are all initializers (an Identity of one, as
+// torch shares equal parameters) neither blocks the chain nor is blamed.
+TEST(Compiler, ShapeArithmeticAndParameterNodesAreOffThePath) {
+  Graph g;
+  g.input("input", onnx::TensorProto::FLOAT, {-1, 2, 3});
+  g.node("Shape", "/Shape", {"input"}, "shape");
+  g.init("zero", {}, onnx::TensorProto::INT64)->add_int64_data(0);
+  g.node("Gather", "/Gather", {"shape", "zero"}, "n");
+  g.shape("axes", {0});
+  g.node("Unsqueeze", "/Unsqueeze", {"n", "axes"}, "n1");
+  g.shape("minus1", {-1});
+  Graph::attr(g.node("Concat", "/Concat", {"n1", "minus1"}, "target"), "axis", 0);
+  g.node("Reshape", "/Reshape", {"input", "target"}, "flat");
+  g.init("spare", {4});
+  g.node("Identity", "Identity_0", {"spare"}, "spare_alias");
+  g.linear("fc1", "flat", "h", 6, 4);
+  g.node("Relu", "/act/Relu", {"h"}, "a");
+  g.linear("fc2", "a", "logits", 4, 3);
+  g.output("logits", 3);
+  const CmdResult r = compile({g.save("view"), "--validate-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "every node is supported")) << r.out;
+  EXPECT_TRUE(contains(r.out, "/fc1/Gemm: dense 4 x 6 + bias + relu")) << r.out;
+}
+
 // Activations the kernels cannot take are refused by name, with exit 2: a Clip whose bound is
 // not a constant, an Elu with alpha <= 0 (its derivative is taken at the output), a SiLU after a
 // convolution (its derivative needs the pre-activation, which the convolution roots do not keep);
