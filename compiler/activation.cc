@@ -103,10 +103,19 @@ float ActProgram::run(float z, float y, float g, Slot out) const {
 }
 
 const ActivationDef& activation(Activation a) {
-  for (const ActivationDef* d : activations()) {
-    if (d->act == a) return *d;
-  }
-  throw std::logic_error("an activation without a definition in compiler/activations/");
+  // Indexed by the enum once (every value has a definition: Activations.* tests it).
+  static const std::vector<const ActivationDef*> by_value = [] {
+    std::vector<const ActivationDef*> v;
+    for (const ActivationDef* d : activations()) {
+      const size_t i = static_cast<size_t>(d->act);
+      if (v.size() <= i) v.resize(i + 1, nullptr);
+      v[i] = d;
+    }
+    return v;
+  }();
+  const size_t i = static_cast<size_t>(a);
+  if (i >= by_value.size() || !by_value[i]) throw std::logic_error("an activation without a definition in compiler/activations/");
+  return *by_value[i];
 }
 
 const ActivationDef* activation_by_onnx(const std::string& op_type) {
@@ -133,9 +142,33 @@ const ActivationDef* activation_by_name(const std::string& name) {
 bool act_needs_pre(Activation a) { return activation(a).pre; }
 const char* activation_name(Activation a) { return activation(a).name; }
 
-float act_fwd(Activation a, float z, const ActParams& p) { return activation(a).fwd(p).run(z, 0, 0, Slot::kY); }
-float act_bwd(Activation a, float y, float g, const ActParams& p) { return activation(a).bwd(p).run(0, y, g, Slot::kG); }
-float act_bwd_pre(Activation a, float z, float g, const ActParams& p) { return activation(a).bwd(p).run(z, 0, g, Slot::kG); }
+namespace {
+
+// The references evaluate an activation element by element: its programs are built once per
+// (activation, parameters) in a row, per thread.
+const ActProgram& program(Activation a, const ActParams& p, bool fwd) {
+  struct Entry {
+    bool valid = false;
+    Activation a = Activation::kNone;
+    ActParams p;
+    ActProgram prog;
+  };
+  thread_local Entry cache[2];
+  Entry& e = cache[fwd ? 0 : 1];
+  if (!e.valid || e.a != a || std::memcmp(&e.p, &p, sizeof p) != 0) {
+    e.prog = fwd ? activation(a).fwd(p) : activation(a).bwd(p);
+    e.a = a;
+    e.p = p;
+    e.valid = true;
+  }
+  return e.prog;
+}
+
+}  // namespace
+
+float act_fwd(Activation a, float z, const ActParams& p) { return program(a, p, true).run(z, 0, 0, Slot::kY); }
+float act_bwd(Activation a, float y, float g, const ActParams& p) { return program(a, p, false).run(0, y, g, Slot::kG); }
+float act_bwd_pre(Activation a, float z, float g, const ActParams& p) { return program(a, p, false).run(z, 0, g, Slot::kG); }
 
 void emit_act_fwd(kernels::PeAsm& a, Activation act, const ActParams& p, const ActDsds& d) {
   emit(a, activation(act).fwd(p), d, activation(act).name, "forward");

@@ -2,6 +2,7 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -446,6 +447,21 @@ const char* onnx_elem_type_name(int elem_type) {
   return other.c_str();
 }
 
+namespace {
+
+bool is_file_initializer(const OnnxModel& m, const std::string& name) {
+  return std::find(m.initializer_order.begin(), m.initializer_order.end(), name) != m.initializer_order.end();
+}
+
+bool is_graph_output(const onnx::GraphProto& g, const std::string& name) {
+  for (const onnx::ValueInfoProto& v : g.output()) {
+    if (v.name() == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 OnnxModel import_onnx(const std::string& path) {
   const onnx::ModelProto m = parse_model(path);
   OnnxModel out;
@@ -495,6 +511,17 @@ OnnxModel import_onnx(const std::string& path) {
       }
       continue;
     }
+    // An Identity of a parameter is torch's way of sharing initializers that were equal at
+    // export (two LayerNorms' all-ones scales): a parameter of its own here, and in checkpoints
+    // (write_onnx_with_weights).
+    if (n.op_type() == "Identity" && default_domain && n.input_size() == 1 && n.output_size() == 1 && is_file_initializer(out, n.input(0)) &&
+        !is_graph_output(g, n.output(0)) && !out.initializers.count(n.output(0))) {
+      OnnxTensor t = out.initializers.at(n.input(0));
+      t.name = n.output(0);
+      out.initializers.emplace(t.name, std::move(t));
+      out.initializer_order.push_back(n.output(0));
+      continue;
+    }
     OnnxNode node;
     node.name = name;
     node.op_type = n.op_type();
@@ -517,7 +544,24 @@ void write_onnx_with_weights(const std::string& src_path, const std::string& dst
   for (onnx::TensorProto& p : *g.mutable_initializer()) by_name.emplace(p.name(), &p);
 
   for (const auto& [name, values] : weights) {
-    const auto it = by_name.find(name);
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      // A parameter import_onnx made of an Identity of an initializer: an initializer of its
+      // own now (the source's type and dims), its Identity node gone.
+      for (int i = 0; i < g.node_size(); ++i) {
+        const onnx::NodeProto& n = g.node(i);
+        if (n.op_type() != "Identity" || n.input_size() != 1 || n.output_size() != 1 || n.output(0) != name) continue;
+        const auto src = by_name.find(n.input(0));
+        if (src == by_name.end()) break;
+        onnx::TensorProto* added = g.add_initializer();
+        *added = *src->second;
+        added->set_name(name);
+        by_name.emplace(name, added);
+        g.mutable_node()->DeleteSubrange(i, 1);
+        break;
+      }
+      it = by_name.find(name);
+    }
     if (it == by_name.end())
       throw CompileError(src_path + ": has no initializer '" + name + "' to replace");
     onnx::TensorProto& p = *it->second;

@@ -72,6 +72,9 @@ SHAPES = [
     ("layernorm_gelu_op13", [20, 12, 8, 5], "gelu", 13, 14, 0.1, 0.9),
     ("layernorm_relu_op17", [16, 10, 8, 4], "relu", 17, 15, 0.1, 0.9),
     ("layernorm_replicas3", [20, 12, 8, 5], "gelu", 17, 20, 0.1, 0.9),
+    # Two LayerNorms of one width: torch exports the second's scale and bias (equal to the
+    # first's at export) as Identity nodes of the first's; each is a parameter of its own.
+    ("layernorm_shared_op13", [20, 12, 12, 5], "silu", 13, 33, 0.1, 0.9),
     # CNNs (CONV below): a LeNet-style one and one with LeakyReLU and AveragePool.
     ("lenet_op13", [10], "relu", 13, 18, 0.05, 0.9),
     ("leaky_avg_op17", [10], "leaky_relu", 17, 19, 0.05, 0.9),
@@ -132,12 +135,13 @@ WS_CASES += [
     ("ws_adam_silu", [16, 10, 8, 4], "silu", 17, 19, "adam", 0.01, 0.0),
     ("ws_sgd_mish", [20, 12, 8, 5], "mish", 13, 20, "sgd", 0.1, 0.9),
     ("ws_sgd_hardtanh_conv", [10], "hardtanh", 13, 21, "sgd", 0.05, 0.9),
+    ("ws_sgd_layernorm_shared", [20, 12, 12, 5], "hardswish", 17, 22, "sgd", 0.1, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual).
 RESIDUAL = {"residual_op14", "ws_sgd_residual"}
 # Cases built with a LayerNorm before each hidden activation (make_model.py --layernorm).
-LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17", "layernorm_replicas3", "ws_sgd_layernorm_gelu", "ws_adam_layernorm_relu"}
+LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17", "layernorm_replicas3", "layernorm_shared_op13", "ws_sgd_layernorm_shared", "ws_sgd_layernorm_gelu", "ws_adam_layernorm_relu"}
 WS_SYSTEMS = 2
 WS_STEPS = 3
 WS_STATE_RTOL = 2e-6

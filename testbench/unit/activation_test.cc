@@ -84,6 +84,11 @@ TEST(Activations, ProgramsComputeTheirFunctions) {
 }
 
 TEST(Activations, EveryProgramKeepsToTheScratchTheKernelsGive) {
+  // Every value of the enum up to its last has its definition.
+  for (int i = 0; i <= static_cast<int>(Activation::kMish); ++i) {
+    EXPECT_NO_THROW(compiler::activation(static_cast<Activation>(i))) << i;
+  }
+  EXPECT_EQ(compiler::activations().size(), static_cast<size_t>(Activation::kMish) + 1);
   for (const compiler::ActivationDef* d : compiler::activations()) {
     const ActParams p{0.25f, 0.75f};
     const int limit = d->pre ? 4 : 1;
