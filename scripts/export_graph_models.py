@@ -87,6 +87,27 @@ class CnnLeakyAvg(nn.Module):
         return self.fc(torch.flatten(h, 1))
 
 
+class Activations(nn.Module):
+    """The activations written as programs (compiler/activations/), one after each layer: SiLU and
+    Mish (patterns), HardSwish (a pattern below opset 17, an op at 17), Softsign (a pattern), Elu."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 24)
+        self.fc2 = nn.Linear(24, 16)
+        self.fc3 = nn.Linear(16, 12)
+        self.fc4 = nn.Linear(12, 12)
+        self.fc5 = nn.Linear(12, 8)
+        self.fc6 = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = nn.functional.silu(self.fc1(x))
+        h = nn.functional.mish(self.fc2(h))
+        h = nn.functional.hardswish(self.fc3(h))
+        h = nn.functional.softsign(self.fc4(h))
+        return self.fc6(nn.functional.elu(self.fc5(h), 0.5))
+
+
 class Encoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -104,6 +125,7 @@ MODELS = {
     "leaky": (Leaky, (2, 16)),
     "cnn": (SmallCnn, (2, 1, 12, 12)),
     "cnn_leaky_avg": (CnnLeakyAvg, (2, 1, 12, 12)),
+    "activations": (Activations, (2, 16)),
     "encoder": (Encoder, (2, 6, 16)),
 }
 

@@ -80,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(Models, GraphVsTorch,
                          ::testing::Values(Case{"residual", 13, "sgd"}, Case{"norm_gelu", 13, "sgd"}, Case{"norm_gelu", 17, "sgd"},
                                            Case{"gelu_tanh", 13, "sgd"}, Case{"leaky", 11, "sgd"}, Case{"cnn", 13, "sgd"},
                                            Case{"cnn_leaky_avg", 17, "sgd"}, Case{"residual", 13, "adam"}, Case{"norm_gelu", 17, "adam"},
-                                           Case{"residual", 13, "sgd", "mse"}, Case{"cnn", 13, "adam", "mse"}),
+                                           Case{"residual", 13, "sgd", "mse"}, Case{"cnn", 13, "adam", "mse"},
+                                           Case{"activations", 13, "sgd"}, Case{"activations", 17, "adam"}),
                          [](const auto& info) {
                            return std::string(info.param.model) + "_op" + std::to_string(info.param.opset) + "_" + info.param.optimizer +
                                   (std::string(info.param.loss) == "mse" ? "_mse" : "");
