@@ -68,8 +68,15 @@ ActProgram& ActProgram::op(Op o, Slot d, std::initializer_list<Slot> src, float 
   Step st{o, d, Slot::kZ, Slot::kZ, Slot::kZ, static_cast<int>(src.size()), s};
   Slot* to[3] = {&st.a, &st.b, &st.c};
   int i = 0;
-  for (Slot x : src) *to[i++] = x;
+  for (Slot x : src) {
+    // A scratch vector holds what the caller left in it until a step writes it: reading it first
+    // would differ between the wafer and the host (which starts it at 0).
+    const int t = static_cast<int>(x) - static_cast<int>(Slot::kT0);
+    if (t >= 0 && !((m_written >> t) & 1)) throw std::logic_error(std::string("an activation program reads ") + slot_name(x) + " before writing it");
+    *to[i++] = x;
+  }
   if (d == Slot::kOnes) throw std::logic_error("an activation program writes the vector of 1.0s");
+  if (const int t = static_cast<int>(d) - static_cast<int>(Slot::kT0); t >= 0) m_written |= static_cast<uint8_t>(1u << t);
   m_steps.push_back(st);
   return *this;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -69,8 +70,11 @@ class ActProgram {
   float run(float z, float y, float g, Slot out) const;
 
  private:
+  // Throws std::logic_error for a step that writes the 1.0s or reads a scratch vector no step
+  // has written yet (the builder's checks: a program that breaks them never reaches a PE).
   ActProgram& op(Op o, Slot d, std::initializer_list<Slot> src, float s = 0);
   std::vector<Step> m_steps;
+  uint8_t m_written = 0;  // scratch vectors T0..T3 written so far
 };
 
 struct ActivationDef {

@@ -103,7 +103,7 @@ TEST(Activations, EveryProgramKeepsToTheScratchTheKernelsGive) {
   }
 }
 
-TEST(Activations, AMissingSlotIsACompileErrorNamingIt) {
+TEST(Activations, AMissingSlotOrAnUnwrittenScratchIsACompileError) {
   kernels::PeAsm a;
   compiler::ActDsds d;
   d[static_cast<size_t>(compiler::Slot::kZ)] = "d0";
@@ -116,6 +116,11 @@ TEST(Activations, AMissingSlotIsACompileErrorNamingIt) {
   }
   compiler::emit_act_fwd(a, Activation::kRelu, {}, d);
   EXPECT_NE(a.text().find("vrelu.fp32 d1, d0"), std::string::npos) << a.text();
+  // The builder refuses a scratch vector read before any step wrote it, and a write of the 1.0s.
+  using compiler::Slot;
+  EXPECT_THROW(compiler::ActProgram().add(Slot::kY, Slot::kZ, Slot::kT1), std::logic_error);
+  EXPECT_THROW(compiler::ActProgram().muls(Slot::kOnes, Slot::kZ, 2.0f), std::logic_error);
+  EXPECT_NO_THROW(compiler::ActProgram().muls(Slot::kT1, Slot::kZ, 2.0f).add(Slot::kY, Slot::kZ, Slot::kT1));
 }
 
 }  // namespace
