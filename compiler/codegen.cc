@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "compiler/codegen_util.h"
 #include "compiler/reference.h"
@@ -364,50 +365,37 @@ std::string emit_softmax_loss(kernels::PeAsm& a, int no, const std::string& dAcc
   return dLV;
 }
 
-void emit_act_fwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dY, const std::string& dPre,
-                  const std::string& dTmp, const std::string& dOnes) {
-  ActDsds d;
-  d[static_cast<size_t>(Slot::kZ)] = dPre;
-  d[static_cast<size_t>(Slot::kY)] = dY;
-  d[static_cast<size_t>(Slot::kT0)] = dTmp;
-  d[static_cast<size_t>(Slot::kOnes)] = dOnes;
-  emit_act_fwd(a, act, p, d);
-}
-
-void emit_act_bwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dG, const std::string& dY,
-                  const std::string& dTmp, const std::string& dOnes) {
-  ActDsds d;
-  d[static_cast<size_t>(Slot::kG)] = dG;
-  d[static_cast<size_t>(Slot::kY)] = dY;
-  d[static_cast<size_t>(Slot::kT0)] = dTmp;
-  d[static_cast<size_t>(Slot::kOnes)] = dOnes;
-  emit_act_bwd(a, act, p, d);
-}
-
 namespace {
 
-ActDsds pre_dsds(const std::string& dZ, const std::string (&t)[4], const std::string& dOnes) {
+// Descriptors for the slots given; the others stay empty (a program using one is a compile error).
+ActDsds dsds(std::initializer_list<std::pair<Slot, std::string>> given) {
   ActDsds d;
-  d[static_cast<size_t>(Slot::kZ)] = dZ;
-  for (int i = 0; i < 4; ++i) d[static_cast<size_t>(Slot::kT0) + static_cast<size_t>(i)] = t[i];
-  d[static_cast<size_t>(Slot::kOnes)] = dOnes;
+  for (const auto& [slot, name] : given) d[static_cast<size_t>(slot)] = name;
   return d;
 }
 
 }  // namespace
 
+void emit_act_fwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dY, const std::string& dPre,
+                  const std::string& dTmp, const std::string& dOnes) {
+  emit_act_fwd(a, act, p, dsds({{Slot::kZ, dPre}, {Slot::kY, dY}, {Slot::kT0, dTmp}, {Slot::kOnes, dOnes}}));
+}
+
+void emit_act_bwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dG, const std::string& dY,
+                  const std::string& dTmp, const std::string& dOnes) {
+  emit_act_bwd(a, act, p, dsds({{Slot::kG, dG}, {Slot::kY, dY}, {Slot::kT0, dTmp}, {Slot::kOnes, dOnes}}));
+}
+
 void emit_pre_act_fwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dY, const std::string& dZ,
                       const std::string (&t)[4], const std::string& dOnes) {
-  ActDsds d = pre_dsds(dZ, t, dOnes);
-  d[static_cast<size_t>(Slot::kY)] = dY;
-  emit_act_fwd(a, act, p, d);
+  emit_act_fwd(a, act, p,
+               dsds({{Slot::kZ, dZ}, {Slot::kY, dY}, {Slot::kT0, t[0]}, {Slot::kT1, t[1]}, {Slot::kT2, t[2]}, {Slot::kT3, t[3]}, {Slot::kOnes, dOnes}}));
 }
 
 void emit_pre_act_bwd(kernels::PeAsm& a, Activation act, const ActParams& p, const std::string& dG, const std::string& dZ,
                       const std::string (&t)[4], const std::string& dOnes) {
-  ActDsds d = pre_dsds(dZ, t, dOnes);
-  d[static_cast<size_t>(Slot::kG)] = dG;
-  emit_act_bwd(a, act, p, d);
+  emit_act_bwd(a, act, p,
+               dsds({{Slot::kZ, dZ}, {Slot::kG, dG}, {Slot::kT0, t[0]}, {Slot::kT1, t[1]}, {Slot::kT2, t[2]}, {Slot::kT3, t[3]}, {Slot::kOnes, dOnes}}));
 }
 
 void emit_ln_fwd(kernels::PeAsm& a, int n, float eps, const std::string& dZ, const std::string& dXh, const std::string& dT,
