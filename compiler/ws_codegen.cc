@@ -8,6 +8,7 @@
 
 #include "compiler/codegen_util.h"
 #include "compiler/onnx_model.h"
+#include "firmware/isa.h"
 #include "firmware/kernels/kernel_util.h"
 #include "hw/wavelet.h"
 
@@ -17,6 +18,10 @@ namespace {
 using kernels::PeAsm;
 
 std::string S(long long v) { return std::to_string(v); }
+
+// A feature-row PE's tasks: 0 init, 1 a minibatch's start, 2 a return read is in; phase ph's
+// work is task kFirstPhaseTask + ph (row_source).
+constexpr int kFirstPhaseTask = 4;
 
 std::vector<uint8_t> i32_bytes(const std::vector<int>& v) {
   std::vector<uint8_t> out(v.size() * 4);
@@ -61,7 +66,8 @@ void skip_stream(PeAsm& as, int word, long long most, const std::string& from, c
 // A feature-row PE: row a, column c. Per-PE numbers that differ along a row (how much of the
 // input stream belongs to the columns before and after this one) are data, so a row's PEs share
 // images. Tasks: 0 init, 1 start of a minibatch (reads its inputs), 2 a return read is complete,
-// 3 one output's work (it re-activates itself until the layer pass is done).
+// kFirstPhaseTask + ph one output's work in phase ph (it re-activates itself until the pass is
+// done; a model of more phases than task IDs has one work task, 3, that dispatches on r1).
 // Layouts: X{l} and dx sample-major ([s][k], the row's slice), dy output-major ([o][s], whole).
 // Per output of a pass the row's weights w[o][K_a] arrive as one vector (wbuf):
 //   forward:  acc[s] = sum_k wbuf[k] * X[s][k]  (vmul + vsum per sample), chained south;
@@ -78,8 +84,11 @@ void skip_stream(PeAsm& as, int word, long long most, const std::string& from, c
 // in backward passes microthread 3 sends output o's dW row west from one dwrow while o+1
 // accumulates into the other (issuing a send waits for the previous one). Buffers, in one block
 // `wbdw` of 4 x the longest slice: wbuf 0, wbuf 1, dwrow 0, dwrow 1 (also the forward scratch t).
+// With dW blocks (WsPlan::dw_block = K > 1) the rows go into two blocks of K by turns, a block
+// sent whole once full, so a send waits for the one before it only once every K outputs.
 // Registers: r0 0, r1 phase (0..L-1 forward layer l, L + i backward layer L-1-i), r2 sample,
-// r3 output, r4 dy pointer (backward), r10 slice length, r11 outputs, r9 the pending return read,
+// r3 output, r4 dy pointer (backward), r10 slice length (set_layer; with dW blocks, then the
+// next dW row in the backward pass), r11 outputs, r9 the pending return read,
 // r12 this output's wbuf, r15 the other, r5-r8 r13 r14 scratch.
 std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const int L = p.layers, m = p.col_m(c), C = p.cols;
@@ -89,7 +98,16 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as.task("0, init, active");
   as.task("1, stepstart");
   as.task("2, rdone");
-  as.task("3, work");
+  // Each phase's work is a task of its own that starts at its code (no dispatch on r1 per
+  // output) where the task IDs allow; else task 3 dispatches on the phase.
+  const int nphase = 2 * L;
+  const bool phase_tasks = kFirstPhaseTask + nphase <= kMaxTasks;
+  auto work_task = [&](int ph) { return S(phase_tasks ? kFirstPhaseTask + ph : 3); };
+  if (phase_tasks) {
+    for (int ph = 0; ph < nphase; ++ph) as.task(S(kFirstPhaseTask + ph) + ", ph_" + S(ph));
+  } else {
+    as.task("3, work");
+  }
   int maxdx = 0, maxdy = 0, maxni = 1;
   bool ones = false;
   for (int l = 0; l < L; ++l) {
@@ -173,9 +191,6 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as.data(".align 16");
     as.data(".space dwpad, fp32, 1");
     as.data(".space dwblk, fp32, " + S(2LL * K * maxni));
-    as.data(".space dwpos, i32, 1");
-    as.data(".space dwcnt, i32, 1");
-    as.data(".space dwpar, i32, 1");
   }
 
   const int chout = col.chain[a % 2], chin = a > 0 ? col.chain[(a - 1) % 2] : -1;
@@ -291,7 +306,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       for (const std::string& d : {dEO, dEI, dEO2, dEI2, dBlkA, dBlkB}) {
         if (!d.empty()) as << "dlen " + d + ", r13";
       }
-      as << "li r13, dwblk" << "st32 [r0+dwpos], r13" << "st32 [r0+dwcnt], r0" << "st32 [r0+dwpar], r0";
+      as << "li r10, dwblk";  // the next dW row: r10 from here to the pass's end
     }
   };
   // The q-th read of the return stream in a minibatch into the dy buffer: q < L-1 layer q's
@@ -357,7 +372,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   }
   as << "li r1, 0";
   set_layer(0);
-  as << "activate 3" << "exit";
+  as << "activate " + work_task(0) << "exit";
 
   // A return read is in: a layer's outputs are transposed into this row's next input (its
   // slice, [s][k]) and the next read starts; the work of the next pass may begin.
@@ -365,7 +380,14 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   for (int q = 0; q + 1 < L; ++q) {
     if (need(q)) as << "li r13, " + S(q) << "beq r9, r13, rd_" + S(q);
   }
-  as << "activate 3" << "exit";
+  // A read that only lets a phase start: that of r1.
+  if (phase_tasks) {
+    for (int ph = 1; ph < nphase; ++ph) as << "li r13, " + S(ph) << "beq r1, r13, ra_" + S(ph);
+    as << "activate " + work_task(0) << "exit";
+    for (int ph = 1; ph < nphase; ++ph) as << "ra_" + S(ph) + ":" << "activate " + work_task(ph) << "exit";
+  } else {
+    as << "activate 3" << "exit";
+  }
   for (int q = 0; q + 1 < L; ++q) {
     if (!need(q)) continue;
     const int j = q + 1, nO = p.len(j, a), src = p.residual_source(j);
@@ -385,9 +407,12 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "li r13, " + S(m) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13";
     } else {
       as << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5"
-       << std::string("li r6, ") + (jgelu ? "Z" : src >= 0 ? "R" : "X") + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13" << "li r8, 0"
-       << "tr_" + S(q) + ":" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * m) << "daddb " + dTrD + ", 4"
-       << "addi r8, r8, 1" << "bne r8, r13, tr_" + S(q);
+       << std::string("li r6, ") + (jgelu ? "Z" : src >= 0 ? "R" : "X") + S(j) << "dbase " + dTrD + ", r6" << "li r13, " + S(nO) << "dstride " + dTrD + ", r13";
+      // One op: the destination in rows of the m samples of a feature (stride: the slice
+      // length), a row per feature; then one-dimensional, m long, again.
+      as << "li r13, " + S(static_cast<long long>(nO) * m) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13" << "li r13, " + S(m)
+         << "li r14, 1" << "drows " + dTrD + ", r13, r14" << "vmov.fp32 " + dTrD + ", " + dTr << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13"
+         << "drows " + dTrD + ", r0, r0";
       // A GELU's boundary waits for the start of the next pass (boundary_prelude): the read may
       // end while this row still works on layer q, and a long handler here would hold up every
       // output's chain through this row, row after row.
@@ -400,15 +425,15 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     // The filtered read ends as soon as this row's slice is in, maybe before the row's own part
     // of layer q is done (r1 still q): then the pass's last output starts layer q+1 (joinf).
     as << "li r13, " + S(q + 1) << "beq r1, r13, rj_" + S(q) << "li r13, 1" << "st32 [r0+joinf], r13" << "exit"
-       << "rj_" + S(q) + ":" << "activate 3" << "exit";
+       << "rj_" + S(q) + ":" << "activate " + work_task(q + 1) << "exit";
   }
 
   // This output's weights: the first of a pass reads them into wbuf 0, later ones were
   // prefetched into r12's buffer; then the next output's prefetch starts (none after the last).
-  auto weights = [&](const std::string& tag) {
+  auto weights = [&](const std::string& tag, int ph) {
     as << "bne r3, r0, wh_" + tag << "li r12, wbdw" << "li r15, wbdw+" + S(B4) << "dbase " + dWb + ", r12"
        << "vmov.fp32 " + dWb + ", " + dW << "wh_" + tag + ":" << "addi r13, r3, 1" << "beq r13, r11, wn_" + tag
-       << "dbase " + dWa + ", r15" << "vmov.fp32 " + dWa + ", " + dWs + ", async=2, done=activate:3" << "wn_" + tag + ":"
+       << "dbase " + dWa + ", r15" << "vmov.fp32 " + dWa + ", " + dWs + ", async=2, done=activate:" + work_task(ph) << "wn_" + tag + ":"
        << "dbase " + dWb + ", r12";
   };
 
@@ -469,22 +494,25 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   };
 
   // One output's work.
-  as << "work:" << "beq r1, r0, ph_0";
-  for (int ph = 2 * L - 1; ph >= 1; --ph) {
-    if (ph == 1) as << "jmp ph_1";
-    else as << "li r13, " + S(ph) << "beq r1, r13, ph_" + S(ph);
+  if (!phase_tasks) {
+    as << "work:" << "beq r1, r0, ph_0";
+    for (int ph = 2 * L - 1; ph >= 1; --ph) {
+      if (ph == 1) as << "jmp ph_1";
+      else as << "li r13, " + S(ph) << "beq r1, r13, ph_" + S(ph);
+    }
   }
   // The start of phase l + 1 at the end of forward phase l: if it reads a section first, when
   // that is in (joinf, or rdone); else at once.
   auto next_forward = [&](int l) {
     if (l + 1 < L) {
       if (need(l)) {
-        as << "ld32 r13, [r0+joinf]" << "beq r13, r0, fj_" + S(l) << "st32 [r0+joinf], r0" << "activate 3" << "fj_" + S(l) + ":";
+        as << "ld32 r13, [r0+joinf]" << "beq r13, r0, fj_" + S(l) << "st32 [r0+joinf], r0" << "activate " + work_task(l + 1)
+           << "fj_" + S(l) + ":";
       } else {
-        as << "activate 3";
+        as << "activate " + work_task(l + 1);
       }
     } else if (!need(L - 1)) {
-      as << "activate 3";
+      as << "activate " + work_task(L);
     }
   };
   for (int l = 0; l < L; ++l) {
@@ -508,7 +536,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       boundary_prelude(l);
       as << "gp_" + L_ + ":";
     }
-    weights("f" + L_);
+    weights("f" + L_, l);
     if (p.is_conv(l)) {
       conv_forward(l);
     } else if (p.by_feature(l, a)) {
@@ -568,13 +596,13 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       gather_above();
       as << "li r1, " + S(ph + 1);
       set_layer(l - 1);
-      if (!need(ph)) as << "activate 3";
+      if (!need(ph)) as << "activate " + work_task(ph + 1);
       as << "exit";
       continue;
     }
-    if (l > 0) weights("b" + P);  // layer 0's dW needs no weights (WsPlan::streamed_passes)
+    if (l > 0) weights("b" + P, ph);  // layer 0's dW needs no weights (WsPlan::streamed_passes)
     if (K > 1) {
-      as << "ld32 r13, [r0+dwpos]" << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
+      as << "dbase " + dDwr + ", r10" << "vfill.fp32 " + dDwr + ", r0";
     } else {
       as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
     }
@@ -584,7 +612,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "li r14, " + S(nI) << "li r13, X" + S(l) << "dbase " + dXk + ", r13" << "dstride " + dXk + ", r14";
       if (l > 0) as << "li r13, dx" << "dbase " + dDxk + ", r13" << "dstride " + dDxk + ", r14";
       as << "dbase " + dDyo + ", r4" << "addi r4, r4, " + S(4LL * m) << "mov r5, r12";
-      if (K > 1) as << "ld32 r6, [r0+dwpos]";
+      if (K > 1) as << "mov r6, r10";
       else as << "addi r6, r12, " + S(2 * B4);
       as << "li r2, 0";
       as << "bf_" + P + ":";
@@ -611,8 +639,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     const int nO = p.width[static_cast<size_t>(l) + 1];
     as << "mov r13, r12" << "mov r12, r15" << "mov r15, r13";
     if (K > 1) {
-      as << "ld32 r13, [r0+dwpos]" << "addi r13, r13, " + S(row4) << "st32 [r0+dwpos], r13" << "ld32 r13, [r0+dwcnt]"
-         << "addi r13, r13, 1" << "st32 [r0+dwcnt], r13";
+      as << "addi r10, r10, " + S(row4);
     }
     as << "addi r3, r3, 1" << "bne r3, r11, bm_" + P;
     if (K > 1) {
@@ -643,7 +670,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
          << "bne r14, r13, gcs_" + P << "addi r6, r6, " + S(4LL * Pq) << "addi r8, r8, 1" << "li r13, " + S(co) << "bne r8, r13, gc_" + P;
       as << "li r13, " + S(static_cast<long long>(nI) * m) << "dlen " + dAll + ", r13" << "vfill.fp32 " + dAll + ", r0" << "li r1, " + S(ph + 1);
       set_layer(l - 1);
-      if (!need(ph)) as << "activate 3";
+      if (!need(ph)) as << "activate " + work_task(ph + 1);
       as << "exit";
     } else {
       // dy of layer l-1 for this row's slice: dx times the derivative of layer l-1's activation,
@@ -670,26 +697,33 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       read_next();
       gather_above();
       // This row's slice in output order: feature k of every sample (stride: the slice length).
-      as << "li r13, " + S(m) << "dlen " + dGO + ", r13" << "li r13, dx" << "dbase " + dGx + ", r13" << "li r13, " + S(nI)
-         << "dstride " + dGx + ", r13" << "li r8, 0" << "gs_" + P + ":" << "vmov.fp32 " + dGO + ", " + dGx << "daddb " + dGx + ", 4"
-         << "addi r8, r8, 1" << "bne r8, r13, gs_" + P;
+      // One op: rows of the m samples of a feature (stride: the slice length), a row per feature.
+      as << "li r13, " + S(n) << "dlen " + dGO + ", r13" << "dlen " + dGx + ", r13" << "li r13, dx" << "dbase " + dGx + ", r13"
+         << "li r13, " + S(nI) << "dstride " + dGx + ", r13" << "li r13, " + S(m) << "li r14, 1" << "drows " + dGx + ", r13, r14"
+         << "vmov.fp32 " + dGO + ", " + dGx << "drows " + dGx + ", r0, r0";
       as << "vfill.fp32 " + dAll + ", r0" << "li r1, " + S(ph + 1);
       set_layer(l - 1);
-      if (!need(ph)) as << "activate 3";
+      if (!need(ph)) as << "activate " + work_task(ph + 1);
       as << "exit";
     }
     as << "bm_" + P + ":";
+    // The next output starts at the prefetch's completion, or at once in layer 0's pass, which
+    // reads no weights.
+    const std::string next = l == 0 ? "activate " + work_task(ph) : "";
     if (K > 1) {
-      as << "ld32 r13, [r0+dwcnt]" << "li r14, " + S(K) << "bne r13, r14, bx_" + P << "st32 [r0+dwcnt], r0"
-         << "ld32 r13, [r0+dwpar]" << "bne r13, r0, bb_" + P << block_send(false) + ", async=3" << "li r13, 1"
-         << "st32 [r0+dwpar], r13" << "li r13, dwblk+" + S(4LL * K * maxni) << "st32 [r0+dwpos], r13" << "jmp bx_" + P
-         << "bb_" + P + ":" << block_send(true) + ", async=3" << "st32 [r0+dwpar], r0" << "li r13, dwblk"
-         << "st32 [r0+dwpos], r13" << "bx_" + P + ":";
+      // A block is full when r10 reaches its end: its send goes, and the other block fills.
+      const long long blkb = 4LL * K * maxni, end = static_cast<long long>(K) * row4;
+      as << "li r14, dwblk+" + S(end) << "beq r10, r14, ba_" + P << "li r14, dwblk+" + S(blkb + end) << "beq r10, r14, bb_" + P;
+      if (l == 0) as << next;
+      as << "exit" << "ba_" + P + ":" << block_send(false) + ", async=3" << "li r10, dwblk+" + S(blkb);
+      if (l == 0) as << next;
+      as << "exit" << "bb_" + P + ":" << block_send(true) + ", async=3" << "li r10, dwblk";
+      if (l == 0) as << next;
     } else {
       as << send + ", async=3";
+      if (l == 0) as << next;
     }
-    if (l == 0) as << "activate 3";  // no weights to prefetch: the next output starts at once
-    as << "exit";  // else the prefetch's completion starts the next output
+    as << "exit";
   }
   return as.text();
 }

@@ -17,14 +17,21 @@ namespace {
 // per sample a vector op or two over nI elements (vmul + vsum forward; vaxpy for dW, and one
 // more for dx, backward), or on a row that runs feature by feature two per input feature over
 // the m samples, and the loops' scalar instructions; docs/weight-streaming.md.
-constexpr double kPerSample = 8;     // scalar instructions of a sample's loop turn
-constexpr double kPerFeature = 7;    // the same of a feature's turn (feature by feature)
 constexpr double kPerOutput = 14;    // dispatch, chain send, counters
 constexpr double kVaxpyBank = 1.6;   // cycles per element of a feature-by-feature vaxpy (a strided column), bank conflicts included
 constexpr long kCodeBytes = 1536;    // a PE's code besides the per-layer blocks
 constexpr long kLayerCode = 1024;    // code per layer (forward and backward blocks)
 constexpr long kConvCode = 640;      // a convolution's code besides (its taps' loops, ws_codegen.cc)
+constexpr int kMaxDwBlock = 64;     // the most dW rows a block sends at once (WsPlan::dw_block)
 constexpr double kRelayTurn = 12;    // a grid relay's loop turn per output (three reads and their bookkeeping)
+
+// A row's backward pass of a dense layer, for the estimate and the choice of dW blocks: its
+// outputs, the main thread's cycles per output (output by output), the datapath's share of them,
+// the dW row's length, the cycles of the pass besides its outputs, and the cycles an output's dW
+// take through the row's channel (shared in a grid band).
+struct RowBwd {
+  double outs, per_out, busy, ni, fixed, drain;
+};
 
 std::vector<int> split(int n, int p) {
   std::vector<int> off(static_cast<size_t>(p) + 1);
@@ -419,14 +426,6 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   }
   p.m = (p.shard + p.cols - 1) / p.cols;
   const long m = p.m;
-  // dW blocks on the grid's wide rows: a block per 32 columns of the chain's wave, at most 16
-  // outputs, fewer where SRAM is short.
-  if (p.grid && p.cols >= 64) {
-    int widest = 1;
-    for (int w : p.width) widest = std::max(widest, w);
-    p.dw_block = std::min({16, p.cols / 32, widest});
-    while (p.dw_block > 1 && row_bytes(m) > sram) --p.dw_block;
-  }
   p.row_bytes = row_bytes(m);
   p.root_db_buffer = root_bytes(m, true) <= sram;
   p.root_bytes = root_bytes(m, p.root_db_buffer);
@@ -493,12 +492,16 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   const double fmac = hw.core.fmac_fp32, add = hw.core.add_fp32;
   // A loop's taken branch refetches: decode_latency - 1 cycles more per turn than its instructions.
   const double refetch = hw.core.decode_latency - 1;
-  const double per_sample = kPerSample + refetch, per_feature = kPerFeature + refetch;
-  // Wavelets the way from a row's channel to a PE's core buffers: the channel's queue, a router
-  // buffer and the weights' input queue (ws_codegen.cc binds inputs to queue 0, weights to 1).
+  // Wavelets the way from a row's channel to a PE's core buffers while the core takes none: a
+  // router buffer and the weights' input queue (ws_codegen.cc binds inputs to queue 0, weights
+  // to 1). The channel's own queue is on the host's side of its rate limit (hw/edge_io.h), so it
+  // does not let the channel run on; counting it put fc1's passes of a 784-64-64-64-10 MLP (4
+  // rows x 16 columns, 4 samples a column) 19 % under the run, per output.
   const std::vector<int> inq = hw.core.inq();
-  const double buffered = hw.io.queue_depth + hw.router.buffer_depth + (inq.size() > 1 ? inq[1] : 0);
+  const double buffered = hw.router.buffer_depth + (inq.size() > 1 ? inq[1] : 0);
   const int banks = hw.core.sram_banks;
+  // Per dense layer and row, its backward pass's per-output cycles (dW blocks choose from them).
+  std::vector<std::vector<RowBwd>> rowb(static_cast<size_t>(L));
   for (int l = 0; l < L; ++l) {
     WsLayerEst e;
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
@@ -543,20 +546,35 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     auto cover = [&](double burst) { return std::min(1.0, buffered / std::max(1.0, p.channel_rate * burst)); };
     for (int a = 0; a < rows; ++a) {
       const double ni = p.len(l, a);
-      const double send = p.cols > 1 ? ni / add : 0.0;
       double fwd, bwd;
       // The datapath's busy cycles per output backward (and the longest run of them).
       double busy_b = ni * m * (l > 0 ? 3.0 : 2.0), burst_b = m * (l > 0 ? 3.0 : 2.0);
+      // Per output, the scalar instructions of ws_codegen.cc's row_source counted one by one
+      // (a cycle each, a taken branch decode_latency, a task's start too) besides the vector
+      // ops: the task's start, the prefetch of the next weights (6 and a taken branch), the
+      // op's setup, the loop (its branch taken but for the last turn), the partial sums down
+      // the column (a fabric operand: an element a step), the buffers' swap, the counters and
+      // exit. Backward: the dW row's clearing, the loop, the send's issue (or with dW blocks the
+      // block's test, ws_codegen.cc: 3 more). `busy` counts the cycles the ops hold the datapath.
+      const double D = hw.core.decode_latency, R = refetch;
+      const double pre = l > 0 && act_needs_pre(p.act[static_cast<size_t>(l) - 1]) ? 1 + R : 0.0;
+      const double wts = l > 0 ? 6 + R : 0.0, clear = 2 + std::ceil(ni / add);
+      double busy;
       if (p.by_feature(l, a)) {
         const double col_rate = ni > 1 ? 1.0 : add;  // elements per cycle of an op over a column
-        fwd = m / add + ni * (m / std::min(col_rate, static_cast<double>(hw.core.mul_fp32)) + m / add + per_feature);
-        bwd = ni * ((l > 0 ? kVaxpyBank * m / std::min(col_rate, fmac) : 0.0) + 2.0 * m + per_feature + 3) + ni / add + send;
+        // dx's column: strided over a slice longer than one (bank conflicts: kVaxpyBank), else contiguous.
+        const double dx_op = l > 0 ? (ni > 1 ? kVaxpyBank : 1.0) * m / std::min(col_rate, fmac) : 0.0;
+        fwd = D + pre + 6 + R + std::ceil(m / add) + 6 + ni * (1 + m / std::min(col_rate, static_cast<double>(hw.core.mul_fp32)) + std::ceil(m / add) + 5) +
+              R * (ni - 1) + m + 5 + R + 1;
+        bwd = D + wts + clear + 9 + (l > 0 ? 3 : 0) + ni * ((l > 0 ? 2 + dx_op : 0.0) + 1 + 2 * m + 6) + R * (ni - 1) + 5 + R + 2 + (l == 0);
+        busy = ni * (dx_op + 2 * m);
         e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, e.stream_cycles);
         e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, e.stream_cycles);
       } else {
         const long n = static_cast<long>(ni), ms = static_cast<long>(m);
-        fwd = paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + per_sample);
-        bwd = (l > 0 ? 2 : 1) * paired_cycles(n, ms, hw.core.fmac_fp32, banks) + m * per_sample + ni / add + send;
+        fwd = D + pre + 6 + R + 4 + paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + 6) + R * (m - 1) + m + 5 + R + 1;
+        busy = (l > 0 ? 2 : 1) * paired_cycles(n, ms, hw.core.fmac_fp32, banks);
+        bwd = D + wts + clear + (l > 0 ? 5 : 3) + m * (l > 0 ? 7 : 6) + busy + R * (m - 1) + 5 + R + 2 + (l == 0);
         // The weights of the next output come in while this one computes, written only in
         // cycles its ops leave the one SRAM write port free (the prefetch waits for them). An op
         // writes every step for `burst` cycles; the channel keeps delivering through a burst
@@ -593,8 +611,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       if (l > 0 && act_needs_pre(p.act[static_cast<size_t>(l) - 1])) {
         res_b += ni * m * (p.act[static_cast<size_t>(l) - 1] == Activation::kGelu ? 31.0 : 18.0);
       }
-      e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * (fwd + kPerOutput + m / add) + rows * 2.0 + res_f);
-      e.bwd_cycles = std::max(e.bwd_cycles, ni + d.out * (bwd + kPerOutput) + rows * 2.0 + res_b);
+      e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * fwd + rows * 2.0 + res_f);
+      rowb[static_cast<size_t>(l)].push_back({static_cast<double>(d.out), bwd, busy, ni, ni + rows * 2.0 + res_b, channel_len(a) / p.channel_rate});
     }
     // Down the columns to the root and back up to the first row: hop_latency per row for the
     // whole round trip (measured over io.spacing 8 to 32: a wavelet's buffer and hop overlap the
@@ -605,6 +623,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     bool east = false;
     for (int b : p.band_east) east = east || b != 0;
     if (east) e.turn_cycles += static_cast<double>(W - 2 * p.x0 - p.cols) * (hw.router.hop_latency + 1);
+    // After a backward pass the rows' dy of layer l-1 gathers down to the roots, which take and
+    // return it output by output (ws_codegen.cc's root_source: the m values in, back up, their
+    // sum for db, its store and the loop, a taken branch); the next pass waits for it.
+    e.bwd_turn_cycles = e.turn_cycles;
+    if (l > 0 && !p.has_ln(l - 1)) e.bwd_turn_cycles += p.width[static_cast<size_t>(l)] * (2 * m + std::ceil(m / add) + 7 + refetch);
     if (p.has_ln(l)) {
       // A LayerNorm: the root normalises once it holds the layer, in series with the rows
       // (docs/weight-streaming.md#layernorm): per sample about nine vector ops over the n outputs
@@ -616,6 +639,65 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       e.bwd_cycles += n * (3.0 * m + 16 + per) + m * (8.0 * n + 60) + n * (2.0 * m + 14 + per) + 2.0 * n * (8 + per);
     }
     p.est.push_back(e);
+  }
+  // Backward, each row's dW rows reduce along it, column to column, toward the row's channel (a
+  // vadd from the fabric to the fabric at each column: a wavelet takes a ramp up, a hop, a ramp
+  // down, the add's step and its entry into the output queue, dw_hop cycles a column). A
+  // column sends output o's row (with dW blocks, block b) only once the one before has left it,
+  // which waits for the wave from the far end, the channel's column last; the send moves only in
+  // the cycles the main thread's ops leave the datapath (the main thread goes first), stretched
+  // by T / (T - busy), and through the row's channel at its rate. The pass is simulated block by
+  // block at the channel's column (its issue waits for the previous block's completion) and at
+  // the far end, which a stall at the channel's column holds back too (the row's multicast of
+  // the weights stops when that column stops taking them; counting the weights buffered on the
+  // way as a lead made K = 1 look free on 256 columns, where it ran 9x slower), but not for the
+  // pass's last block, whose weights are all in. The last block leaves synchronously. K is
+  // chosen here, among those SRAM holds, for the fewest backward cycles of
+  // the whole model (ties: the smaller); a model with convolutions sends output by output
+  // (ws_codegen.cc).
+  const double dw_hop = 2.0 * hw.router.ramp_latency + hw.router.hop_latency + 2;
+  auto bwd_pass = [&](const RowBwd& r, int K) {
+    if (p.cols == 1) return r.fixed + r.outs * r.per_out + std::max(r.ni, r.drain);
+    const double tk = r.per_out + (K > 1 ? 3 : 0), stretch = tk / std::max(1.0, tk - r.busy);
+    const double lat = (p.cols - 1) * dw_hop;
+    double t0 = 0, far = 0, done = 0;
+    for (double o = 0; o < r.outs; o += K) {
+      const double kb = std::min(static_cast<double>(K), r.outs - o);
+      const bool last = o + kb >= r.outs;
+      t0 = std::max(t0 + kb * tk, done);
+      far = last ? far + kb * tk : std::max(far + kb * tk, t0);
+      done = std::max(t0, far + lat) + kb * std::max(r.ni * (last ? 1.0 : stretch), r.drain);
+    }
+    return r.fixed + done;
+  };
+  auto model_bwd = [&](int K) {
+    double sum = 0;
+    for (const std::vector<RowBwd>& rs : rowb) {
+      double worst = 0;
+      for (const RowBwd& r : rs) worst = std::max(worst, bwd_pass(r, K));
+      sum += worst;
+    }
+    return sum;
+  };
+  p.dw_block = 1;
+  if (p.cols > 1 && !p.any_conv()) {
+    int widest = 1;
+    for (int l = 0; l < L; ++l) widest = std::max(widest, p.outs[static_cast<size_t>(l)]);
+    double best = model_bwd(1);
+    int best_k = 1;
+    for (int K = 2; K <= std::min(kMaxDwBlock, widest); ++K) {
+      p.dw_block = K;
+      if (row_bytes(m) > sram) break;
+      if (const double t = model_bwd(K); t < best) best = t, best_k = K;
+    }
+    p.dw_block = best_k;
+  }
+  p.row_bytes = row_bytes(m);
+  for (int l = 0; l < L; ++l) {
+    if (rowb[static_cast<size_t>(l)].empty()) continue;
+    double worst = 0;
+    for (const RowBwd& r : rowb[static_cast<size_t>(l)]) worst = std::max(worst, bwd_pass(r, p.dw_block));
+    p.est[static_cast<size_t>(l)].bwd_cycles = worst;
   }
   return p;
 }
@@ -829,7 +911,7 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
   // With prefetch, one request latency and the first layer's MemoryX READ per minibatch (later
   // READs overlap the broadcasts before them); without, every pass waits for both.
   const double read0 = static_cast<double>(p.est.front().weights + g.layers.front().w_out()) / pace.read_per_cycle;
-  double total = pace.reduce_cycles + (pace.prefetch ? pace.latency_cycles + read0 : 0.0);
+  double total = pace.reduce_cycles;
   // The inputs: row a's channel carries x[K_a] of the whole shard, column after column, ahead of
   // the first pass's weights in the same channel (each column's ramp filter lets in only its
   // part: ws_codegen.cc), so no column starts before the busiest row's stream has gone by; the
@@ -840,7 +922,9 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
   est.input_cycles = std::max(est.input_cycles, p.shard / p.channel_rate);
   // ... and no faster than the host's input workers bring the samples in.
   est.input_cycles = std::max(est.input_cycles, p.shard * pace.sample_cycles);
-  total += est.input_cycles;
+  // The first weights reach the wafer after the request's latency and MemoryX's READ, meanwhile
+  // the inputs stream in ahead of them through the same channels: the later of the two.
+  total += std::max(est.input_cycles, pace.prefetch ? pace.latency_cycles + read0 : 0.0);
   for (int l = 0; l < p.layers; ++l) {
     const WsLayerEst& e = p.est[static_cast<size_t>(l)];
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
@@ -856,7 +940,8 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
     x.fwd = std::max(x.stream_f, e.fwd_cycles) + e.turn_cycles;
     // The pass's dW also leave the system through the host link (bridge, SwarmX).
     const double grads_out = static_cast<double>(e.weights) / pace.grads_per_cycle;
-    x.bwd = std::max({x.stream_b, e.bwd_cycles, e.egress_cycles, grads_out}) + e.turn_cycles;
+    // The last pass (layer 0's backward) ends with its dW out (the reduction follows): no turn.
+    x.bwd = std::max({x.stream_b, e.bwd_cycles, e.egress_cycles, grads_out}) + (l > 0 ? std::max(e.turn_cycles, e.bwd_turn_cycles) : 0.0);
     total += x.fwd + x.bwd;
     est.layers.push_back(x);
   }
@@ -882,6 +967,8 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
                       {"forward_compute_cycles", e.fwd_cycles},
                       {"backward_compute_cycles", e.bwd_cycles},
                       {"gradient_egress_cycles", e.egress_cycles},
+                      {"forward_pass_cycles", x.fwd},
+                      {"backward_pass_cycles", x.bwd},
                       {"forward_bound", x.stream_f >= e.fwd_cycles ? "weight stream" : "compute"},
                       {"backward_bound", x.stream_b >= std::max(e.bwd_cycles, e.egress_cycles) ? "weight stream"
                                          : e.egress_cycles > e.bwd_cycles                           ? "gradient egress"
@@ -897,6 +984,7 @@ nlohmann::json ws_compile_report(const KernelGraph& g, const WsPlan& p, const Hw
   r["samples_per_column"] = p.m;
   r["pes_per_system"] = p.pes();
   r["layout"] = p.grid ? "grid" : "rows";
+  r["dw_block"] = p.dw_block;
   // One per feature row (grid: per band) and the root row's; the East ones are grid bands'.
   r["channels_used"] = (p.grid ? p.bands() : p.rows) + 1;
   int east = 0;

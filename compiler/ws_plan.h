@@ -71,6 +71,7 @@ struct WsLayerEst {
   double bwd_cycles = 0;        // backward compute of the busiest PE
   double egress_cycles = 0;     // backward: the dW rows out through the busiest row channel
   double turn_cycles = 0;       // per pass: the last values down the columns and back up, which the next pass waits for
+  double bwd_turn_cycles = 0;   // the same after a backward pass (the gathered dy through the roots)
 };
 
 struct WsPlan {
