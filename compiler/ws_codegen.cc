@@ -289,6 +289,15 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as << "activate 1" << "exit";
 
   // Loop bounds and vector lengths of layer l's passes.
+  // dW blocks: block B's start, and the block each backward pass starts in (startb[l]: B where
+  // the pass before it, the backward pass of layer l+1, ended in A, whose send may still be on
+  // its way: a pass's last block leaves asynchronously but for layer 0's).
+  const long long blkb = 4LL * K * maxni;
+  std::vector<char> startb(static_cast<size_t>(L), 0);
+  for (int l = L - 1; l >= 1 && K > 1; --l) {
+    const bool last = (startb[static_cast<size_t>(l)] + (p.width[static_cast<size_t>(l) + 1] - 1) / K) % 2 == 1;
+    startb[static_cast<size_t>(l) - 1] = p.len(l, a) > 0 ? !last : startb[static_cast<size_t>(l)];
+  }
   auto set_layer = [&](int l) {
     as << "li r10, " + S(p.wlen(l, a)) << "li r11, " + S(p.outs[static_cast<size_t>(l)]) << "li r3, 0" << "li r4, dy";
     if (p.len(l, a) == 0) return;  // an empty slice (grid): no op of the layer reads these
@@ -306,7 +315,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       for (const std::string& d : {dEO, dEI, dEO2, dEI2, dBlkA, dBlkB}) {
         if (!d.empty()) as << "dlen " + d + ", r13";
       }
-      as << "li r10, dwblk";  // the next dW row: r10 from here to the pass's end
+      // The next dW row: r10 from here to the pass's end.
+      as << (startb[static_cast<size_t>(l)] ? "li r10, dwblk+" + S(blkb) : std::string("li r10, dwblk"));
     }
   };
   // The q-th read of the return stream in a minibatch into the dy buffer: q < L-1 layer q's
@@ -643,13 +653,17 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     }
     as << "addi r3, r3, 1" << "bne r3, r11, bm_" + P;
     if (K > 1) {
+      // The last block: asynchronously (its wave overlaps the dy's turn through the roots and
+      // the next pass's first block, which fills the other block), but in layer 0's pass, the
+      // minibatch's last. Its descriptors are not those of the block on its way.
       const int lastb = (nO - 1) / K, count = nO - lastb * K;
-      const bool b = lastb % 2 == 1;
-      as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3" << "li r13, " + S(static_cast<long long>(count) * nI);
+      const bool b = (startb[static_cast<size_t>(l)] + lastb) % 2 == 1;
+      if (l == 0) as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3";
+      as << "li r13, " + S(static_cast<long long>(count) * nI);
       for (const std::string& d : {b ? dEO2 : dEO, b ? dEI2 : dEI, b ? dBlkB : dBlkA}) {
         if (!d.empty()) as << "dlen " + d + ", r13";
       }
-      as << block_send(b);
+      as << block_send(b) + (l == 0 ? "" : ", async=3");
     } else {
       as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3" << send;
     }
@@ -712,7 +726,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     const std::string next = l == 0 ? "activate " + work_task(ph) : "";
     if (K > 1) {
       // A block is full when r10 reaches its end: its send goes, and the other block fills.
-      const long long blkb = 4LL * K * maxni, end = static_cast<long long>(K) * row4;
+      const long long end = static_cast<long long>(K) * row4;
       as << "li r14, dwblk+" + S(end) << "beq r10, r14, ba_" + P << "li r14, dwblk+" + S(blkb + end) << "beq r10, r14, bb_" + P;
       if (l == 0) as << next;
       as << "exit" << "ba_" + P + ":" << block_send(false) + ", async=3" << "li r10, dwblk+" + S(blkb);

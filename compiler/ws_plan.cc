@@ -651,12 +651,14 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   // the far end, which a stall at the channel's column holds back too (the row's multicast of
   // the weights stops when that column stops taking them; counting the weights buffered on the
   // way as a lead made K = 1 look free on 256 columns, where it ran 9x slower), but not for the
-  // pass's last block, whose weights are all in. The last block leaves synchronously. K is
+  // pass's last block, whose weights are all in. The last block leaves asynchronously with
+  // blocks (but in layer 0's pass, the minibatch's last): its wave overlaps the dy's turn
+  // through the roots (bwd_turn_cycles), so the pass counts only what outlasts the turn. K is
   // chosen here, among those SRAM holds, for the fewest backward cycles of
   // the whole model (ties: the smaller); a model with convolutions sends output by output
   // (ws_codegen.cc).
   const double dw_hop = 2.0 * hw.router.ramp_latency + hw.router.hop_latency + 2;
-  auto bwd_pass = [&](const RowBwd& r, int K) {
+  auto bwd_pass = [&](const RowBwd& r, int K, int l) {
     if (p.cols == 1) return r.fixed + r.outs * r.per_out + std::max(r.ni, r.drain);
     const double tk = r.per_out + (K > 1 ? 3 : 0), stretch = tk / std::max(1.0, tk - r.busy);
     const double lat = (p.cols - 1) * dw_hop;
@@ -668,13 +670,17 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       far = last ? far + kb * tk : std::max(far + kb * tk, t0);
       done = std::max(t0, far + lat) + kb * std::max(r.ni * (last ? 1.0 : stretch), r.drain);
     }
+    if (K > 1 && l > 0) {
+      const WsLayerEst& e = p.est[static_cast<size_t>(l)];
+      return r.fixed + std::max(t0, done - std::max(e.turn_cycles, e.bwd_turn_cycles));
+    }
     return r.fixed + done;
   };
   auto model_bwd = [&](int K) {
     double sum = 0;
-    for (const std::vector<RowBwd>& rs : rowb) {
+    for (int l = 0; l < L; ++l) {
       double worst = 0;
-      for (const RowBwd& r : rs) worst = std::max(worst, bwd_pass(r, K));
+      for (const RowBwd& r : rowb[static_cast<size_t>(l)]) worst = std::max(worst, bwd_pass(r, K, l));
       sum += worst;
     }
     return sum;
@@ -696,7 +702,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   for (int l = 0; l < L; ++l) {
     if (rowb[static_cast<size_t>(l)].empty()) continue;
     double worst = 0;
-    for (const RowBwd& r : rowb[static_cast<size_t>(l)]) worst = std::max(worst, bwd_pass(r, p.dw_block));
+    for (const RowBwd& r : rowb[static_cast<size_t>(l)]) worst = std::max(worst, bwd_pass(r, p.dw_block, l));
     p.est[static_cast<size_t>(l)].bwd_cycles = worst;
   }
   return p;
