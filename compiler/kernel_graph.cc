@@ -291,7 +291,6 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       if (n.outputs.size() > 1 && !n.outputs[1].empty()) return "MaxPool's indices output is not supported";
       if (pp.kh < 1 || pp.kw < 1 || pp.kh > f.h || pp.kw > f.w) return "a " + std::to_string(pp.kh) + " x " + std::to_string(pp.kw) + " window does not fit the " + std::to_string(f.h) + " x " + std::to_string(f.w) + " plane";
       if (pp.sh < 1 || pp.sw < 1 || pp.sh > 64 || pp.sw > 64) return "strides must be 1 to 64";
-      if (pp.sh < pp.kh || pp.sw < pp.kw) return "overlapping windows (strides below the kernel) are not supported yet";
     }
     pp.hq = (f.h - pp.kh) / pp.sh + 1, pp.wq = (f.w - pp.kw) / pp.sw + 1;
     d.pool = pp;

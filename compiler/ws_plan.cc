@@ -881,19 +881,24 @@ void pool_backward(const ConvParams& c, const PoolParams& q, const float* y, con
     std::fill(dy, dy + c.ho * c.wo, dout[0] * inv);
     return;
   }
+  // Row of windows by row, tap by tap, and within a tap window by window: the firmware's order
+  // (codegen.cc's emit_pool_bwd: one vector op per tap over a row's windows), which matters
+  // where windows overlap (strides below the kernel), and r the gradient still to place in each
+  // window of the row (max: its first largest element takes it).
+  std::vector<float> r(static_cast<size_t>(q.wq));
   for (int py = 0; py < q.hq; ++py) {
-    for (int px = 0; px < q.wq; ++px) {
-      float r = dout[py * q.wq + px];
-      const float o = out[py * q.wq + px];
-      for (int ky = 0; ky < q.kh; ++ky) {
-        for (int kx = 0; kx < q.kw; ++kx) {
+    for (int px = 0; px < q.wq; ++px) r[static_cast<size_t>(px)] = dout[py * q.wq + px];
+    for (int ky = 0; ky < q.kh; ++ky) {
+      for (int kx = 0; kx < q.kw; ++kx) {
+        for (int px = 0; px < q.wq; ++px) {
           const int i = (py * q.sh + ky) * c.wo + px * q.sw + kx;
+          float& rp = r[static_cast<size_t>(px)];
           if (q.kind == PoolParams::kMax) {
-            const bool below = o > y[i];
-            dy[i] = dy[i] + (below ? 0.0f : r);
-            r = below ? r : 0.0f;
+            const bool below = out[py * q.wq + px] > y[i];
+            dy[i] = dy[i] + (below ? 0.0f : rp);
+            rp = below ? rp : 0.0f;
           } else {
-            dy[i] = std::fma(inv, r, dy[i]);
+            dy[i] = std::fma(inv, rp, dy[i]);
           }
         }
       }

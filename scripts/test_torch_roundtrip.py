@@ -93,6 +93,8 @@ SHAPES = [
     ("hardswish_op17", [20, 12, 8, 5], "hardswish", 17, 30, 0.1, 0.9),
     ("mish_op17", [20, 12, 8, 5], "mish", 17, 31, 0.1, 0.9),
     ("hardtanh_conv_op13", [10], "hardtanh", 13, 32, 0.05, 0.9),
+    # Overlapping pooling windows (3 x 3, stride 2: AlexNet's and ResNet's stems).
+    ("overlap_pool_op13", [10], "relu", 13, 34, 0.05, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -123,7 +125,8 @@ WS_CASES = [
 # weight streaming's convolutions, trained for CNN_STEPS steps (runs of 1, 2 and CNN_STEPS).
 CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c3p1,a2", [1, 12, 12]),
         "lenet_op13": ("4c5,m2,8c5,m2", [1, 28, 28]), "leaky_avg_op17": ("4c3p1,a2,6c3,m2", [2, 12, 12]),
-        "hardtanh_conv_op13": ("4c3,m2,6c3", [1, 12, 12]), "ws_sgd_hardtanh_conv": ("4c3,m2", [1, 12, 12])}
+        "hardtanh_conv_op13": ("4c3,m2,6c3", [1, 12, 12]), "ws_sgd_hardtanh_conv": ("4c3,m2", [1, 12, 12]),
+        "overlap_pool_op13": ("4c3p1,m3s2,6c3,a3s2", [1, 15, 15]), "ws_sgd_overlap_pool": ("4c3p1,m3s2,6c3p1,a3s2", [2, 13, 13])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
@@ -136,6 +139,7 @@ WS_CASES += [
     ("ws_sgd_mish", [20, 12, 8, 5], "mish", 13, 20, "sgd", 0.1, 0.9),
     ("ws_sgd_hardtanh_conv", [10], "hardtanh", 13, 21, "sgd", 0.05, 0.9),
     ("ws_sgd_layernorm_shared", [20, 12, 12, 5], "hardswish", 17, 22, "sgd", 0.1, 0.9),
+    ("ws_sgd_overlap_pool", [10], "relu", 13, 23, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual).

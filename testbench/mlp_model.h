@@ -190,6 +190,7 @@ struct ConvLayerSpec {
   int co = 4, k = 3, stride = 1, pad = 0;
   std::string pool;  // "", "MaxPool", "AveragePool", "GlobalAveragePool"
   int pool_k = 2;
+  int pool_stride = 0;  // 0: pool_k (windows side by side); below pool_k they overlap
 };
 struct CnnSpec {
   int c = 1, h = 8, w = 8;
@@ -263,10 +264,11 @@ inline void write_cnn(const std::string& path, const CnnSpec& spec) {
     } else if (!cv.pool.empty()) {
       auto* p = node(cv.pool, {cur});
       ints(p, "kernel_shape", {cv.pool_k, cv.pool_k});
-      ints(p, "strides", {cv.pool_k, cv.pool_k});
+      const int ps = cv.pool_stride > 0 ? cv.pool_stride : cv.pool_k;
+      ints(p, "strides", {ps, ps});
       ints(p, "pads", {0, 0, 0, 0});
       cur = p->output(0);
-      h /= cv.pool_k, w /= cv.pool_k;
+      h = (h - cv.pool_k) / ps + 1, w = (w - cv.pool_k) / ps + 1;
     }
   }
   auto* f = node("Flatten", {cur});

@@ -238,6 +238,19 @@ TEST(Training, ConvolutionsMatchReference) {
   check_against_reference(spec, 24, 6, 0, 3, "lp_conv");
 }
 
+// Overlapping windows (3 x 3, stride 2, as AlexNet's and ResNet's stems pool): an element in
+// two windows takes both windows' gradients, added in the firmware's order (row of windows,
+// tap, window); MaxPool and AveragePool, on a budget that splits the channels.
+TEST(Training, OverlappingPoolingMatchesReference) {
+  CnnSpec spec;
+  spec.c = 2, spec.h = 11, spec.w = 10;
+  ConvLayerSpec a{4, 3, 1, 1, "MaxPool", 3}, b{5, 3, 1, 1, "AveragePool", 3};
+  a.pool_stride = b.pool_stride = 2;
+  spec.convs = {a, b};
+  spec.dense = {6, 3};
+  check_against_reference(spec, 24, 6, 24, 3, "lp_conv_overlap");
+}
+
 // GlobalAveragePool after a LeakyReLU convolution, Tanh on three channels with no pooling.
 TEST(Training, ConvolutionsWithGlobalPoolingLeakyReluAndTanh) {
   CnnSpec spec;
