@@ -492,6 +492,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
       ws("Weight streaming and the cluster [ws] [memoryx] [swarmx] [edge_bridge] [input]");
   ws.add_options()
       ("ws.columns", po::value(&c.ws.columns)->default_value(c.ws.columns), "sample columns per wafer (0: chosen with ws.rows by the compile estimate, within compile.max_pes)")
+      ("ws.dw_block", po::value(&c.ws.dw_block)->default_value(c.ws.dw_block), "dW rows a feature row sends along its reduction at once (0: chosen by the compile estimate, up to 64 as SRAM allows; 1: output by output)")
       ("ws.rows", po::value(&c.ws.rows)->default_value(c.ws.rows), "feature rows per wafer (0: chosen with ws.columns by the compile estimate; rows layout: at most every I/O channel row but the root's and the narrowest layer; grid: io.spacing rows per such channel)")
       ("ws.layout", po::value(&c.ws_layout)->default_value(c.ws_layout),
        "rows: a feature row on each West channel row; grid: bands of adjacent feature rows round each channel row, fed through relays in the edge columns of both edges, to cover the wafer; auto: the one the compile estimate prefers")
@@ -613,6 +614,7 @@ bool parse_train_options(const std::vector<std::string>& args, TrainConfig* cfg,
     throw ConfigError("--systems " + std::to_string(c.ws.systems) + " needs weight-streaming mode (layer-pipelined runs on one system)");
   }
   if (c.ws.columns < 0 || c.ws.rows < 0) throw ConfigError("ws.columns and ws.rows must be >= 0");
+  if (c.ws.dw_block < 0 || c.ws.dw_block > 4096) throw ConfigError("ws.dw_block must be in 0..4096, got " + std::to_string(c.ws.dw_block));
   if (c.ws_layout != "rows" && c.ws_layout != "grid" && c.ws_layout != "auto") {
     throw ConfigError("ws.layout must be rows, grid or auto (got '" + c.ws_layout + "')");
   }

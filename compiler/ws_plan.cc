@@ -332,8 +332,12 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
           if (p.is_conv(l)) conv_code += kConvCode;
         }
       }
-      worst = std::max(worst, kCodeBytes + kLayerCode * L + conv_code + 4 * (x + dx + ones + dy + 2 * m + 4 * (ni + 3) + 8 + hw.core.sram_banks / 2 + blocks) +
-                                  16 * (L + 2));
+      // Code that grows with the phases (ws_codegen.cc): the return read's start of a phase by
+      // its task (four instructions a phase), and with dW blocks each phase's loop bounds of
+      // the blocks (eight) and each backward pass's block tests and last block (twelve).
+      const long phase_code = static_cast<long>(kInstrBytes) * (8L * L + (p.dw_block > 1 ? 16L * L + 12L * L : 0));
+      worst = std::max(worst, kCodeBytes + kLayerCode * L + conv_code + phase_code +
+                                  4 * (x + dx + ones + dy + 2 * m + 4 * (ni + 3) + 8 + hw.core.sram_banks / 2 + blocks) + 16 * (L + 2));
     }
     return worst;
   };
@@ -686,7 +690,18 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     return sum;
   };
   p.dw_block = 1;
-  if (p.cols > 1 && !p.any_conv()) {
+  if (o.dw_block != 0) {
+    // Set by the user (ws.dw_block; negative: place_ws's own retry): as given, where it can be.
+    int widest = 1;
+    for (int l = 0; l < L; ++l) widest = std::max(widest, p.outs[static_cast<size_t>(l)]);
+    const int k = std::abs(o.dw_block);
+    if (k > 1 && p.any_conv()) throw CompileError("ws.dw_block " + S(k) + ": a model with convolutions sends its dW rows output by output (ws.dw_block 0 or 1)");
+    p.dw_block = std::min(k, widest);
+    if (row_bytes(m) > sram) {
+      throw CompileError("ws.dw_block " + S(k) + ": two blocks of dW rows need " + S(row_bytes(m)) + " bytes of a feature-row PE's SRAM, the core has " +
+                         S(sram) + "; use a smaller ws.dw_block or 0 (chosen)");
+    }
+  } else if (p.cols > 1 && !p.any_conv()) {
     int widest = 1;
     for (int l = 0; l < L; ++l) widest = std::max(widest, p.outs[static_cast<size_t>(l)]);
     double best = model_bwd(1);
@@ -711,6 +726,21 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
 }  // namespace
 
 WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
+  if (o.dw_block > 1) {
+    // Blocks the user set that no mapping holds: say so where output-by-output sends would fit.
+    try {
+      WsOptions q = o;
+      q.dw_block = -o.dw_block;  // the same, without this check
+      return place_ws(g, hw, q);
+    } catch (const CompileError&) {
+      WsOptions q = o;
+      q.dw_block = 1;
+      place_ws(g, hw, q);  // where nothing fits even so, that error says what to change
+      throw CompileError("weight-streaming: ws.dw_block " + S(o.dw_block) + ": no mapping's feature-row PEs hold two blocks of " + S(o.dw_block) +
+                         " dW rows besides the rest in " + S(static_cast<long long>(hw.core.sram_kb) * 1024) +
+                         " bytes of SRAM; use a smaller ws.dw_block or 0 (chosen by the estimate)");
+    }
+  }
   if (const int l = g.first_conv(); l >= 0 && (o.grid || o.auto_layout || o.rows != 1)) {
     // A convolution runs on one feature row: each column's PE holds its samples' planes whole.
     const std::string what = "the convolution '" + g.layers[static_cast<size_t>(l)].name + "'";

@@ -58,6 +58,7 @@ struct WsOptions {
   // channel's West band first (more channels: more I/O). 0: both tried (place_ws), 1: packed,
   // 2: spread.
   int pack = 0;
+  int dw_block = 0;  // ws.dw_block: dW rows a row sends at once (0: chosen by the estimate; WsPlan::dw_block)
   WsHostPace pace;   // the host side, for the estimate that chooses rows and columns
 };
 
