@@ -556,10 +556,19 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
          << "vadd.fp32 " + dAcc + ", " + dAcc + ", " + dFt << "addi r5, r5, 4" << "daddb " + dXk + ", 4" << "addi r2, r2, 1"
          << "li r14, " + S(p.len(l, a)) << "bne r2, r14, ff_" + L_;
     } else {
-      as << "li r13, X" + L_ << "dbase " + dXs + ", r13" << "li r2, 0" << "li r5, acc";
-      as << "fs_" + L_ + ":" << "vmul.fp32 " + dT + ", " + dWb + ", " + dXs << "vsum.fp32 r13, " + dT << "st32 [r5], r13"
-         << "addi r5, r5, 4" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m)
-         << "bne r2, r14, fs_" + L_;
+      as << "li r13, X" + L_ << "dbase " + dXs + ", r13";
+      if (m <= kWsUnrolledSamples) {
+        // A few samples: the loop unrolled (the same ops in the same order, no loop counter).
+        for (int s = 0; s < m; ++s) {
+          as << "vmul.fp32 " + dT + ", " + dWb + ", " + dXs << "vsum.fp32 r13, " + dT << "st32 [r0+acc+" + S(4LL * s) + "], r13";
+          if (s + 1 < m) as << "daddb " + dXs + ", " + S(row4);
+        }
+      } else {
+        as << "li r2, 0" << "li r5, acc";
+        as << "fs_" + L_ + ":" << "vmul.fp32 " + dT + ", " + dWb + ", " + dXs << "vsum.fp32 r13, " + dT << "st32 [r5], r13"
+           << "addi r5, r5, 4" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1" << "li r14, " + S(m)
+           << "bne r2, r14, fs_" + L_;
+      }
     }
     if (p.is_conv(l)) {
     } else if (a == 0) {
@@ -630,12 +639,27 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "dbase " + dDw0 + ", r6" << "vfmac.fp32 " + dDw0 + ", " + dDyo + ", " + dXk + ", " + dDw0 << "addi r5, r5, 4"
          << "addi r6, r6, 4" << "daddb " + dXk + ", 4" << "addi r2, r2, 1" << "li r14, " + S(nI) << "bne r2, r14, bf_" + P;
     } else {
-      as << "li r13, X" + S(l) << "dbase " + dXs + ", r13" << "li r2, 0";
+      as << "li r13, X" + S(l) << "dbase " + dXs + ", r13";
       if (l > 0) as << "li r13, dx" << "dbase " + dDxs + ", r13";
-      as << "bs_" + P + ":" << "ld32 r13, [r4]" << "addi r4, r4, 4";
-      if (l > 0) as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13" << "daddb " + dDxs + ", " + S(row4);
-      as << "vaxpy.fp32 " + dDwr + ", " + dXs + ", r13" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1"
-         << "li r14, " + S(m) << "bne r2, r14, bs_" + P;
+      if (m <= kWsUnrolledSamples) {
+        for (int s = 0; s < m; ++s) {
+          const bool more = s + 1 < m;
+          as << "ld32 r13, [r4+" + S(4LL * s) + "]";
+          if (l > 0) {
+            as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13";
+            if (more) as << "daddb " + dDxs + ", " + S(row4);
+          }
+          as << "vaxpy.fp32 " + dDwr + ", " + dXs + ", r13";
+          if (more) as << "daddb " + dXs + ", " + S(row4);
+        }
+        as << "addi r4, r4, " + S(4LL * m);
+      } else {
+        as << "li r2, 0";
+        as << "bs_" + P + ":" << "ld32 r13, [r4]" << "addi r4, r4, 4";
+        if (l > 0) as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13" << "daddb " + dDxs + ", " + S(row4);
+        as << "vaxpy.fp32 " + dDwr + ", " + dXs + ", r13" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1"
+           << "li r14, " + S(m) << "bne r2, r14, bs_" + P;
+      }
     }
     // The dW row leaves west: asynchronously while outputs follow; the last one synchronously,
     // after a one-element op on microthread 3 has waited out the previous send.

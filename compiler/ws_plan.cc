@@ -335,7 +335,9 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // Code that grows with the phases (ws_codegen.cc): the return read's start of a phase by
       // its task (four instructions a phase), and with dW blocks each phase's loop bounds of
       // the blocks (eight) and each backward pass's block tests and last block (twelve).
-      const long phase_code = static_cast<long>(kInstrBytes) * (8L * L + (p.dw_block > 1 ? 16L * L + 12L * L : 0));
+      // Unrolled per-sample loops: up to six instructions a sample and layer.
+      const long unrolled = m <= kWsUnrolledSamples ? 6L * m * L : 0;
+      const long phase_code = static_cast<long>(kInstrBytes) * (8L * L + unrolled + (p.dw_block > 1 ? 16L * L + 12L * L : 0));
       worst = std::max(worst, kCodeBytes + kLayerCode * L + conv_code + phase_code +
                                   4 * (x + dx + ones + dy + 2 * m + 4 * (ni + 3) + 8 + hw.core.sram_banks / 2 + blocks) + 16 * (L + 2));
     }
@@ -576,9 +578,16 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, e.stream_cycles);
       } else {
         const long n = static_cast<long>(ni), ms = static_cast<long>(m);
-        fwd = D + pre + 6 + R + 4 + paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + 6) + R * (m - 1) + m + 5 + R + 1;
         busy = (l > 0 ? 2 : 1) * paired_cycles(n, ms, hw.core.fmac_fp32, banks);
-        bwd = D + wts + clear + (l > 0 ? 5 : 3) + m * (l > 0 ? 7 : 6) + busy + R * (m - 1) + 5 + R + 2 + (l == 0);
+        if (m <= kWsUnrolledSamples) {
+          // Unrolled: per sample a store forward, a load backward, and the operands' steps
+          // between samples; no loop counter.
+          fwd = D + pre + 6 + R + 2 + paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + 1) + (m - 1) + m + 5 + R + 1;
+          bwd = D + wts + clear + (l > 0 ? 4 : 2) + m + (m - 1) * (l > 0 ? 2 : 1) + busy + 1 + 5 + R + 2 + (l == 0);
+        } else {
+          fwd = D + pre + 6 + R + 4 + paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + 6) + R * (m - 1) + m + 5 + R + 1;
+          bwd = D + wts + clear + (l > 0 ? 5 : 3) + m * (l > 0 ? 7 : 6) + busy + R * (m - 1) + 5 + R + 2 + (l == 0);
+        }
         // The weights of the next output come in while this one computes, written only in
         // cycles its ops leave the one SRAM write port free (the prefetch waits for them). An op
         // writes every step for `burst` cycles; the channel keeps delivering through a burst

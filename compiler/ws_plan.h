@@ -62,6 +62,10 @@ struct WsOptions {
   WsHostPace pace;   // the host side, for the estimate that chooses rows and columns
 };
 
+// A feature-row PE's per-sample loops (ws_codegen.cc) are unrolled for this many samples a
+// column or fewer; the estimate counts the instructions either way.
+constexpr int kWsUnrolledSamples = 4;
+
 struct WsLayerEst {
   long long weights = 0;        // parameters streamed per pass (weights; biases go to the roots)
   double stream_cycles = 0;     // one pass's weights through the busiest row channel

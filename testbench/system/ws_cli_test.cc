@@ -651,7 +651,7 @@ TEST(WsCompile, ClusterBadInputIsAClearError) {
       {{"--mode", "weight-streaming", "--memoryx.capacity_gb", "0.0001", "--train.steps", "1"}, "too large for MemoryX"},
       {{"--mode", "weight-streaming", "--trace.vcd", "x.vcd", "--trace.region", "0:1,0:9999"}, "trace.region"},
       {{"--mode", "weight-streaming", "--ws.dw_block", "-1"}, "ws.dw_block must be in 0..4096"},
-      {{"--mode", "weight-streaming", "--ws.dw_block", "32", "--core.sram_kb", "6", "--ws.columns", "4", "--train.steps", "1"},
+      {{"--mode", "weight-streaming", "--ws.dw_block", "32", "--core.sram_kb", "16", "--ws.rows", "8", "--ws.columns", "4", "--train.steps", "1"},
        "ws.dw_block 32: no mapping's feature-row PEs hold two blocks"},
   };
   for (const auto& c : cases) {

@@ -232,7 +232,7 @@ TEST(WsPlan, NarrowSlicesRunFeatureByFeature) {
     EXPECT_TRUE(p.by_feature(2, a)) << "row " << a;   // 2 of 6
   }
   o.batch = 8;
-  o.rows = 0;
+  o.rows = 4;  // 7 features over 4 rows: a slice of one (fixed: the estimate's own choice moves)
   o.columns = 2;
   const WsRig q = make_ws_rig(MlpSpec{{12, 7, 5, 3}, "Sigmoid", 5, 13}, 12, 20, 4, o, "ws_ways_m4");  // as ws_m4
   bool one = false;
@@ -356,6 +356,7 @@ TEST(WsTraining, SeveralSamplesPerColumnAndSigmoid) {
   SKIP_IF_KERNEL_STARTED();
   WsOptions o;
   o.batch = 8;
+  o.rows = 4;     // a one-feature slice among them (WsPlan.NarrowSlicesRunFeatureByFeature)
   o.columns = 2;  // 4 samples per column: the dW and db parts are vsums
   check_ws(MlpSpec{{12, 7, 5, 3}, "Sigmoid", 5, 13}, 12, 20, 4, o, 3, "ws_m4");
 }
