@@ -201,6 +201,18 @@ struct CnnSpec {
   int features() const { return c * h * w; }
 };
 
+// Two convolutions with overlapping pooling windows (3 x 3, stride 2): MaxPool, then
+// AveragePool, then dense layers of 6 and 3, over 2 x h x w.
+inline CnnSpec overlap_pool_spec(int h, int w) {
+  CnnSpec spec;
+  spec.c = 2, spec.h = h, spec.w = w;
+  ConvLayerSpec a{4, 3, 1, 1, "MaxPool", 3}, b{5, 3, 1, 1, "AveragePool", 3};
+  a.pool_stride = b.pool_stride = 2;
+  spec.convs = {a, b};
+  spec.dense = {6, 3};
+  return spec;
+}
+
 inline void write_cnn(const std::string& path, const CnnSpec& spec) {
   onnx::ModelProto m;
   m.set_ir_version(7);

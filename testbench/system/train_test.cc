@@ -242,13 +242,7 @@ TEST(Training, ConvolutionsMatchReference) {
 // two windows takes both windows' gradients, added in the firmware's order (row of windows,
 // tap, window); MaxPool and AveragePool, on a budget that splits the channels.
 TEST(Training, OverlappingPoolingMatchesReference) {
-  CnnSpec spec;
-  spec.c = 2, spec.h = 11, spec.w = 10;
-  ConvLayerSpec a{4, 3, 1, 1, "MaxPool", 3}, b{5, 3, 1, 1, "AveragePool", 3};
-  a.pool_stride = b.pool_stride = 2;
-  spec.convs = {a, b};
-  spec.dense = {6, 3};
-  check_against_reference(spec, 24, 6, 24, 3, "lp_conv_overlap");
+  check_against_reference(overlap_pool_spec(11, 10), 24, 6, 24, 3, "lp_conv_overlap");
 }
 
 // GlobalAveragePool after a LeakyReLU convolution, Tanh on three channels with no pooling.

@@ -471,16 +471,10 @@ TEST(WsTraining, ConvolutionsMatchTheReference) {
 // bit against ws_reference.cc (the same pooling code as layer-pipelined mode's).
 TEST(WsTraining, OverlappingPoolingMatchesTheReference) {
   SKIP_IF_KERNEL_STARTED();
-  CnnSpec spec;
-  spec.c = 2, spec.h = 13, spec.w = 12;
-  ConvLayerSpec a{4, 3, 1, 1, "MaxPool", 3}, b{5, 3, 1, 1, "AveragePool", 3};
-  a.pool_stride = b.pool_stride = 2;
-  spec.convs = {a, b};
-  spec.dense = {6, 3};
   WsOptions o;
   o.batch = 8;
   o.columns = 2;
-  check_ws(spec, 8, 12, 4, o, 3, "ws_conv_overlap");
+  check_ws(overlap_pool_spec(13, 12), 8, 12, 4, o, 3, "ws_conv_overlap");
 }
 
 // LayerNorm before each hidden activation (ReLU; GELU, which the rows apply to the normalised
