@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <tuple>
 
 #include "compiler/activation.h"
 #include "compiler/onnx_model.h"
@@ -698,6 +699,12 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     }
     return sum;
   };
+  // Rows of one layer with the same figures simulate alike (most rows share a slice length): once each.
+  for (std::vector<RowBwd>& rs : rowb) {
+    auto key = [](const RowBwd& r) { return std::make_tuple(r.outs, r.per_out, r.busy, r.ni, r.fixed, r.drain); };
+    std::sort(rs.begin(), rs.end(), [&](const RowBwd& x, const RowBwd& y) { return key(x) < key(y); });
+    rs.erase(std::unique(rs.begin(), rs.end(), [&](const RowBwd& x, const RowBwd& y) { return key(x) == key(y); }), rs.end());
+  }
   p.dw_block = 1;
   if (o.dw_block != 0) {
     // Set by the user (ws.dw_block; negative: place_ws's own retry): as given, where it can be.
