@@ -294,9 +294,10 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // its way: a pass's last block leaves asynchronously but for layer 0's).
   const long long blkb = 4LL * K * maxni;
   std::vector<char> startb(static_cast<size_t>(L), 0);
+  // Does the backward pass of layer l end in block B? (Its outputs' blocks alternate from startb[l].)
+  auto ends_in_b = [&](int l) { return (startb[static_cast<size_t>(l)] + (p.width[static_cast<size_t>(l) + 1] - 1) / K) % 2 == 1; };
   for (int l = L - 1; l >= 1 && K > 1; --l) {
-    const bool last = (startb[static_cast<size_t>(l)] + (p.width[static_cast<size_t>(l) + 1] - 1) / K) % 2 == 1;
-    startb[static_cast<size_t>(l) - 1] = p.len(l, a) > 0 ? !last : startb[static_cast<size_t>(l)];
+    startb[static_cast<size_t>(l) - 1] = p.len(l, a) > 0 ? !ends_in_b(l) : startb[static_cast<size_t>(l)];
   }
   auto set_layer = [&](int l) {
     as << "li r10, " + S(p.wlen(l, a)) << "li r11, " + S(p.outs[static_cast<size_t>(l)]) << "li r3, 0" << "li r4, dy";
@@ -680,8 +681,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       // The last block: asynchronously (its wave overlaps the dy's turn through the roots and
       // the next pass's first block, which fills the other block), but in layer 0's pass, the
       // minibatch's last. Its descriptors are not those of the block on its way.
-      const int lastb = (nO - 1) / K, count = nO - lastb * K;
-      const bool b = (startb[static_cast<size_t>(l)] + lastb) % 2 == 1;
+      const int count = nO - (nO - 1) / K * K;
+      const bool b = ends_in_b(l);
       if (l == 0) as << "vmov.fp32 " + dFence + ", " + dFence + ", async=3";
       as << "li r13, " + S(static_cast<long long>(count) * nI);
       for (const std::string& d : {b ? dEO2 : dEO, b ? dEI2 : dEI, b ? dBlkB : dBlkA}) {

@@ -706,11 +706,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     rs.erase(std::unique(rs.begin(), rs.end(), [&](const RowBwd& x, const RowBwd& y) { return key(x) == key(y); }), rs.end());
   }
   p.dw_block = 1;
-  if (o.dw_block != 0) {
-    // Set by the user (ws.dw_block; negative: place_ws's own retry): as given, where it can be.
+  if (o.dw_block > 0) {
+    // Set by the user (ws.dw_block): as given, where it can be.
     int widest = 1;
     for (int l = 0; l < L; ++l) widest = std::max(widest, p.outs[static_cast<size_t>(l)]);
-    const int k = std::abs(o.dw_block);
+    const int k = o.dw_block;
     if (k > 1 && p.any_conv()) throw CompileError("ws.dw_block " + S(k) + ": a model with convolutions sends its dW rows output by output (ws.dw_block 0 or 1)");
     p.dw_block = std::min(k, widest);
     if (row_bytes(m) > sram) {
@@ -741,22 +741,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
 
 }  // namespace
 
-WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
-  if (o.dw_block > 1) {
-    // Blocks the user set that no mapping holds: say so where output-by-output sends would fit.
-    try {
-      WsOptions q = o;
-      q.dw_block = -o.dw_block;  // the same, without this check
-      return place_ws(g, hw, q);
-    } catch (const CompileError&) {
-      WsOptions q = o;
-      q.dw_block = 1;
-      place_ws(g, hw, q);  // where nothing fits even so, that error says what to change
-      throw CompileError("weight-streaming: ws.dw_block " + S(o.dw_block) + ": no mapping's feature-row PEs hold two blocks of " + S(o.dw_block) +
-                         " dW rows besides the rest in " + S(static_cast<long long>(hw.core.sram_kb) * 1024) +
-                         " bytes of SRAM; use a smaller ws.dw_block or 0 (chosen by the estimate)");
-    }
-  }
+namespace {
+
+// The mapping of the best estimate among the candidates o allows (place_ws without its check
+// of a user's ws.dw_block).
+WsPlan place_ws_search(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   if (const int l = g.first_conv(); l >= 0 && (o.grid || o.auto_layout || o.rows != 1)) {
     // A convolution runs on one feature row: each column's PE holds its samples' planes whole.
     const std::string what = "the convolution '" + g.layers[static_cast<size_t>(l)].name + "'";
@@ -767,7 +756,7 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     WsOptions r = o;
     r.grid = r.auto_layout = false;
     r.rows = 1;
-    return place_ws(g, hw, r);
+    return place_ws_search(g, hw, r);
   }
   if (!g.layers.empty() && g.layers.back().ln.on) {
     throw CompileError("the LayerNorm '" + g.layers.back().ln.node + "' is on the logits (the output of " + g.layers.back().name +
@@ -783,12 +772,12 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     std::exception_ptr rows_error;
     WsPlan best;
     try {
-      best = place_ws(g, hw, r);
+      best = place_ws_search(g, hw, r);
     } catch (const CompileError&) {
       rows_error = std::current_exception();
     }
     try {
-      WsPlan grid = place_ws(g, hw, q);
+      WsPlan grid = place_ws_search(g, hw, q);
       if (rows_error || ws_estimate(g, grid, o.pace).cycles_per_batch < ws_estimate(g, best, o.pace).cycles_per_batch * (1 - 1e-9)) {
         return grid;
       }
@@ -801,9 +790,9 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
     WsOptions s = o, k = o;
     s.pack = 2;
     k.pack = 1;
-    const WsPlan spread = place_ws(g, hw, s);  // its error where neither fits
+    const WsPlan spread = place_ws_search(g, hw, s);  // its error where neither fits
     try {
-      WsPlan packed = place_ws(g, hw, k);
+      WsPlan packed = place_ws_search(g, hw, k);
       if (ws_estimate(g, packed, o.pace).cycles_per_batch < ws_estimate(g, spread, o.pace).cycles_per_batch * (1 - 1e-9)) return packed;
     } catch (const CompileError&) {
     }
@@ -867,6 +856,23 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
   best.rows_room = room;
   best.budget_bound = o.rows == 0 && o.max_pes > 0 && best.rows < room && (room + 1) * best.cols + (o.grid ? 2 * room : 0) > o.max_pes;
   return best;
+}
+
+}  // namespace
+
+WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
+  if (o.dw_block <= 1) return place_ws_search(g, hw, o);
+  // Blocks the user set that no mapping holds: say so where output-by-output sends would fit.
+  try {
+    return place_ws_search(g, hw, o);
+  } catch (const CompileError&) {
+    WsOptions q = o;
+    q.dw_block = 1;
+    place_ws_search(g, hw, q);  // where nothing fits even so, that error says what to change
+    throw CompileError("weight-streaming: ws.dw_block " + S(o.dw_block) + ": no mapping's feature-row PEs hold two blocks of " + S(o.dw_block) +
+                       " dW rows besides the rest in " + S(static_cast<long long>(hw.core.sram_kb) * 1024) +
+                       " bytes of SRAM; use a smaller ws.dw_block or 0 (chosen by the estimate)");
+  }
 }
 
 }  // namespace wafersim::compiler
