@@ -567,13 +567,19 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
   Search s{g, hw, opt, sram, auto_ring ? kMinRing : opt.ring_depth, grad};
   std::vector<int> p(static_cast<size_t>(L) + 1, 1);  // p[l] = layer l's p_in; p[l+1] its p_out; p[L] = 1
   // A residual connection's two boundaries (the source k, the sum l + 1) take the same slices:
-  // the larger of their counts.
+  // the larger of their counts, until every connection agrees (chained connections share
+  // boundaries: one pass left 784-48-48-48-10's first boundary at 7 slices and its second at 8,
+  // and the first residual net had no root to start from).
   auto tie = [&](std::vector<int>& q) {
-    for (int l = 0; l < L; ++l) {
-      const int k = g.layers[static_cast<size_t>(l)].residual;
-      if (k < 1) continue;
-      const int v = std::max(q[static_cast<size_t>(k)], q[static_cast<size_t>(l) + 1]);
-      q[static_cast<size_t>(k)] = q[static_cast<size_t>(l) + 1] = v;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int l = 0; l < L; ++l) {
+        const int k = g.layers[static_cast<size_t>(l)].residual;
+        if (k < 1) continue;
+        const int v = std::max(q[static_cast<size_t>(k)], q[static_cast<size_t>(l) + 1]);
+        moved = moved || q[static_cast<size_t>(k)] != v || q[static_cast<size_t>(l) + 1] != v;
+        q[static_cast<size_t>(k)] = q[static_cast<size_t>(l) + 1] = v;
+      }
     }
   };
   auto pes_of = [&](const std::vector<int>& q) {

@@ -829,6 +829,30 @@ TEST(Compiler, ResidualConnectionsRouteOnTheWholeWafer) {
   EXPECT_TRUE(contains(r.out, "/fc2/Gemm: 8x8 tiles")) << r.out;
 }
 
+// Chained residual connections share boundaries (fc2's sum is fc3's source): every boundary of
+// the chain takes the same slices. At width 48 one pass of the tie left fc1's outputs in 7
+// slices and fc2's in 8, and the run failed at load (a residual net from a root that is not
+// there); found 2026-11-29 by a torch export no test used.
+TEST(Compiler, ChainedResidualConnectionsTieEveryBoundary) {
+  Graph g;
+  g.input("input", onnx::TensorProto::FLOAT, {-1, 784});
+  g.linear("fc1", "input", "z1", 784, 48);
+  g.node("Relu", "/act1/Relu", {"z1"}, "h1");
+  g.linear("fc2", "h1", "z2", 48, 48);
+  g.node("Relu", "/act2/Relu", {"z2"}, "r2");
+  g.node("Add", "/Add", {"h1", "r2"}, "h2");
+  g.linear("fc3", "h2", "z3", 48, 48);
+  g.node("Relu", "/act3/Relu", {"z3"}, "r3");
+  g.node("Add", "/Add_1", {"h2", "r3"}, "h3");
+  g.linear("fc4", "h3", "logits", 48, 10);
+  g.output("logits", 10);
+  const CmdResult r = compile({g.save("residual_chain48"), "--mode", "layer-pipelined", "--compile-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "/fc1/Gemm: 123x8 tiles")) << r.out;
+  EXPECT_TRUE(contains(r.out, "/fc2/Gemm: 8x8 tiles")) << r.out;
+  EXPECT_TRUE(contains(r.out, "/fc3/Gemm: 8x8 tiles")) << r.out;
+}
+
 // Softmax (compiler/kernel_graph.cc): the loss absorbs a softmax of the last layer only; one
 // between two layers was once silently dropped, so the wafer would have trained a different
 // function than the model's.
