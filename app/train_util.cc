@@ -38,8 +38,14 @@ void print_graph(const KernelGraph& g, std::ostream& out) {
     }
     std::string pool;
     if (l.pool.kind != PoolParams::kNone) {
-      pool = std::string(" + ") + (l.pool.kind == PoolParams::kMax ? "maxpool " : "avgpool ") + std::to_string(l.pool.kh) + "x" +
-             std::to_string(l.pool.kw) + " -> " + std::to_string(l.conv.co) + " x " + std::to_string(l.pool.hq) + " x " + std::to_string(l.pool.wq);
+      const PoolParams& q = l.pool;
+      pool = std::string(" + ") + (q.kind == PoolParams::kMax ? "maxpool " : "avgpool ") + std::to_string(q.kh) + "x" + std::to_string(q.kw);
+      if (q.sh != q.kh || q.sw != q.kw) pool += " stride " + std::to_string(q.sh) + "x" + std::to_string(q.sw);
+      if (q.padded()) {
+        pool += " pads " + std::to_string(q.pt) + "," + std::to_string(q.pl) + "," + std::to_string(q.pb) + "," + std::to_string(q.pr);
+        if (q.kind == PoolParams::kAvg) pool += q.count_pad ? " (counted)" : " (not counted)";
+      }
+      pool += " -> " + std::to_string(l.conv.co) + " x " + std::to_string(q.hq) + " x " + std::to_string(q.wq);
     }
     out << "  " << l.name << ": " << kind << (l.bias.empty() ? "" : " + bias") << (l.ln.on ? " + layernorm" : "")
         << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "") << pool

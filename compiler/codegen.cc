@@ -1,6 +1,7 @@
 #include "compiler/codegen.h"
 
 #include <cstring>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "compiler/ws_plan.h"
 #include "firmware/kernels/kernel_util.h"
 #include "hw/config.h"
+#include "hw/number_format.h"
 
 namespace wafersim::compiler {
 namespace {
@@ -435,12 +437,135 @@ std::string conv_tap_table(const ConvParams& cv, const std::string& sym) {
   return tbl;
 }
 
+std::string pool_div_table(const ConvParams& cv, const PoolParams& q, const std::string& sym) {
+  if (q.kind != PoolParams::kAvg || pool_uniform(q)) return "";
+  std::string tbl = ".data " + sym + ", i32";
+  for (int py = 0; py < q.hq; ++py) {
+    for (int px = 0; px < q.wq; ++px) tbl += ", " + S(static_cast<long long>(f32_bits(pool_inv(cv, q, py, px))));
+  }
+  return tbl;
+}
+
+namespace {
+
+// A padded pooling's rows of windows in runs that see the same kernel rows (the rest fall in
+// the padding): [first, end) and which ky are inside the plane.
+struct PoolRowRun {
+  int first = 0, end = 0;
+  std::vector<bool> ky;
+};
+std::vector<PoolRowRun> pool_row_runs(const ConvParams& cv, const PoolParams& q) {
+  std::vector<PoolRowRun> runs;
+  for (int py = 0; py < q.hq; ++py) {
+    std::vector<bool> in(static_cast<size_t>(q.kh));
+    for (int ky = 0; ky < q.kh; ++ky) {
+      const int iy = py * q.sh - q.pt + ky;
+      in[static_cast<size_t>(ky)] = iy >= 0 && iy < cv.ho;
+    }
+    if (runs.empty() || runs.back().ky != in) runs.push_back({py, py, in});
+    runs.back().end = py + 1;
+  }
+  return runs;
+}
+
+// The padded forms of emit_pool_fwd/bwd (ws_plan.h pool_forward's padded order): per run of
+// rows a loop whose body takes each tap inside the plane over the windows that have it.
+void emit_pool_fwd_padded(kernels::PeAsm& a, const ConvParams& cv, const PoolParams& q, const PoolDsd& d, const std::string& L_) {
+  const bool max = q.kind == PoolParams::kMax, table = !max && !pool_uniform(q);
+  const long long row0 = -4LL * (static_cast<long long>(q.pt) * cv.wo + q.pl);
+  a << "li r13, 1" << "dstride " + d.pq + ", r13" << "li r13, " + S(q.sw) << "dstride " + d.py + ", r13" << "addi r6, r3, " + S(row0)
+    << "mov r7, r4";
+  if (table) a << "li r13, " + S(q.wq) << "dlen " + d.cm + ", r13" << "li r13, 1" << "dstride " + d.cm + ", r13";
+  int k = 0;
+  for (const PoolRowRun& run : pool_row_runs(cv, q)) {
+    const std::string lbl = "ppr_" + L_ + "_" + S(k++);
+    a << "li r8, " + S(run.first) << lbl + ":" << "li r13, " + S(q.wq) << "dlen " + d.pq + ", r13" << "dbase " + d.pq + ", r7"
+      << "lif r13, " + kernels::f32_literal(max ? -std::numeric_limits<float>::infinity() : 0.0f) << "vfill.fp32 " + d.pq + ", r13";
+    for (int ky = 0; ky < q.kh; ++ky) {
+      if (!run.ky[static_cast<size_t>(ky)]) continue;
+      for (int kx = 0; kx < q.kw; ++kx) {
+        const PoolSpan sp = pool_span(cv, q, ky, kx);
+        if (sp.x1 <= sp.x0) continue;
+        a << "li r13, " + S(sp.x1 - sp.x0) << "dlen " + d.pq + ", r13" << "dlen " + d.py + ", r13" << "addi r13, r7, " + S(4LL * sp.x0)
+          << "dbase " + d.pq + ", r13" << "addi r13, r6, " + S(4LL * (static_cast<long long>(ky) * cv.wo + kx + static_cast<long long>(sp.x0) * q.sw))
+          << "dbase " + d.py + ", r13" << std::string(max ? "vmax" : "vadd") + ".fp32 " + d.pq + ", " + d.pq + ", " + d.py;
+      }
+    }
+    if (!max) {
+      a << "li r13, " + S(q.wq) << "dlen " + d.pq + ", r13" << "dbase " + d.pq + ", r7";
+      if (table) {
+        a << "sub r13, r7, r4" << "addi r13, r13, " + d.dv << "dbase " + d.cm + ", r13" << "vmul.fp32 " + d.pq + ", " + d.pq + ", " + d.cm;
+      } else {
+        a << "lif r13, " + kernels::f32_literal(1.0f / static_cast<float>(q.kh * q.kw)) << "vmuls.fp32 " + d.pq + ", " + d.pq + ", r13";
+      }
+    }
+    a << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq) << "addi r8, r8, 1" << "li r13, " + S(run.end)
+      << "bne r8, r13, " + lbl;
+  }
+}
+
+void emit_pool_bwd_padded(kernels::PeAsm& a, const ConvParams& cv, const PoolParams& q, const PoolDsd& d, const std::string& L_) {
+  const bool max = q.kind == PoolParams::kMax, table = !max && !pool_uniform(q);
+  const long long row0 = -4LL * (static_cast<long long>(q.pt) * cv.wo + q.pl);
+  a << "li r13, " + S(q.sw) << "dstride " + d.py + ", r13" << "dstride " + d.dt + ", r13" << "li r13, 1" << "dstride " + d.pq + ", r13"
+    << "dstride " + d.gq + ", r13";
+  if (table) a << "dstride " + d.cm + ", r13";
+  a << "addi r6, r3, " + S(row0) << "addi r8, r15, " + S(row0) << "mov r7, r4" << "mov r14, r11";
+  // The descriptors a tap's ops read, and those whose base moves to its first window.
+  std::vector<std::string> lens{d.pq, d.py, d.gq, d.dt}, moved{d.pq, d.gq};
+  if (max) {
+    for (const std::string& x : {d.rr, d.cm, d.tt, d.zero}) lens.push_back(x);
+    moved.push_back(d.rr);
+  }
+  int k = 0;
+  for (const PoolRowRun& run : pool_row_runs(cv, q)) {
+    const std::string lbl = "pbr_" + L_ + "_" + S(k++);
+    a << "li r9, " + S(run.first) << lbl + ":" << "li r13, " + S(q.wq);
+    for (const std::string& x : lens) a << "dlen " + x + ", r13";
+    if (table) a << "dlen " + d.cm + ", r13";
+    a << "dbase " + d.pq + ", r7" << "dbase " + d.gq + ", r14";
+    if (max) a << "vmov.fp32 " + d.rr + ", " + d.gq;
+    if (table) a << "sub r13, r14, r11" << "addi r13, r13, " + d.dv << "dbase " + d.cm + ", r13" << "vmul.fp32 " + d.gq + ", " + d.gq + ", " + d.cm;
+    for (int ky = 0; ky < q.kh; ++ky) {
+      if (!run.ky[static_cast<size_t>(ky)]) continue;
+      for (int kx = 0; kx < q.kw; ++kx) {
+        const PoolSpan sp = pool_span(cv, q, ky, kx);
+        if (sp.x1 <= sp.x0) continue;
+        const long long off = 4LL * (static_cast<long long>(ky) * cv.wo + kx + static_cast<long long>(sp.x0) * q.sw), x0 = 4LL * sp.x0;
+        a << "li r13, " + S(sp.x1 - sp.x0);
+        for (const std::string& x : lens) a << "dlen " + x + ", r13";
+        if (x0) {
+          for (const std::string& x : moved) a << "daddb " + x + ", " + S(x0);
+        }
+        a << "addi r13, r6, " + S(off) << "dbase " + d.py + ", r13" << "addi r13, r8, " + S(off) << "dbase " + d.dt + ", r13";
+        if (max) {
+          a << "vcmpgt.fp32 " + d.cm + ", " + d.pq + ", " + d.py << "vsel.fp32 " + d.tt + ", " + d.cm + ", " + d.zero + ", " + d.rr
+            << "vadd.fp32 " + d.dt + ", " + d.dt + ", " + d.tt << "vsel.fp32 " + d.rr + ", " + d.cm + ", " + d.rr + ", " + d.zero;
+        } else if (table) {
+          a << "vadd.fp32 " + d.dt + ", " + d.dt + ", " + d.gq;
+        } else {
+          a << "lif r13, " + kernels::f32_literal(1.0f / static_cast<float>(q.kh * q.kw)) << "vaxpy.fp32 " + d.dt + ", " + d.gq + ", r13";
+        }
+        if (x0) {
+          for (const std::string& x : moved) a << "daddb " + x + ", " + S(-x0);
+        }
+      }
+    }
+    a << "addi r6, r6, " + S(4LL * q.sh * cv.wo) << "addi r8, r8, " + S(4LL * q.sh * cv.wo) << "addi r7, r7, " + S(4LL * q.wq)
+      << "addi r14, r14, " + S(4LL * q.wq) << "addi r9, r9, 1" << "li r13, " + S(run.end) << "bne r9, r13, " + lbl;
+  }
+}
+
+}  // namespace
+
 void emit_pool_fwd(kernels::PeAsm& a, const ConvParams& cv, const PoolParams& q, long long planes, const PoolDsd& d,
                    const std::string& tag) {
   const long long P = static_cast<long long>(cv.ho) * cv.wo, Pq = static_cast<long long>(q.hq) * q.wq;
   const std::string inv = kernels::f32_literal(1.0f / static_cast<float>(q.kh * q.kw)), &L_ = tag;
   a << "mov r3, r1" << "mov r4, r2" << "li r5, 0" << "pps_" + L_ + ":";
-  if (whole_plane(cv, q)) {
+  if (q.padded()) {
+    emit_pool_fwd_padded(a, cv, q, d, L_);
+  } else if (whole_plane(cv, q)) {
     a << "li r13, " + S(P) << "dlen " + d.py + ", r13" << "li r13, 1" << "dstride " + d.py + ", r13" << "dbase " + d.py + ", r3"
       << "vsum.fp32 r13, " + d.py << "lif r14, " + inv << "fmul r13, r13, r14" << "st32 [r4], r13";
   } else {
@@ -466,7 +591,9 @@ void emit_pool_bwd(kernels::PeAsm& a, const ConvParams& cv, const PoolParams& q,
   const std::string inv = kernels::f32_literal(1.0f / static_cast<float>(q.kh * q.kw)), &L_ = tag;
   a << "li r13, " + S(planes * P) << "dlen " + d.zp + ", r13" << "li r13, " + dz_sym << "dbase " + d.zp + ", r13" << "vfill.fp32 " + d.zp + ", r0";
   a << "mov r3, r1" << "mov r4, r2" << "li r15, " + dz_sym << "li r11, " + gq_sym << "li r5, 0" << "pbs_" + L_ + ":";
-  if (whole_plane(cv, q)) {
+  if (q.padded()) {
+    emit_pool_bwd_padded(a, cv, q, d, L_);
+  } else if (whole_plane(cv, q)) {
     a << "li r13, " + S(P) << "dlen " + d.zp + ", r13" << "dbase " + d.zp + ", r15" << "ld32 r13, [r11]" << "lif r14, " + inv
       << "fmul r13, r13, r14" << "vfill.fp32 " + d.zp + ", r13";
   } else {
@@ -1013,6 +1140,7 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
     a.data(".space gq, fp32, " + S(cq * Pq));
     const long long wq = std::max(1, q.wq);
     a.data(".space rr, fp32, " + S(wq) + "\n.space cm, fp32, " + S(wq) + "\n.space tt, fp32, " + S(wq) + "\n.space zw, fp32, 1");
+    if (const std::string t = pool_div_table(cv, q, "pdv"); !t.empty()) a.data(t);
   }
   a.data(".space yf, i32, 1\n.space yb, i32, 1\n.space qf, i32, 1\n.space qb, i32, 1");
   if (sum) a.data(".space gb, fp32, " + S(cq));  // replicas: the bias gradients, summed over the copies
@@ -1031,7 +1159,7 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
     dQs = a.mem("qring", uQ);
     dGq = a.mem("gq", uQ);
     pd = PoolDsd{a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), a.mem("rr", 1), a.mem("cm", 1), a.mem("tt", 1),
-                 a.mem("zw", 1, 0), a.mem("tm", 1)};
+                 a.mem("zw", 1, 0), a.mem("tm", 1), "pdv"};
   }
   const std::string arm_fwd = "vmov.fp32 " + dAcc + ", " + dFin + ", async=0, done=activate:1";
   // The pooled gradient into gq, or without pooling straight into dz.

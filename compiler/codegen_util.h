@@ -65,9 +65,15 @@ std::string conv_tap_table(const ConvParams& c, const std::string& sym);
 // tap (strided), the pooled gradient's row, dz's row of the tap (strided), a max's scratch rows
 // (rr, cm, tt: wq elements) and its zero (zw, stride 0), and dz whole. The caller points rr,
 // cm, tt and zero at their symbols (dmem) before the first use; these set lengths and bases.
+// A padded average whose counts differ (pool_uniform false) also takes `dv`, the symbol of its
+// table of each window's fp32 1 / count (pool_div_table), read through cm.
 struct PoolDsd {
   std::string py, pq, gq, dt, rr, cm, tt, zero, zp;
+  std::string dv = "";
 };
+// The `.data` line of a padded average's table of 1 / count per pooled element ([hq][wq], fp32
+// bits), or "" where pool_uniform holds.
+std::string pool_div_table(const ConvParams& c, const PoolParams& q, const std::string& sym);
 // Pooling of `planes` planes of c's outputs from r1 (Y, [plane][ho wo]) into r2 (Q, [plane][hq
 // wq]), as ws_plan.h pool_forward computes it. Scratch r3-r8, r13, r14; `tag` makes the labels.
 void emit_pool_fwd(kernels::PeAsm& a, const ConvParams& c, const PoolParams& q, long long planes, const PoolDsd& d,

@@ -54,6 +54,10 @@ struct Flow {
   bool residual = false;  // the output of a residual Add
   int c = 0, h = 0, w = 0;  // rank 4: the NCHW planes (channels, height, width)
   bool pooled = false;    // a convolution's pooled output
+  // A Pad of zeros around the planes (top, left, bottom, right), taken as the pads of the Conv
+  // or AveragePool after it (count_include_pad: torch exports AvgPool2d's padding so).
+  std::vector<int64_t> pad = {};
+  std::string pad_node = "";
 };
 
 // A Gemm flag (transA, transB): 0 or 1, nothing else.
@@ -215,8 +219,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     };
     if (const OnnxAttr* a = n.attr("group"); a && a->i != 1) return "group = " + std::to_string(a->i) + "; the kernels take group 1 only (no grouped or depthwise convolutions yet)";
     if (const OnnxAttr* a = n.attr("auto_pad"); a && !a->s.empty() && a->s != "NOTSET") return "auto_pad = " + a->s + "; export with explicit pads";
-    const auto dil = ints("dilations", 2, 1), st = ints("strides", 2, 1), pads = ints("pads", 4, 0), ks = ints("kernel_shape", 2, 0);
+    const auto dil = ints("dilations", 2, 1), st = ints("strides", 2, 1), ks = ints("kernel_shape", 2, 0);
+    auto pads = ints("pads", 4, 0);
     if (dil.size() != 2 || st.size() != 2 || pads.size() != 4) return "a 2-D convolution needs 2 dilations, 2 strides and 4 pads";
+    for (size_t i = 0; i < f.pad.size() && i < 4; ++i) pads[i] += f.pad[i];
     if (dil[0] != 1 || dil[1] != 1) return "dilations " + dims_str(dil) + "; the kernels take dilation 1 only";
     if (st[0] < 1 || st[1] < 1 || st[0] > 64 || st[1] > 64) return "strides " + dims_str(st) + " must be 1 to 64";
     for (int64_t v : pads) {
@@ -279,9 +285,25 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       pp.kh = static_cast<int>(ks->ints[0]), pp.kw = static_cast<int>(ks->ints[1]);
       pp.sh = st && st->ints.size() == 2 ? static_cast<int>(st->ints[0]) : 1;
       pp.sw = st && st->ints.size() == 2 ? static_cast<int>(st->ints[1]) : 1;
-      if (const OnnxAttr* a = n.attr("pads"); a && std::any_of(a->ints.begin(), a->ints.end(), [](int64_t v) { return v != 0; })) {
-        return "pads " + dims_str(a->ints) + "; pooling takes no padding yet";
+      std::vector<int64_t> pads(4, 0);
+      if (const OnnxAttr* a = n.attr("pads"); a && !a->ints.empty()) {
+        if (a->ints.size() != 4) return "pads " + dims_str(a->ints) + " must give 4 values";
+        pads = a->ints;
       }
+      const OnnxAttr* cip = n.attr("count_include_pad");
+      pp.count_pad = cip && cip->i != 0;
+      if (!f.pad.empty()) {  // a Pad of zeros before an AveragePool: padding it counts
+        if (op != "AveragePool" || std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v != 0; })) {
+          return "follows a Pad of zeros (" + f.pad_node + "), taken only before a Conv or an AveragePool without pads of its own";
+        }
+        pads = f.pad;
+        pp.count_pad = true;
+      }
+      if (pads[0] < 0 || pads[1] < 0 || pads[2] < 0 || pads[3] < 0 || pads[0] >= ks->ints[0] || pads[2] >= ks->ints[0] ||
+          pads[1] >= ks->ints[1] || pads[3] >= ks->ints[1]) {
+        return "pads " + dims_str(pads) + " must be 0 to the window's size less 1";
+      }
+      pp.pt = static_cast<int>(pads[0]), pp.pl = static_cast<int>(pads[1]), pp.pb = static_cast<int>(pads[2]), pp.pr = static_cast<int>(pads[3]);
       if (const OnnxAttr* a = n.attr("ceil_mode"); a && a->i != 0) return "ceil_mode = 1 is not supported (floor only)";
       if (const OnnxAttr* a = n.attr("dilations"); a && std::any_of(a->ints.begin(), a->ints.end(), [](int64_t v) { return v != 1; })) {
         return "dilations " + dims_str(a->ints) + "; pooling takes dilation 1 only";
@@ -289,10 +311,14 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       if (const OnnxAttr* a = n.attr("auto_pad"); a && !a->s.empty() && a->s != "NOTSET") return "auto_pad = " + a->s + " is not supported";
       if (const OnnxAttr* a = n.attr("storage_order"); a && a->i != 0) return "storage_order = 1 is not supported";
       if (n.outputs.size() > 1 && !n.outputs[1].empty()) return "MaxPool's indices output is not supported";
-      if (pp.kh < 1 || pp.kw < 1 || pp.kh > f.h || pp.kw > f.w) return "a " + std::to_string(pp.kh) + " x " + std::to_string(pp.kw) + " window does not fit the " + std::to_string(f.h) + " x " + std::to_string(f.w) + " plane";
+      if (pp.kh < 1 || pp.kw < 1 || pp.kh > f.h + pp.pt + pp.pb || pp.kw > f.w + pp.pl + pp.pr) {
+        return "a " + std::to_string(pp.kh) + " x " + std::to_string(pp.kw) + " window does not fit the " + (pp.padded() ? "padded " : "") +
+               std::to_string(f.h) + " x " + std::to_string(f.w) + " plane";
+      }
       if (pp.sh < 1 || pp.sw < 1 || pp.sh > 64 || pp.sw > 64) return "strides must be 1 to 64";
     }
-    pp.hq = (f.h - pp.kh) / pp.sh + 1, pp.wq = (f.w - pp.kw) / pp.sw + 1;
+    pp.hq = (f.h + pp.pt + pp.pb - pp.kh) / pp.sh + 1, pp.wq = (f.w + pp.pl + pp.pr - pp.kw) / pp.sw + 1;
+    f.pad.clear();
     d.pool = pp;
     d.out = d.conv.co * pp.hq * pp.wq;
     g.notes.push_back(node_ref(n) + " fused into " + d.name + " after its activation");
@@ -326,7 +352,9 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       const FusedOp& fa = fused[gi->second];
       const std::string what = fa.kind == "LayerNorm" ? "LayerNorm" : activation_name(fa.act);
       std::string why;
-      if (f.known && std::find(n.inputs.begin(), n.inputs.end(), f.value) == n.inputs.end()) {
+      if (f.known && !f.pad.empty()) {
+        why = "follows a Pad of zeros (" + f.pad_node + "), taken only before a Conv or an AveragePool";
+      } else if (f.known && std::find(n.inputs.begin(), n.inputs.end(), f.value) == n.inputs.end()) {
         why = "a " + what + " that does not continue the model's single chain of layers";
       } else if (f.known && fa.kind == "LayerNorm") {
         why = take_layernorm(n, fa);
@@ -351,15 +379,40 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       unsupported(n, "does not continue the model's single chain of layers (branches are not supported)");
       continue;
     }
+    if (!f.pad.empty() && op != "Conv" && op != "AveragePool" && op != "MaxPool") {
+      unsupported(n, "follows a Pad of zeros (" + f.pad_node + "), taken only before a Conv or an AveragePool");
+      f.pad.clear();
+      continue;
+    }
     if (op == "Pad") {
-      // torch exports AvgPool2d with a Pad before it, of zeros: a rename.
+      // torch exports AvgPool2d with a Pad of zeros before it (of no width without padding: a
+      // rename; else the pool's pads, counted); a Pad of zeros before a Conv adds to its pads.
       if (!f.known) { follow(n); continue; }
-      auto it = n.inputs.size() > 1 ? m.initializers.find(n.inputs[1]) : m.initializers.end();
+      std::vector<int64_t> pads;
+      if (const OnnxAttr* a = n.attr("pads"); a && a->kind == OnnxAttr::kInts) pads = a->ints;  // opset < 11
+      if (auto it = n.inputs.size() > 1 ? m.initializers.find(n.inputs[1]) : m.initializers.end(); it != m.initializers.end()) {
+        pads = it->second.i64;
+      }
       const OnnxAttr* mode = n.attr("mode");
-      if (it == m.initializers.end() || (mode && !mode->s.empty() && mode->s != "constant") ||
-          std::any_of(it->second.i64.begin(), it->second.i64.end(), [](int64_t v) { return v != 0; })) {
-        unsupported(n, "padding is supported as a convolution's pads (a Pad of zeros is taken as a rename)");
+      bool zero = true;  // the constant: input 2 (opset >= 11) or the value attribute
+      if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+        auto c = m.initializers.find(n.inputs[2]);
+        zero = c != m.initializers.end() && c->second.numel() == 1 && !c->second.f32.empty() && c->second.f32[0] == 0.0f;
+      }
+      if (const OnnxAttr* v = n.attr("value"); v && v->f != 0.0f) zero = false;
+      const bool none = std::all_of(pads.begin(), pads.end(), [](int64_t v) { return v == 0; });
+      if (pads.empty() || (mode && !mode->s.empty() && mode->s != "constant") || !zero) {
+        unsupported(n, "padding is supported as a Pad of zeros with constant pads, before a Conv or an AveragePool");
         continue;
+      }
+      if (!none) {
+        if (f.rank != 4 || pads.size() != 8 || pads[0] || pads[1] || pads[4] || pads[5] || !f.pad.empty() ||
+            std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0 || v > 64; })) {
+          unsupported(n, "pads " + dims_str(pads) + ": a Pad of zeros is taken around NCHW planes only (0 to 64 each side), once");
+          continue;
+        }
+        f.pad = {pads[2], pads[3], pads[6], pads[7]};
+        f.pad_node = n.name;
       }
       f.value = n.outputs[0];
       continue;

@@ -64,13 +64,18 @@ struct ConvParams {
 };
 
 // Pooling of a convolution's activated output, channel by channel: MaxPool and AveragePool
-// (no pads, floor), GlobalAveragePool (kh x kw = the whole plane).
+// (floor; pads below the window's size: a max skips them, an average counts them when
+// count_pad, as torch's count_include_pad, and divides by the inputs in the window otherwise),
+// GlobalAveragePool (kh x kw = the whole plane).
 struct PoolParams {
   enum Kind { kNone, kMax, kAvg };
   Kind kind = kNone;
   std::string node;
   int kh = 1, kw = 1, sh = 1, sw = 1;
-  int hq = 0, wq = 0;           // the pooled plane
+  int pt = 0, pl = 0, pb = 0, pr = 0;  // pads: top, left, bottom, right
+  bool count_pad = false;              // an average's divisor counts the pads (kh kw everywhere)
+  int hq = 0, wq = 0;                  // the pooled plane
+  bool padded() const { return pt != 0 || pl != 0 || pb != 0 || pr != 0; }
 };
 
 // One fused kernel: y = act(W x + b), with W stored here as out x in, row-major, in fp32.

@@ -194,6 +194,35 @@ double root_ops(const CoreConfig& core, const DenseKernel& d, int cq, bool fwd) 
   if (q.kind == PoolParams::kNone) return t;
   const double taps = static_cast<double>(q.kh) * q.kw, wq = q.wq, strided = q.sw != 1;
   if (whole_plane(c, q)) return t + cq * (vec_op(core, P, fwd ? 1 : 0, add, false) + 14) + (fwd ? 0 : vec_op(core, all, 0, add, false));
+  if (q.padded()) {
+    // emit_pool_fwd/bwd's padded form: per row of windows its fill (or the gradient's copy and
+    // scaling), then per tap inside the plane its lengths, bases and ops over its windows.
+    const bool max = q.kind == PoolParams::kMax, table = !max && !pool_uniform(q);
+    double rows = 0;
+    for (int py = 0; py < q.hq; ++py) {
+      double row = 12 + (fwd ? vec_op(core, wq, 0, add, false) : max ? vec_op(core, wq, 1, add, false) : 0);
+      if (!max) row += (fwd || table) ? vec_op(core, wq, 2, mul, false) + 4 : 0;
+      for (int ky = 0; ky < q.kh; ++ky) {
+        const int iy = py * q.sh - q.pt + ky;
+        if (iy < 0 || iy >= c.ho) continue;
+        for (int kx = 0; kx < q.kw; ++kx) {
+          const PoolSpan sp = pool_span(c, q, ky, kx);
+          const double n = sp.x1 - sp.x0;
+          if (n <= 0) continue;
+          if (fwd) {
+            row += vec_op(core, n, 2, add, strided) + 8;
+          } else if (max) {
+            row += vec_op(core, n, 2, add, strided) + vec_op(core, n, 3, add, false) + vec_op(core, n, 2, add, strided) +
+                   vec_op(core, n, 3, add, false) + 14 + (sp.x0 > 0 ? 6 : 0);
+          } else {
+            row += vec_op(core, n, 2, table ? add : std::max(1, core.fmac_fp32), strided) + 10 + (sp.x0 > 0 ? 4 : 0);
+          }
+        }
+      }
+      rows += row;
+    }
+    return t + cq * (12 + rows) + (fwd ? 0 : vec_op(core, all, 0, add, false));
+  }
   double row = 10;
   if (fwd) {
     row += taps * (vec_op(core, wq, 2, add, strided) + 2);
@@ -483,11 +512,13 @@ long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool d
 }
 
 // The sums, dz, scratch and 1.0s over the channels' planes, the ring of activated planes and of
-// pooled ones, the pooled gradient, a pooling row's scratch (codegen.cc conv_root_source).
+// pooled ones, the pooled gradient, a pooling row's scratch and its table of 1 / count (a padded
+// average's, codegen.cc pool_div_table) (codegen.cc conv_root_source).
 long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth, bool grad) {
   const long P = static_cast<long>(c.ho) * c.wo, Pq = q.kind == PoolParams::kNone ? P : static_cast<long>(q.hq) * q.wq;
+  const long table = q.kind == PoolParams::kAvg && !pool_uniform(q) ? 4L * Pq : 0;
   return 4L * co * P * (4 + ring_depth) + 4L * co * Pq * (ring_depth + 1) + 4L * (P + 3L * std::max(1, q.wq) + (grad ? 12 : 8) * co + 16) +
-         kCodeBytes;
+         table + kCodeBytes;
 }
 
 double LayerPlan::macs() const {

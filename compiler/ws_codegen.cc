@@ -793,6 +793,9 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     as.data(".space YK" + S(l) + ", fp32, " + S(static_cast<long long>(p.outs[static_cast<size_t>(l)]) * m * p.oplane(l)));
     if (p.pool[static_cast<size_t>(l)].kind != PoolParams::kNone) {
       as.data(".space QK" + S(l) + ", fp32, " + S(static_cast<long long>(p.outs[static_cast<size_t>(l)]) * m * p.qplane(l)));
+      if (const std::string t = pool_div_table(p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], "PDV" + S(l)); !t.empty()) {
+        as.data(t);
+      }
     }
   }
   if (gq) {
@@ -941,9 +944,14 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   // Pooling of the m planes of one output, from r1 (Y, [s][ho wo]) into r2 (Q, [s][hq wq]), and
   // backward from gq into tm (codegen_util.h emit_pool_fwd, emit_pool_bwd).
   const PoolDsd pdsd{dPy, dPq, dGq, dDt, dRr, dCm, dTt, dZero, dZp};
-  auto pool_fwd = [&](int l) { emit_pool_fwd(as, p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], m, pdsd, S(l)); };
+  auto pool_dsd = [&](int l) {
+    PoolDsd d = pdsd;
+    d.dv = "PDV" + S(l);  // used only where a table was written
+    return d;
+  };
+  auto pool_fwd = [&](int l) { emit_pool_fwd(as, p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], m, pool_dsd(l), S(l)); };
   auto pool_bwd = [&](int l) {
-    emit_pool_bwd(as, p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], m, pdsd, "tm", "gq", S(l));
+    emit_pool_bwd(as, p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], m, pool_dsd(l), "tm", "gq", S(l));
   };
   as << "step:";
   skip_stream(as, 0, static_cast<long long>(p.shard) - m, dInL, dDisc, "rs_a");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <tuple>
 
 #include "compiler/activation.h"
@@ -189,10 +190,26 @@ WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long w
   // (an op per pooled row and window tap), the pooled plane back up; backward the pooled
   // gradient in, its spreading over the windows (four ops per tap and row: max), the
   // derivative, db, the gradient up.
-  const double taps_q = q.kind == PoolParams::kNone ? 0.0 : static_cast<double>(q.kh) * q.kw;
-  const double rows_q = q.kind == PoolParams::kNone ? 0.0 : m * q.hq;
-  const double root_f = m * (4.0 * P + Pq) + rows_q * taps_q * (q.wq + kRootOp) + kRootOp * 6;
-  const double root_b = m * (4.0 * P + Pq) + rows_q * taps_q * (4.0 * q.wq + 4 * kRootOp) + kRootOp * 6;
+  // Padded: only the taps inside the plane, over the windows that have them, each with its
+  // lengths and bases set (codegen.cc emit_pool_fwd/bwd's padded form).
+  double tap_ops = 0, tap_elems = 0;
+  if (q.kind != PoolParams::kNone && !q.padded()) {
+    tap_ops = static_cast<double>(q.hq) * q.kh * q.kw, tap_elems = tap_ops * q.wq;
+  } else if (q.kind != PoolParams::kNone) {
+    for (int py = 0; py < q.hq; ++py) {
+      for (int ky = 0; ky < q.kh; ++ky) {
+        const int iy = py * q.sh - q.pt + ky;
+        if (iy < 0 || iy >= c.ho) continue;
+        for (int kx = 0; kx < q.kw; ++kx) {
+          const PoolSpan sp = pool_span(c, q, ky, kx);
+          if (sp.x1 > sp.x0) tap_ops += 1.6, tap_elems += sp.x1 - sp.x0;  // its lengths and bases: 0.6 of an op
+        }
+      }
+      tap_elems += q.wq;  // the row's fill (forward) or copy (backward)
+    }
+  }
+  const double root_f = m * (4.0 * P + Pq) + m * (tap_elems + tap_ops * kRootOp) + kRootOp * 6;
+  const double root_b = m * (4.0 * P + Pq) + m * (4.0 * tap_elems + tap_ops * 4 * kRootOp) + kRootOp * 6;
   WsLayerEst e;
   e.weights = weights;
   e.stream_cycles = static_cast<double>(weights) / p.channel_rate;
@@ -353,7 +370,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   for (int l = 0; l < L; ++l) widths += p.root_params(l);
   // A convolution's root keeps its outputs before and after the pooling for the backward pass
   // (the rows keep only the pooled ones), and its per-output vectors hold a plane per sample.
-  long conv_kept = 0, plane = 1, ln_words = 0, ln_widest = 0;
+  long conv_kept = 0, conv_table = 0, plane = 1, ln_words = 0, ln_widest = 0;
   for (int l = 0; l < L; ++l) {
     if (p.has_ln(l)) {
       ln_words += 4L * p.outs[static_cast<size_t>(l)] + 8;
@@ -361,6 +378,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     }
     if (!p.is_conv(l)) continue;
     conv_kept += static_cast<long>(p.outs[static_cast<size_t>(l)]) * (p.oplane(l) + p.qplane(l)) + 8;
+    const PoolParams& q = p.pool[static_cast<size_t>(l)];
+    if (q.kind == PoolParams::kAvg && !pool_uniform(q)) conv_table += p.qplane(l);  // its table of 1 / count
     plane = std::max(plane, static_cast<long>(p.oplane(l)));
   }
   // A LayerNorm's root keeps the layer's outputs and x^ of its samples (2 n m), r (m), gamma,
@@ -368,7 +387,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   long ln_m = 0;
   for (int l = 0; l < L; ++l) ln_m += p.has_ln(l) ? 2L * p.outs[static_cast<size_t>(l)] + 1 : 0;
   auto root_bytes = [&](long m, bool db = false) {
-    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + 6 * m * plane + conv_kept * m + ln_m * m + ln_words +
+    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + 6 * m * plane + conv_kept * m + conv_table + ln_m * m + ln_words +
                                               (ln_widest ? 3 * ln_widest + 4 : 0) + 16 + (db ? widths : 0));
   };
   // The longest operand one descriptor covers in the firmware with m samples per column
@@ -879,14 +898,20 @@ WsPlan place_ws(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
 
 namespace wafersim::compiler {
 
+namespace {
+
+// The outputs o in [0, n) whose input o s - pad + k lies in [0, size).
+void tap_range(int n, int s, int pad, int k, int size, int* lo, int* hi) {
+  *lo = 0;
+  while (*lo < n && *lo * s - pad + k < 0) ++*lo;
+  *hi = *lo;
+  while (*hi < n && *hi * s - pad + k < size) ++*hi;
+}
+
+}  // namespace
+
 std::vector<ConvTap> conv_taps(const ConvParams& c) {
-  // The outputs o in [0, n) whose input o s - pad + k lies in [0, size).
-  auto range = [](int n, int s, int pad, int k, int size, int* lo, int* hi) {
-    *lo = 0;
-    while (*lo < n && *lo * s - pad + k < 0) ++*lo;
-    *hi = *lo;
-    while (*hi < n && *hi * s - pad + k < size) ++*hi;
-  };
+  const auto range = tap_range;
   std::vector<ConvTap> taps;
   for (int ci = 0; ci < c.c; ++ci) {
     for (int ky = 0; ky < c.kh; ++ky) {
@@ -903,7 +928,83 @@ std::vector<ConvTap> conv_taps(const ConvParams& c) {
   return taps;
 }
 
+PoolSpan pool_span(const ConvParams& c, const PoolParams& q, int ky, int kx) {
+  PoolSpan r;
+  tap_range(q.hq, q.sh, q.pt, ky, c.ho, &r.y0, &r.y1);
+  tap_range(q.wq, q.sw, q.pl, kx, c.wo, &r.x0, &r.x1);
+  if (r.y1 <= r.y0 || r.x1 <= r.x0) r.y1 = r.y0, r.x1 = r.x0;  // only padding
+  return r;
+}
+
+float pool_inv(const ConvParams& c, const PoolParams& q, int py, int px) {
+  if (pool_uniform(q)) return 1.0f / static_cast<float>(q.kh * q.kw);
+  const int y0 = py * q.sh - q.pt, x0 = px * q.sw - q.pl;
+  const int n = (std::min(y0 + q.kh, c.ho) - std::max(y0, 0)) * (std::min(x0 + q.kw, c.wo) - std::max(x0, 0));
+  return 1.0f / static_cast<float>(n);
+}
+
+namespace {
+
+// The padded forms (see ws_plan.h pool_forward): tap by tap over the windows that have it.
+void pool_forward_padded(const ConvParams& c, const PoolParams& q, const float* y, float* out) {
+  const bool max = q.kind == PoolParams::kMax;
+  const int Pq = q.hq * q.wq;
+  std::fill(out, out + Pq, max ? -std::numeric_limits<float>::infinity() : 0.0f);
+  for (int py = 0; py < q.hq; ++py) {
+    for (int ky = 0; ky < q.kh; ++ky) {
+      for (int kx = 0; kx < q.kw; ++kx) {
+        const PoolSpan sp = pool_span(c, q, ky, kx);
+        if (py < sp.y0 || py >= sp.y1) continue;
+        for (int px = sp.x0; px < sp.x1; ++px) {
+          const float e = y[(py * q.sh - q.pt + ky) * c.wo + px * q.sw - q.pl + kx];
+          float& v = out[py * q.wq + px];
+          v = max ? std::fmax(v, e) : v + e;
+        }
+      }
+    }
+  }
+  if (max) return;
+  const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
+  for (int py = 0; py < q.hq; ++py) {
+    for (int px = 0; px < q.wq; ++px) out[py * q.wq + px] *= pool_uniform(q) ? inv : pool_inv(c, q, py, px);
+  }
+}
+
+void pool_backward_padded(const ConvParams& c, const PoolParams& q, const float* y, const float* out, const float* dout, float* dy) {
+  const bool max = q.kind == PoolParams::kMax;
+  const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
+  std::vector<float> r(static_cast<size_t>(q.wq));
+  for (int py = 0; py < q.hq; ++py) {
+    for (int px = 0; px < q.wq; ++px) {
+      const float d = dout[py * q.wq + px];
+      r[static_cast<size_t>(px)] = max || pool_uniform(q) ? d : d * pool_inv(c, q, py, px);
+    }
+    for (int ky = 0; ky < q.kh; ++ky) {
+      for (int kx = 0; kx < q.kw; ++kx) {
+        const PoolSpan sp = pool_span(c, q, ky, kx);
+        if (py < sp.y0 || py >= sp.y1) continue;
+        for (int px = sp.x0; px < sp.x1; ++px) {
+          const int i = (py * q.sh - q.pt + ky) * c.wo + px * q.sw - q.pl + kx;
+          float& rp = r[static_cast<size_t>(px)];
+          if (max) {
+            const bool below = out[py * q.wq + px] > y[i];
+            dy[i] = dy[i] + (below ? 0.0f : rp);
+            rp = below ? rp : 0.0f;
+          } else if (pool_uniform(q)) {
+            dy[i] = std::fma(inv, rp, dy[i]);
+          } else {
+            dy[i] = dy[i] + rp;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void pool_forward(const ConvParams& c, const PoolParams& q, const float* y, float* out) {
+  if (q.padded()) return pool_forward_padded(c, q, y, out);
   const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
   if (whole_plane(c, q)) {
     float sum = 0.0f;
@@ -929,6 +1030,7 @@ void pool_forward(const ConvParams& c, const PoolParams& q, const float* y, floa
 void pool_backward(const ConvParams& c, const PoolParams& q, const float* y, const float* out, const float* dout, float* dy) {
   const float inv = 1.0f / static_cast<float>(q.kh * q.kw);
   std::fill(dy, dy + c.ho * c.wo, 0.0f);
+  if (q.padded()) return pool_backward_padded(c, q, y, out, dout, dy);
   if (whole_plane(c, q)) {
     std::fill(dy, dy + c.ho * c.wo, dout[0] * inv);
     return;

@@ -224,11 +224,26 @@ std::vector<ConvTap> conv_taps(const ConvParams& c);
 // from 0 times that. Backward, dy (ho x wo, set to 0 first) from dout: max passes each
 // window's gradient to its first largest element (row by row; every tap adds 0 or it); average
 // adds (1 / count) dout to each element (fused); the whole plane's takes dout / count each.
+// Padded (codegen.cc emit_pool_fwd/bwd's padded path): a max starts from -inf and an average
+// from 0, each tap over the windows that have it (pool_span); an average whose counts differ
+// multiplies by each window's pool_inv, and backward adds dout pool_inv (rounded) to each
+// element, tap by tap.
 void pool_forward(const ConvParams& c, const PoolParams& q, const float* y, float* out);
 // Whether pooling q of c's outputs is one window of the whole plane (GlobalAveragePool's).
 inline bool whole_plane(const ConvParams& c, const PoolParams& q) {
-  return q.kind == PoolParams::kAvg && q.kh == c.ho && q.kw == c.wo && q.hq == 1 && q.wq == 1;
+  return q.kind == PoolParams::kAvg && !q.padded() && q.kh == c.ho && q.kw == c.wo && q.hq == 1 && q.wq == 1;
 }
+// A padded pooling's window tap (ky, kx): the pooled rows [y0, y1) and columns [x0, x1) whose
+// window has that element inside the plane (the others see padding there).
+struct PoolSpan {
+  int y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+};
+PoolSpan pool_span(const ConvParams& c, const PoolParams& q, int ky, int kx);
+// Whether an average pooling divides every window by the same count (kh kw): unpadded, or its
+// pads counted. Otherwise each window's divisor is the inputs in it, pool_inv's table.
+inline bool pool_uniform(const PoolParams& q) { return !q.padded() || q.count_pad; }
+// fp32(1 / count) of pooled element (py, px)'s window.
+float pool_inv(const ConvParams& c, const PoolParams& q, int py, int px);
 void pool_backward(const ConvParams& c, const PoolParams& q, const float* y, const float* out, const float* dout, float* dy);
 
 // The one estimate of a minibatch (the compile report shows it; the trainer bounds a run by it):

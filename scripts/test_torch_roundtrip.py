@@ -95,6 +95,9 @@ SHAPES = [
     ("hardtanh_conv_op13", [10], "hardtanh", 13, 32, 0.05, 0.9),
     # Overlapping pooling windows (3 x 3, stride 2: AlexNet's and ResNet's stems).
     ("overlap_pool_op13", [10], "relu", 13, 34, 0.05, 0.9),
+    # Padded pooling: MaxPool2d(3, 2, 1) (ResNet's stem), AvgPool2d with its padding counted
+    # (torch exports a Pad before it) and not counted.
+    ("pad_pool_op17", [10], "relu", 17, 35, 0.05, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -126,7 +129,9 @@ WS_CASES = [
 CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c3p1,a2", [1, 12, 12]),
         "lenet_op13": ("4c5,m2,8c5,m2", [1, 28, 28]), "leaky_avg_op17": ("4c3p1,a2,6c3,m2", [2, 12, 12]),
         "hardtanh_conv_op13": ("4c3,m2,6c3", [1, 12, 12]), "ws_sgd_hardtanh_conv": ("4c3,m2", [1, 12, 12]),
-        "overlap_pool_op13": ("4c3p1,m3s2,6c3,a3s2", [1, 15, 15]), "ws_sgd_overlap_pool": ("4c3p1,m3s2,6c3p1,a3s2", [2, 13, 13])}
+        "overlap_pool_op13": ("4c3p1,m3s2,6c3,a3s2", [1, 15, 15]), "ws_sgd_overlap_pool": ("4c3p1,m3s2,6c3p1,a3s2", [2, 13, 13]),
+        "pad_pool_op17": ("4c3p1,m3s2p1,5c3p1,A3s1p1,4c3,a2s2p1", [1, 14, 13]),
+        "ws_sgd_pad_pool": ("4c3p1,m3s2p1,5c3p1,a3s2p1,4c3p1,A2s2p1", [2, 13, 12])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
@@ -140,6 +145,7 @@ WS_CASES += [
     ("ws_sgd_hardtanh_conv", [10], "hardtanh", 13, 21, "sgd", 0.05, 0.9),
     ("ws_sgd_layernorm_shared", [20, 12, 12, 5], "hardswish", 17, 22, "sgd", 0.1, 0.9),
     ("ws_sgd_overlap_pool", [10], "relu", 13, 23, "sgd", 0.05, 0.9),
+    ("ws_sgd_pad_pool", [10], "relu", 13, 24, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual).

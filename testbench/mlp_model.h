@@ -191,6 +191,8 @@ struct ConvLayerSpec {
   std::string pool;  // "", "MaxPool", "AveragePool", "GlobalAveragePool"
   int pool_k = 2;
   int pool_stride = 0;  // 0: pool_k (windows side by side); below pool_k they overlap
+  int pool_pad = 0;     // on every side
+  bool count_pad = false;  // AveragePool's count_include_pad
 };
 struct CnnSpec {
   int c = 1, h = 8, w = 8;
@@ -209,6 +211,22 @@ inline CnnSpec overlap_pool_spec(int h, int w) {
   ConvLayerSpec a{4, 3, 1, 1, "MaxPool", 3}, b{5, 3, 1, 1, "AveragePool", 3};
   a.pool_stride = b.pool_stride = 2;
   spec.convs = {a, b};
+  spec.dense = {6, 3};
+  return spec;
+}
+
+// Three convolutions with padded pooling, as ResNet's stem and torch's AvgPool2d(padding) pool:
+// MaxPool 3 x 3 stride 2 pad 1; AveragePool 3 x 3 stride 1 pad 1 without the pads counted (each
+// window divides by its inputs); AveragePool 2 x 2 stride 2 pad 1 with them counted; then
+// dense layers of 6 and 3, over 2 x h x w.
+inline CnnSpec padded_pool_spec(int h, int w) {
+  CnnSpec spec;
+  spec.c = 2, spec.h = h, spec.w = w;
+  ConvLayerSpec a{4, 3, 1, 1, "MaxPool", 3}, b{3, 3, 1, 1, "AveragePool", 3}, c{4, 3, 1, 1, "AveragePool", 2};
+  a.pool_stride = 2, b.pool_stride = 1, c.pool_stride = 2;
+  a.pool_pad = b.pool_pad = c.pool_pad = 1;
+  c.count_pad = true;
+  spec.convs = {a, b, c};
   spec.dense = {6, 3};
   return spec;
 }
@@ -278,9 +296,16 @@ inline void write_cnn(const std::string& path, const CnnSpec& spec) {
       ints(p, "kernel_shape", {cv.pool_k, cv.pool_k});
       const int ps = cv.pool_stride > 0 ? cv.pool_stride : cv.pool_k;
       ints(p, "strides", {ps, ps});
-      ints(p, "pads", {0, 0, 0, 0});
+      const int pp = cv.pool_pad;
+      ints(p, "pads", {pp, pp, pp, pp});
+      if (cv.count_pad) {
+        auto* a = p->add_attribute();
+        a->set_name("count_include_pad");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(1);
+      }
       cur = p->output(0);
-      h = (h - cv.pool_k) / ps + 1, w = (w - cv.pool_k) / ps + 1;
+      h = (h + 2 * pp - cv.pool_k) / ps + 1, w = (w + 2 * pp - cv.pool_k) / ps + 1;
     }
   }
   auto* f = node("Flatten", {cur});

@@ -354,6 +354,28 @@ bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>
     *shape = batch;
     return true;
   }
+  if (op == "Pad") {  // constant pads (the attribute before opset 11, else input 1): begins, then ends
+    if (k != 0 || !need(1)) return false;
+    std::vector<int64_t> p;
+    if (const OnnxAttr* a = o.attr("pads"); a && a->kind == OnnxAttr::kInts) {
+      p = a->ints;
+    } else if (o.inputs.size() > 1 && o.inputs[1] >= 0) {
+      const Tensor& t = g.tensors[static_cast<size_t>(o.inputs[1])];
+      if (!t.data || t.symbolic()) return false;
+      p = t.data->i64;
+    }
+    const auto& d = *in[0];
+    if (p.size() != 2 * d.size()) return false;
+    std::vector<int64_t> r = d;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (p[i] == 0 && p[i + d.size()] == 0) continue;
+      if (d[i] < 0) return false;  // a padded batch
+      r[i] = d[i] + p[i] + p[i + d.size()];
+      if (r[i] < 0) throw bad("pads " + dims_str(p) + " leave nothing of " + dims_str(d));
+    }
+    *shape = r;
+    return true;
+  }
   if (op == "Flatten") {
     if (k != 0 || !need(1)) return false;
     size_t axis = 0;

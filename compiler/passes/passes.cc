@@ -7,7 +7,7 @@ ir::Graph run_passes(ir::Graph g, std::vector<std::string>* log, const AfterPass
     const char* name;
     int (*run)(ir::Graph&);
   };
-  static const Pass kPasses[] = {{"fold_constants", fold_constants}, {"simplify", simplify},     {"fuse_layernorm", fuse_layernorm},
+  static const Pass kPasses[] = {{"fold_constants", fold_constants}, {"simplify", simplify},     {"fold_pad", fold_pad}, {"fuse_layernorm", fuse_layernorm},
                                  {"fuse_gelu", fuse_gelu},           {"fuse_activations", fuse_activations},
                                  {"fuse_dense", fuse_dense},         {"dead_code", dead_code}};
   for (const Pass& p : kPasses) {

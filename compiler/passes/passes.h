@@ -17,6 +17,7 @@ namespace wafersim::compiler::passes {
 // removed ops).
 int fold_constants(ir::Graph& g);  // ops over constants (and Shape of known shapes) become constants; shapes re-inferred
 int simplify(ir::Graph& g);        // Identity, inference Dropout, same-type Cast, same-shape Reshape/Flatten, zero Pad: renames
+int fold_pad(ir::Graph& g);        // a Pad of zeros around planes -> the pads of the Conv or AveragePool reading it
 int fuse_layernorm(ir::Graph& g);  // LayerNormalization, or its decomposed form -> LayerNorm
 int fuse_gelu(ir::Graph& g);       // the Erf form and the tanh form -> Gelu (attribute `approximate`)
 int fuse_activations(ir::Graph& g);  // SiLU, HardSwish, Mish, Softsign as torch exports them -> one op each

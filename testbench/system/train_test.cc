@@ -245,6 +245,13 @@ TEST(Training, OverlappingPoolingMatchesReference) {
   check_against_reference(overlap_pool_spec(11, 10), 24, 6, 24, 3, "lp_conv_overlap");
 }
 
+// Padded pooling (testbench/mlp_model.h padded_pool_spec): MaxPool over -inf pads, AveragePool
+// dividing each window by its inputs (a table at the roots) and by the whole window: bit for
+// bit against reference.cc, on a budget that splits the channels.
+TEST(Training, PaddedPoolingMatchesReference) {
+  check_against_reference(padded_pool_spec(13, 12), 24, 6, 24, 3, "lp_conv_padpool");
+}
+
 // GlobalAveragePool after a LeakyReLU convolution, Tanh on three channels with no pooling.
 TEST(Training, ConvolutionsWithGlobalPoolingLeakyReluAndTanh) {
   CnnSpec spec;

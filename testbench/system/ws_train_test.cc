@@ -477,6 +477,16 @@ TEST(WsTraining, OverlappingPoolingMatchesTheReference) {
   check_ws(overlap_pool_spec(13, 12), 8, 12, 4, o, 3, "ws_conv_overlap");
 }
 
+// Padded pooling windows (MaxPool, AveragePool with and without the pads counted) at the roots:
+// bit for bit against ws_reference.cc.
+TEST(WsTraining, PaddedPoolingMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  check_ws(padded_pool_spec(13, 12), 8, 12, 4, o, 3, "ws_conv_padpool");
+}
+
 // LayerNorm before each hidden activation (ReLU; GELU, which the rows apply to the normalised
 // values), at the roots: bit for bit against ws_reference.cc, with gamma and beta trained.
 MlpSpec ln_spec(std::vector<int> widths, const std::string& act) {

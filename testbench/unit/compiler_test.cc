@@ -287,7 +287,7 @@ TEST(Compiler, ActivationRefusalsNameTheNode) {
 }
 
 // Convolutions and pooling the kernels do not take are refused by name, with exit 2: grouped
-// convolutions, padded pooling, a convolution feeding the loss, a CNN in
+// convolutions, pads of a pooling window as wide as it, a convolution feeding the loss, a CNN in
 // layer-pipelined mode, and (weight streaming) planes that do not fit a PE's SRAM.
 TEST(Compiler, ConvolutionRefusalsNameTheNode) {
   auto ints = [](onnx::NodeProto* n, const std::string& key, const std::vector<int64_t>& v) {
@@ -298,7 +298,7 @@ TEST(Compiler, ConvolutionRefusalsNameTheNode) {
   };
   // Conv (co channels, 3 x 3) over 1 x h x h, then `pool` (k x k, stride s; "" none), Flatten, a Linear.
   auto cnn = [&](const std::string& name, int64_t co, int64_t h, int64_t group, const std::string& pool, int64_t k, int64_t s,
-                 bool pads, bool dense = true) {
+                 int64_t pads, bool dense = true) {
     Graph g;
     g.input("input", onnx::TensorProto::FLOAT, {-1, group, h, h});
     g.init("conv.weight", {co, 1, 3, 3});
@@ -312,8 +312,8 @@ TEST(Compiler, ConvolutionRefusalsNameTheNode) {
       if (pool != "GlobalAveragePool") {
         ints(p, "kernel_shape", {k, k});
         ints(p, "strides", {s, s});
-        if (pads) ints(p, "pads", {1, 1, 1, 1});
-        hw = (hw + (pads ? 2 : 0) - k) / s + 1;
+        if (pads) ints(p, "pads", {pads, pads, pads, pads});
+        hw = (hw + 2 * pads - k) / s + 1;
       } else {
         hw = 1;
       }
@@ -328,20 +328,24 @@ TEST(Compiler, ConvolutionRefusalsNameTheNode) {
     }
     return g.save(name);
   };
-  CmdResult r = compile({cnn("conv_group", 2, 6, 2, "", 0, 0, false), "--validate-only"});
+  CmdResult r = compile({cnn("conv_group", 2, 6, 2, "", 0, 0, 0), "--validate-only"});
   EXPECT_EQ(r.rc, kExitUsage);
   EXPECT_TRUE(contains(r.err, "group = 2; the kernels take group 1 only")) << r.err;
   EXPECT_TRUE(contains(r.err, "node '/conv/Conv'")) << r.err;
   // Overlapping windows are taken since 2026-11-29 late (3 x 3, stride 2).
-  r = compile({cnn("pool_overlap", 2, 9, 1, "MaxPool", 3, 2, false), "--validate-only"});
+  r = compile({cnn("pool_overlap", 2, 9, 1, "MaxPool", 3, 2, 0), "--validate-only"});
   EXPECT_EQ(r.rc, 0) << r.err;
-  r = compile({cnn("pool_pads", 2, 8, 1, "AveragePool", 2, 2, true), "--validate-only"});
+  // Padded windows since 2026-11-29 (below the window's size on each side).
+  r = compile({cnn("pool_pads", 2, 8, 1, "AveragePool", 2, 2, 1), "--validate-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "avgpool 2x2 pads 1,1,1,1 (not counted) -> 2 x 4 x 4")) << r.out;
+  r = compile({cnn("pool_pads_wide", 2, 8, 1, "MaxPool", 2, 2, 2), "--validate-only"});
   EXPECT_EQ(r.rc, kExitUsage);
-  EXPECT_TRUE(contains(r.err, "pooling takes no padding yet: node '/pool/AveragePool'")) << r.err;
-  r = compile({cnn("conv_last", 4, 6, 1, "GlobalAveragePool", 0, 0, false, false), "--validate-only"});
+  EXPECT_TRUE(contains(r.err, "pads [2, 2, 2, 2] must be 0 to the window's size less 1: node '/pool/MaxPool'")) << r.err;
+  r = compile({cnn("conv_last", 4, 6, 1, "GlobalAveragePool", 0, 0, 0, false), "--validate-only"});
   EXPECT_EQ(r.rc, kExitUsage);
   EXPECT_TRUE(contains(r.err, "must be a dense layer (Gemm or MatMul)")) << r.err;
-  const std::string ok = cnn("conv_ok", 4, 10, 1, "MaxPool", 2, 2, false);
+  const std::string ok = cnn("conv_ok", 4, 10, 1, "MaxPool", 2, 2, 0);
   r = compile({ok, "--validate-only"});
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "/conv/Conv: conv 4 x 1 x 3 x 3 (stride 1x1, pads 0,0) over 1 x 10 x 10 + relu + maxpool 2x2 -> 4 x 4 x 4")) << r.out;
@@ -359,16 +363,16 @@ TEST(Compiler, ConvolutionRefusalsNameTheNode) {
   r = compile({ok, "--mode", "layer-pipelined", "--compile-only", "--compile.replicas", "2"});
   EXPECT_EQ(r.rc, 0) << r.err;
   // 64 channels of 62 x 62: 984 KB of gradient for one sample.
-  r = compile({cnn("conv_big", 64, 64, 1, "MaxPool", 2, 2, false), "--mode", "weight-streaming", "--compile-only"});
+  r = compile({cnn("conv_big", 64, 64, 1, "MaxPool", 2, 2, 0), "--mode", "weight-streaming", "--compile-only"});
   EXPECT_EQ(r.rc, kExitUsage);
   EXPECT_TRUE(contains(r.err, "holds a sample's planes whole")) << r.err;
   EXPECT_TRUE(contains(r.err, "the gradient of the output of '/conv/Conv', 64 x 62 x 62")) << r.err;
   // 16 channels of 30 x 30 from one: each PE holds whole planes, so the output channels spread
   // until a PE's share fits (the search once stopped at 4 slices of 16 channels, where 5 left
   // the largest slice as it was, and reported that 48 KB did not fit).
-  r = compile({cnn("conv_wide", 16, 32, 1, "MaxPool", 2, 2, false), "--mode", "layer-pipelined", "--compile-only"});
+  r = compile({cnn("conv_wide", 16, 32, 1, "MaxPool", 2, 2, 0), "--mode", "layer-pipelined", "--compile-only"});
   EXPECT_EQ(r.rc, 0) << r.err;
-  r = compile({cnn("conv_big", 64, 64, 1, "MaxPool", 2, 2, false), "--mode", "layer-pipelined", "--compile-only"});
+  r = compile({cnn("conv_big", 64, 64, 1, "MaxPool", 2, 2, 0), "--mode", "layer-pipelined", "--compile-only"});
   EXPECT_EQ(r.rc, kExitUsage);
   EXPECT_TRUE(contains(r.err, "a convolution's PEs hold whole planes")) << r.err;
 }

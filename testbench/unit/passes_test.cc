@@ -306,6 +306,27 @@ TEST(Passes, SharedInitializersBecomeParametersOfTheirOwn) {
   EXPECT_EQ(p.data, g.tensors[static_cast<size_t>(g.ops[0].inputs[1])].data) << "with the same initial values";
 }
 
+// A Pad of zeros around the planes becomes the pads of the Conv or AveragePool reading it (the
+// pool's zeros then counted, as torch's AvgPool2d exports them); a reflecting Pad, one before a
+// MaxPool (whose pads are -inf, not 0) and one on the channels stay.
+TEST(Passes, ZeroPadsFoldIntoTheConvOrAveragePoolAfterThem) {
+  Builder b;
+  const int x = b.input("x", {-1, 2, 8, 8});
+  const int pad = b.op("Pad", {x, b.ints({0, 0, 1, 2, 0, 0, 1, 2})}, {{"mode", ir::attr_str("constant")}});
+  const int c = b.op("Conv", {pad, b.param("w", {3, 2, 3, 3})}, {{"pads", Is({1, 0, 1, 0})}});
+  const int pool = b.op("AveragePool", {b.op("Pad", {c, b.ints({0, 0, 1, 1, 0, 0, 1, 1})})}, {{"kernel_shape", Is({2, 2})}, {"strides", Is({2, 2})}});
+  const int reflect = b.op("Pad", {pool, b.ints({0, 0, 1, 1, 0, 0, 1, 1})}, {{"mode", ir::attr_str("reflect")}});
+  const int mp = b.op("MaxPool", {b.op("Pad", {reflect, b.ints({0, 0, 1, 1, 0, 0, 1, 1})})}, {{"kernel_shape", Is({2, 2})}});
+  const int ch = b.op("Pad", {mp, b.ints({0, 1, 0, 0, 0, 1, 0, 0})});
+  ir::Graph g = passes::run_passes(b.done({b.op("Relu", {ch})}));
+  ASSERT_EQ(kinds(g), (Kinds{"Conv2d", "AveragePool", "Pad", "Pad", "MaxPool", "Pad", "Relu"}));
+  EXPECT_EQ(g.ops[0].attr("pads")->ints, (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(g.ops[0].inputs[0], g.inputs[0]);
+  EXPECT_EQ(g.ops[1].attr("pads")->ints, (std::vector<int64_t>{1, 1, 1, 1}));
+  EXPECT_EQ(g.ops[1].attr("count_include_pad")->i, 1);
+  EXPECT_EQ(ir::shape_str(out_of(g, 1).shape), "[N, 3, 6, 6]");
+}
+
 TEST(Passes, DeadCodeAndRenames) {
   Builder b;
   const int x = b.input("x", {-1, 4});
