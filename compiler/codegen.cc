@@ -1127,9 +1127,16 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   a.task("3, dxgot");
   a.task("4, dysent");
   const bool ones = act_uses_ones(act, alpha);
+  // An activation whose derivative is taken at z (act_needs_pre): the ring keeps z, y goes to
+  // py (pooled from there, or sent), and backward a max pooling takes y again from z into py;
+  // its programs' scratch beyond tmp in pt1..pt3 (conv_root_act_planes).
+  const bool pre = act_needs_pre(act);
+  const int temps = pre ? std::max(activation(act).fwd(alpha).temps(), activation(act).bwd(alpha).temps()) : 0;
   a.data(".space b, fp32, " + S(cq));
   a.data(".space vb, fp32, " + S(cq));
   a.data(".space acc, fp32, " + S(cq * P));
+  if (pre) a.data(".space py, fp32, " + S(cq * P));
+  for (int t = 1; t < temps; ++t) a.data(".space pt" + S(t) + ", fp32, " + S(cq * P));
   a.data(".space bb, fp32, " + S(P));
   a.data(".space tm, fp32, " + S(cq * P));
   a.data(".space tmp, fp32, " + S(cq * P));
@@ -1153,6 +1160,9 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   const std::string dTmP = a.mem("tm", static_cast<uint32_t>(P)), dTmp = a.mem("tmp", uP), dOnes = ones ? a.mem("ones", uP) : "";
   const std::string dYO = a.fout(c.yout, uQ), dDXI = a.fin(c.dxin, uQ), dDYO = a.fout(c.dyout, uP);
   const std::string dB = a.mem("b", static_cast<uint32_t>(cq)), dVB = a.mem("vb", static_cast<uint32_t>(cq));
+  const std::string dPy = pre ? a.mem("py", uP) : "";
+  std::string tv[4] = {dTmp, "", "", ""};
+  for (int t = 1; t < temps; ++t) tv[t] = a.mem("pt" + S(t), uP);
   std::string dQs, dGq;
   PoolDsd pd;
   if (pooled) {
@@ -1183,14 +1193,20 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
     << "vfill.fp32 " + dBB + ", r13" << "vadd.fp32 " + dAccP + ", " + dAccP + ", " + dBB << "addi r2, r2, " + S(4 * P) << "addi r3, r3, 4"
     << "addi r4, r4, 1" << "li r13, " + S(cq) << "bne r4, r13, rf_b";
   a << "ld32 r1, [r0+yf]" << "dbase " + dYs + ", r1";
-  emit_act_fwd(a, act, alpha, dYs, dAcc, dTmp, dOnes);
+  if (pre) {
+    a << "vmov.fp32 " + dYs + ", " + dAcc;
+    emit_pre_act_fwd(a, act, alpha, dPy, dYs, tv, dOnes);
+    a << "li r1, py";
+  } else {
+    emit_act_fwd(a, act, alpha, dYs, dAcc, dTmp, dOnes);
+  }
   if (pooled) {
     a << "ld32 r2, [r0+qf]";
     emit_pool_fwd(a, cv, q, cq, pd, "rf");
     a << "dbase " + dQs + ", r2" << "vmov.fp32 " + dYO + ", " + dQs + ", async=1, done=activate:2";
     next_slot("qf", "qring", 4 * cq * Pq, "rf_q");
   } else {
-    a << "vmov.fp32 " + dYO + ", " + dYs + ", async=1, done=activate:2";
+    a << "vmov.fp32 " + dYO + ", " + (pre ? dPy : dYs) + ", async=1, done=activate:2";
   }
   next_slot("yf", "yring", 4 * cq * P, "rf_y");
   a << "addi r10, r10, 1" << "exit";
@@ -1198,12 +1214,19 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
 
   a << "dxgot:" << "ld32 r1, [r0+yb]";
   if (pooled) {
+    if (pre && q.kind == PoolParams::kMax) {  // y again from the kept z, for the windows' maxima
+      a << "dbase " + dYs + ", r1";
+      emit_pre_act_fwd(a, act, alpha, dPy, dYs, tv, dOnes);
+      a << "li r1, py";
+    }
     a << "ld32 r2, [r0+qb]";
     emit_pool_bwd(a, cv, q, cq, pd, "tm", "gq", "rb");
     next_slot("qb", "qring", 4 * cq * Pq, "rb_q");
+    if (pre) a << "ld32 r1, [r0+yb]";
   }
   a << "dbase " + dYs + ", r1";
-  emit_act_bwd(a, act, alpha, dTm, dYs, dTmp, dOnes);
+  if (pre) emit_pre_act_bwd(a, act, alpha, dTm, dYs, tv, dOnes);
+  else emit_act_bwd(a, act, alpha, dTm, dYs, dTmp, dOnes);
   next_slot("yb", "yring", 4 * cq * P, "rb_y");
   a << "li r2, tm" << std::string("li r3, ") + (sum ? "gb" : "vb") << "li r4, 0" << "rb_b:" << "dbase " + dTmP + ", r2" << "vsum.fp32 r13, " + dTmP << "ld32 r14, [r3]"
     << "fadd r14, r14, r13" << "st32 [r3], r14" << "addi r2, r2, " + S(4 * P) << "addi r3, r3, 4" << "addi r4, r4, 1"

@@ -358,8 +358,6 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         why = "a " + what + " that does not continue the model's single chain of layers";
       } else if (f.known && fa.kind == "LayerNorm") {
         why = take_layernorm(n, fa);
-      } else if (f.known && f.dense >= 0 && g.layers[static_cast<size_t>(f.dense)].conv.on && act_needs_pre(fa.act)) {
-        why = "a " + what + " after a convolution is not supported yet (the activations whose derivative is taken at the output are)";
       } else if (f.known && (why = activation_refusal()).empty()) {
         fuse_activation(n, fa.act, fa.par, what + " (" + std::to_string(fa.nodes.size()) + " nodes from " + node_ref(n) + ")");
       }
@@ -590,10 +588,6 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       const bool commutes = f.pooled && !f.activated && (ad->act == Activation::kRelu || ad->act == Activation::kLeakyRelu) &&
                             g.layers[static_cast<size_t>(f.dense)].pool.kind == PoolParams::kMax;
       if (const std::string why = commutes ? "" : activation_refusal(); !why.empty()) { unsupported(n, why); continue; }
-      if (ad->pre && g.layers[static_cast<size_t>(f.dense)].conv.on) {
-        unsupported(n, std::string("a ") + ad->name + " after a convolution is not supported yet (the activations whose derivative is taken at the output are)");
-        continue;
-      }
       ActParams par;
       if (ad->params) {
         std::string why;

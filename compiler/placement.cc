@@ -174,22 +174,35 @@ double root_ops(const CoreConfig& core, const DenseKernel& d, int cq, bool fwd) 
   const double P = static_cast<double>(c.ho) * c.wo, all = cq * P;
   const int add = core.add_fp32, mul = core.mul_fp32, sp = core.special;
   double t = 30;  // the task's ring words and counters
-  // The activation's program (compiler/activations/), op by op over the channels' planes.
-  auto act = [&](Activation a) {
+  // The activation's program (compiler/activations/), op by op over the channels' planes. Its
+  // vectors (the ring's slot, tmp, py, pt1..: cq P words each, one after another) start in the
+  // same SRAM bank when cq P fp32 words span whole rounds of the banks: a two-source op's
+  // streams then collide every step, not at vec_op's average offset.
+  const bool aligned = core.sram_banks >= 2 && static_cast<long long>(2 * all) % core.sram_banks == 0;
+  auto act_op = [&](double n, int reads, int rate) {
+    const int k = std::max(1, rate);
+    if (!aligned || reads < 2 || (reads + core.read_ports - 1) / std::max(1, core.read_ports) != 1) return vec_op(core, n, reads, rate, false);
+    return std::ceil(n / k) * 2 + 1;
+  };
+  auto act = [&](Activation a, bool forward) {
     const ActivationDef& def = activation(a);
     double c = 0;
-    const ActProgram prog = fwd ? def.fwd(d.act_par) : def.bwd(d.act_par);
+    const ActProgram prog = forward ? def.fwd(d.act_par) : def.bwd(d.act_par);
     for (const ActProgram::Step& st : prog.steps()) {
       const int rate = st.op == Op::kVmul || st.op == Op::kVmuls ? mul
                        : st.op == Op::kVexp || st.op == Op::kVrecip || st.op == Op::kVlog ? sp
                        : st.op == Op::kVfmac || st.op == Op::kVfmacs ? core.fmac_fp32
                                                                       : add;
-      c += vec_op(core, all, st.op == Op::kVfill ? 0 : st.nsrc, rate, false);
+      c += act_op(all, st.op == Op::kVfill ? 0 : st.nsrc, rate);
     }
     return c;
   };
   if (fwd) t += cq * (vec_op(core, P, 0, add, false) + vec_op(core, P, 2, add, false) + 10);  // bias
-  t += act(d.act);
+  t += act(d.act, fwd);
+  if (act_needs_pre(d.act)) {  // z kept (a copy); backward a max pooling takes y again from it
+    if (fwd) t += vec_op(core, all, 1, add, false) + 2;
+    else if (q.kind == PoolParams::kMax) t += act(d.act, true) + 4;
+  }
   if (!fwd) t += cq * (vec_op(core, P, 1, add, false) + 12);  // db
   if (q.kind == PoolParams::kNone) return t;
   const double taps = static_cast<double>(q.kh) * q.kw, wq = q.wq, strided = q.sw != 1;
@@ -286,7 +299,7 @@ struct Search {
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     if (d.conv.on) {
       const int ci = (d.conv.c + p_in - 1) / p_in, cq = (d.conv.co + p_out - 1) / p_out;
-      *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0, grad, conv_sram_align(hw.core)), conv_root_bytes(d.conv, d.pool, cq, ring_depth, grad));
+      *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0, grad, conv_sram_align(hw.core)), conv_root_bytes(d.conv, d.pool, cq, ring_depth, grad, conv_root_act_planes(d)));
       return conv_estimate(d, hw, ci, cq, l > 0, grad, ring_depth);
     }
     const int ni = max_slice(g, l, p_in), no = max_slice(g, l + 1, p_out);
@@ -514,11 +527,17 @@ long conv_tile_bytes(const ConvParams& c, int ci, int co, int ring_depth, bool d
 // The sums, dz, scratch and 1.0s over the channels' planes, the ring of activated planes and of
 // pooled ones, the pooled gradient, a pooling row's scratch and its table of 1 / count (a padded
 // average's, codegen.cc pool_div_table) (codegen.cc conv_root_source).
-long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth, bool grad) {
+long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth, bool grad, int act_planes) {
   const long P = static_cast<long>(c.ho) * c.wo, Pq = q.kind == PoolParams::kNone ? P : static_cast<long>(q.hq) * q.wq;
   const long table = q.kind == PoolParams::kAvg && !pool_uniform(q) ? 4L * Pq : 0;
-  return 4L * co * P * (4 + ring_depth) + 4L * co * Pq * (ring_depth + 1) + 4L * (P + 3L * std::max(1, q.wq) + (grad ? 12 : 8) * co + 16) +
-         table + kCodeBytes;
+  return 4L * co * P * (4 + ring_depth + act_planes) + 4L * co * Pq * (ring_depth + 1) +
+         4L * (P + 3L * std::max(1, q.wq) + (grad ? 12 : 8) * co + 16) + table + kCodeBytes;
+}
+
+int conv_root_act_planes(const DenseKernel& d) {
+  if (!act_needs_pre(d.act)) return 0;
+  const ActivationDef& a = activation(d.act);
+  return std::max(a.fwd(d.act_par).temps(), a.bwd(d.act_par).temps());
 }
 
 double LayerPlan::macs() const {
@@ -951,7 +970,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       for (const LayerPlan& l : plan.layers) {
         if (l.conv.on) {
           const int ci = (l.conv.c + l.p_in - 1) / l.p_in, cq = (l.conv.co + l.p_out - 1) / l.p_out;
-          if (conv_tile_bytes(l.conv, ci, cq, d, l.dx, grad, conv_sram_align(hw.core)) > sram || conv_root_bytes(l.conv, l.pool, cq, d, grad) > sram) return false;
+          if (conv_tile_bytes(l.conv, ci, cq, d, l.dx, grad, conv_sram_align(hw.core)) > sram || conv_root_bytes(l.conv, l.pool, cq, d, grad, conv_root_act_planes(g.layers[static_cast<size_t>(l.index)])) > sram) return false;
           continue;
         }
         const int ni = max_slice(g, l.index, l.p_in), no = max_slice(g, l.index + 1, l.p_out);
@@ -968,7 +987,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       const int ni = max_slice(g, l.index, l.p_in), no = max_slice(g, l.index + 1, l.p_out);
       if (l.conv.on) {
         const int ci = (l.conv.c + l.p_in - 1) / l.p_in, cq = (l.conv.co + l.p_out - 1) / l.p_out;
-        l.tile_bytes = std::max(conv_tile_bytes(l.conv, ci, cq, depth, l.dx, grad, conv_sram_align(hw.core)), conv_root_bytes(l.conv, l.pool, cq, depth, grad));
+        l.tile_bytes = std::max(conv_tile_bytes(l.conv, ci, cq, depth, l.dx, grad, conv_sram_align(hw.core)), conv_root_bytes(l.conv, l.pool, cq, depth, grad, conv_root_act_planes(g.layers[static_cast<size_t>(l.index)])));
       } else {
         l.tile_bytes = tile_sram_bytes(ni, no, depth, l.dx, grad);
       }

@@ -131,7 +131,7 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
       const int P = l.out_plane(), Pq = l.pooled_plane(), T = c.taps();
       const DenseKernel& dk = m_g.layers[static_cast<size_t>(l.index)];
       std::vector<float> ys(static_cast<size_t>(c.co) * P), q(static_cast<size_t>(l.out));
-      std::vector<float> sum(static_cast<size_t>(P)), part(static_cast<size_t>(P));
+      std::vector<float> sum(static_cast<size_t>(P)), part(static_cast<size_t>(P)), yplane(static_cast<size_t>(P));
       std::vector<std::vector<SliceTap>> taps;  // each input slice's
       for (int a = 0; a < l.p_in; ++a) taps.push_back(slice_taps(c, l.in_ch0(a), l.in_ch0(a) + l.in_ch(a)));
       for (int o = 0; o < c.co; ++o) {
@@ -143,8 +143,14 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
           }
           for (int i = 0; i < P; ++i) sum[static_cast<size_t>(i)] = a == 0 ? part[static_cast<size_t>(i)] : sum[static_cast<size_t>(i)] + part[static_cast<size_t>(i)];
         }
-        float* yo = &ys[static_cast<size_t>(o) * P];
-        for (int i = 0; i < P; ++i) yo[i] = act_fwd(dk.act, sum[static_cast<size_t>(i)] + B[static_cast<size_t>(o)], dk.act_par);
+        // The root keeps y, or z where the derivative is taken there (act_needs_pre).
+        float* kept = &ys[static_cast<size_t>(o) * P];
+        float* yo = act_needs_pre(dk.act) ? yplane.data() : kept;
+        for (int i = 0; i < P; ++i) {
+          const float z = sum[static_cast<size_t>(i)] + B[static_cast<size_t>(o)];
+          if (yo != kept) kept[i] = z;
+          yo[i] = act_fwd(dk.act, z, dk.act_par);
+        }
         if (l.pool.kind == PoolParams::kNone) std::copy(yo, yo + P, &q[static_cast<size_t>(o) * Pq]);
         else pool_forward(c, l.pool, yo, &q[static_cast<size_t>(o) * Pq]);
       }
@@ -292,7 +298,11 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
         const LayerPlan& pl = m_plan.layers[static_cast<size_t>(li) - 1];
         const DenseKernel& pk = m_g.layers[static_cast<size_t>(li) - 1];
         const int P = pl.out_plane(), Pq = pl.pooled_plane();
-        const auto& ys = out[static_cast<size_t>(li) - 1];
+        const auto& kept = out[static_cast<size_t>(li) - 1];  // y, or z (act_needs_pre): y again from it
+        std::vector<float> ys = kept;
+        if (act_needs_pre(pk.act)) {
+          for (float& v : ys) v = act_fwd(pk.act, v, pk.act_par);
+        }
         const auto& qs = pre[static_cast<size_t>(li) - 1];
         g.assign(ys.size(), 0.0f);
         for (int o = 0; o < pl.conv.co; ++o) {
@@ -300,7 +310,7 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
           if (pl.pool.kind == PoolParams::kNone) std::copy(&dx[qo], &dx[qo] + P, &g[po]);
           else pool_backward(pl.conv, pl.pool, &ys[po], &qs[qo], &dx[qo], &g[po]);
         }
-        for (size_t i = 0; i < g.size(); ++i) g[i] = act_bwd(pk.act, ys[i], g[i], pk.act_par);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = act_grad(pk.act, ys[i], kept[i], g[i], pk.act_par);
       } else if (li > 0) {
         // Residual connections at boundary li: the sum's gradient it feeds is added to dx (the
         // source root's vadd); where li is a sum, dx is also its source's share (the target

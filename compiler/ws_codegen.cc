@@ -116,7 +116,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (l > 0) maxdx = std::max(maxdx, p.len(l, a) * m);
     maxdy = std::max(maxdy, p.outs[static_cast<size_t>(l)] * p.oplane(l) * m);
     maxni = std::max(maxni, p.wlen(l, a));  // the weight and dW rows' (a dense layer's slice)
-    if (l + 1 < L && (needs_ones(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)]) || act_needs_pre(p.act[static_cast<size_t>(l)])) && p.len(l + 1, a) > 0) ones = true;
+    if (l + 1 < L && (needs_ones(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)]) || p.rows_act(l)) && p.len(l + 1, a) > 0) ones = true;
   }
   // Residual connections (WsPlan::residual): into boundary t the row keeps the activated output
   // R{t} apart from the sum X{t} = X{k} + R{t}, for the activation's derivative; G{k} holds the
@@ -125,7 +125,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // A GELU's boundary t: the row keeps z (Z{t}) for the derivative and applies the GELU itself
   // (the root returns z), with four scratch vectors (gsc).
   for (int t = 1; t < L; ++t) {
-    if (!act_needs_pre(p.act[static_cast<size_t>(t) - 1]) || p.len(t, a) == 0) continue;
+    if (!p.rows_act(t - 1) || p.len(t, a) == 0) continue;
     gelu = true;
     as.data(".align 16");
     as.data(".space Z" + S(t) + ", fp32, " + S(static_cast<long long>(p.len(t, a)) * m));
@@ -229,7 +229,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   boundary_prelude = [&](int j) {
     const long long n = static_cast<long long>(p.len(j, a)) * m;
     const Activation jact = p.act[static_cast<size_t>(j) - 1];
-    const bool jgelu = act_needs_pre(jact);
+    const bool jgelu = p.rows_act(j - 1);
     const int src = p.residual_source(j);
     if (jgelu) {
       const std::string sc[4] = {dRs, dRr, dG1, dG2};
@@ -402,8 +402,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   for (int q = 0; q + 1 < L; ++q) {
     if (!need(q)) continue;
     const int j = q + 1, nO = p.len(j, a), src = p.residual_source(j);
-    const Activation jact = p.act[static_cast<size_t>(q)];
-    const bool jgelu = act_needs_pre(jact);
+    const bool jgelu = p.rows_act(q);
     as << "rd_" + S(q) + ":";
     if (p.is_conv(q)) {
       // A convolution's pooled outputs come output by output, sample by sample ([co][s][plane]):
@@ -541,7 +540,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "exit";
       continue;
     }
-    if (l > 0 && act_needs_pre(p.act[static_cast<size_t>(l) - 1])) {
+    if (l > 0 && p.rows_act(l - 1)) {
       // The start of the pass, all rows at once: the boundary's GELU (and residual sum).
       as << "bne r3, r0, gp_" + L_;
       boundary_prelude(l);
@@ -718,12 +717,12 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       const int src = p.residual_source(l), tgt = p.residual_target(l);
       const Activation act = p.act[static_cast<size_t>(l) - 1];
       as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13"
-         << std::string("li r14, ") + (act_needs_pre(act) ? "Z" : src >= 0 ? "R" : "X") + S(l) << "dbase " + dAllY + ", r14";
+         << std::string("li r14, ") + (p.rows_act(l - 1) ? "Z" : src >= 0 ? "R" : "X") + S(l) << "dbase " + dAllY + ", r14";
       // Residual connections: boundary l's gradient adds that of the sum it feeds (kept in
       // G{l}); where boundary l is a sum, its gradient is also its source's share (into G{src}).
       if (tgt >= 0) as << "dlen " + dRs + ", r13" << "li r14, G" + S(l) << "dbase " + dRs + ", r14" << "vadd.fp32 " + dAll + ", " + dAll + ", " + dRs;
       if (src > 0) as << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14" << "vmov.fp32 " + dRs + ", " + dAll;
-      if (act_needs_pre(act)) {
+      if (p.rows_act(l - 1)) {
         const std::string sc[4] = {dRx, dRs, dRr, dG1};
         gelu_scratch(n, sc);
         emit_pre_act_bwd(as, act, p.act_par[static_cast<size_t>(l) - 1], dAll, dAllY, sc, dOnes);
@@ -828,6 +827,17 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   as.data(".space ym, fp32, " + S(m));
   as.data(".space tmp, fp32, " + S(mv));
   if (ones) as.data(".space ones, fp32, " + S(mv));
+  // A convolution whose activation's derivative is taken at z keeps z in YK: y goes to cpy
+  // (pooled or sent from there; backward a max pooling takes it again from z), the programs'
+  // scratch in tmp, tm, bb and cpt3 (backward tmp, bb, cpy, cpt3); csv saves r1 meanwhile.
+  int cpre_temps = 0;
+  for (int l = 0; l < L; ++l) {
+    if (!p.is_conv(l) || !act_needs_pre(p.act[static_cast<size_t>(l)])) continue;
+    const ActivationDef& d = activation(p.act[static_cast<size_t>(l)]);
+    cpre_temps = std::max({cpre_temps, 1, d.fwd(p.act_par[static_cast<size_t>(l)]).temps(), d.bwd(p.act_par[static_cast<size_t>(l)]).temps()});
+  }
+  if (cpre_temps) as.data(".space cpy, fp32, " + S(mv) + "\n.space csv, i32, 1");
+  if (cpre_temps > 3) as.data(".space cpt3, fp32, " + S(mv));
   as.data(".space zl, fp32, " + S(static_cast<long long>(nL) * m));
   as.data(".space dyl, fp32, " + S(static_cast<long long>(nL) * m));
   as.data(".space zc, fp32, " + S(nL));
@@ -895,12 +905,19 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   // ln_reset: dmem, so base, length, stride and rows are known).
   const bool lnr = lnmax > 0;
   std::vector<std::string> pool;
-  for (int i = 0; i < std::max(conv ? 11 : 0, lnr ? 9 : 0); ++i) pool.push_back(as.dsd());
+  for (int i = 0; i < std::max(conv ? 11 + (cpre_temps ? 1 : 0) + (cpre_temps > 3 ? 1 : 0) : 0, lnr ? 9 : 0); ++i) pool.push_back(as.dsd());
   auto pd = [&](size_t i, bool on) { return on ? pool[i] : std::string(); };
   const std::string dCY = pd(0, conv), dCQ = pd(1, conv), dPq = pd(2, conv), dPy = pd(3, conv), dGq = pd(4, conv), dDt = pd(5, conv);
   const std::string dRr = pd(6, gq > 0), dCm = pd(7, gq > 0), dTt = pd(8, gq > 0), dZero = pd(9, gq > 0), dZp = pd(10, conv);
+  const std::string dCpy = pd(11, conv && cpre_temps > 0), dCpt3 = pd(12, conv && cpre_temps > 3);
+  auto pre_lengths = [&](long long n) {  // cpy and cpt3 n long (r13 = n after)
+    as << "li r13, " + S(n) << "dlen " + dCpy + ", r13";
+    if (cpre_temps > 3) as << "dlen " + dCpt3 + ", r13";
+  };
   auto conv_reset = [&] {
     for (const std::string& d : {dCY, dCQ, dPq, dPy, dGq, dDt, dZp}) as << "dmem " + d + ", tm, 1, 1";
+    if (cpre_temps) as << "dmem " + dCpy + ", cpy, 1, 1";
+    if (cpre_temps > 3) as << "dmem " + dCpt3 + ", cpt3, 1, 1";
     if (gq) as << "dmem " + dRr + ", rr, 1, 1" << "dmem " + dCm + ", cm, 1, 1" << "dmem " + dTt + ", tt, 1, 1" << "dmem " + dZero + ", zw, 1, 0";
   };
   // A LayerNorm's: a sample's outputs and x^ (stride m; an output's m values, stride 1, where
@@ -969,11 +986,24 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       out_lengths(m * P);
       as << "li r13, " + S(m * Pq) << "dlen " + dRetO + ", r13" << "dlen " + dCQ + ", r13" << "li r13, " + S(m * P) << "dlen " + dCY + ", r13"
          << "li r1, YK" + S(l) << "li r2, " + (pooled ? "QK" + S(l) : "YK" + S(l)) << "li r10, 0" << "lay_" + S(l) + ":";
+      const bool pre = act_needs_pre(p.act[static_cast<size_t>(l)]);
+      if (pre) pre_lengths(m * P);
       as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
          << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB << "dbase " + dCY + ", r1";
-      emit_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dCY, dTm, dTmp, dOnes);
-      if (pooled) pool_fwd(l);
-      as << "dbase " + dCQ + ", r2" << "vmov.fp32 " + dRetO + ", " + dCQ << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq)
+      if (pre) {  // z kept in YK, y into cpy
+        const std::string t[4] = {dTmp, dTm, dBB, dCpt3};
+        as << "vmov.fp32 " + dCY + ", " + dTm;
+        emit_pre_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dCpy, dCY, t, dOnes);
+        if (pooled) {
+          as << "st32 [r0+csv], r1" << "li r1, cpy";
+          pool_fwd(l);
+          as << "ld32 r1, [r0+csv]";
+        }
+      } else {
+        emit_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dCY, dTm, dTmp, dOnes);
+        if (pooled) pool_fwd(l);
+      }
+      as << "dbase " + dCQ + ", r2" << "vmov.fp32 " + dRetO + ", " + (pre && !pooled ? dCpy : dCQ) << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq)
          << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lay_" + S(l);
       out_lengths(m);
       continue;
@@ -1064,10 +1094,22 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       const std::string L_ = S(l);
       conv_reset();
       as << "li r1, YK" + L_ << "li r2, " + (pooled ? "QK" + L_ : "YK" + L_) << "li r10, 0" << "gb_" + L_ + ":";
+      const bool pre = act_needs_pre(p.act[static_cast<size_t>(l)]);
       if (pooled) {
         as << "li r13, " + S(m * Pq) << "dlen " + dChI + ", r13" << "dlen " + dGq + ", r13" << "li r13, gq" << "dbase " + dGq + ", r13"
            << "li r13, 1" << "dstride " + dGq + ", r13" << "vmov.fp32 " + dGq + ", " + dChI;
-        pool_bwd(l);
+        if (pre && p.pool[static_cast<size_t>(l)].kind == PoolParams::kMax) {  // y again from the kept z, into cpy
+          out_lengths(m * P);
+          pre_lengths(m * P);
+          as << "dlen " + dCY + ", r13" << "dbase " + dCY + ", r1";
+          const std::string t[4] = {dTmp, dBB, dTm, dCpt3};
+          emit_pre_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dCpy, dCY, t, dOnes);
+          as << "st32 [r0+csv], r1" << "li r1, cpy";
+          pool_bwd(l);
+          as << "ld32 r1, [r0+csv]";
+        } else {
+          pool_bwd(l);
+        }
       } else {
         as << "li r13, " + S(m * P) << "dlen " + dChI + ", r13" << "dlen " + dZp + ", r13" << "li r13, tm" << "dbase " + dZp + ", r13"
            << "vmov.fp32 " + dZp + ", " + dChI;
@@ -1075,7 +1117,13 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       out_lengths(m * P);
       as << "li r13, tm" << "dbase " + dZp + ", r13" << "dbase " + dCY + ", r1" << "li r13, " + S(m * P) << "dlen " + dZp + ", r13"
          << "dlen " + dCY + ", r13";
-      emit_act_bwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dZp, dCY, dTmp, dOnes);
+      if (pre) {
+        pre_lengths(m * P);
+        const std::string t[4] = {dTmp, dBB, dCpy, dCpt3};
+        emit_pre_act_bwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dZp, dCY, t, dOnes);
+      } else {
+        emit_act_bwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dZp, dCY, dTmp, dOnes);
+      }
       as << "vmov.fp32 " + dRetO + ", " + dZp << "vsum.fp32 r13, " + dZp;
       db_out();
       as << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq) << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)])

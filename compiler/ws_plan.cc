@@ -208,8 +208,17 @@ WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long w
       tap_elems += q.wq;  // the row's fill (forward) or copy (backward)
     }
   }
-  const double root_f = m * (4.0 * P + Pq) + m * (tap_elems + tap_ops * kRootOp) + kRootOp * 6;
-  const double root_b = m * (4.0 * P + Pq) + m * (4.0 * tap_elems + tap_ops * 4 * kRootOp) + kRootOp * 6;
+  double root_f = m * (4.0 * P + Pq) + m * (tap_elems + tap_ops * kRootOp) + kRootOp * 6;
+  double root_b = m * (4.0 * P + Pq) + m * (4.0 * tap_elems + tap_ops * 4 * kRootOp) + kRootOp * 6;
+  if (act_needs_pre(p.act[static_cast<size_t>(l)])) {
+    // z kept (a copy), the activation's program over m P (one element a cycle an op); backward
+    // its derivative's program, and a max pooling's y again from z.
+    const ActivationDef& d = activation(p.act[static_cast<size_t>(l)]);
+    const double f = static_cast<double>(d.fwd(p.act_par[static_cast<size_t>(l)]).steps().size());
+    const double b = static_cast<double>(d.bwd(p.act_par[static_cast<size_t>(l)]).steps().size());
+    root_f += m * P * (f + 1) + kRootOp * (f + 1);
+    root_b += m * P * (b + (q.kind == PoolParams::kMax ? f : 0)) + kRootOp * (b + f);
+  }
   WsLayerEst e;
   e.weights = weights;
   e.stream_cycles = static_cast<double>(weights) / p.channel_rate;
@@ -322,7 +331,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         // (R, for the activation's derivative) and the sum's gradient for the source (G).
         if (const int k = p.residual[static_cast<size_t>(l)]; k >= 0) x += (p.len(l + 1, a) + (k > 0 ? p.len(k, a) : 0)) * m + 8;
         // A GELU: z of its output's slice (Z), and four scratch vectors of the longest dx.
-        if (l + 1 < L && act_needs_pre(p.act[static_cast<size_t>(l)])) {
+        if (l + 1 < L && p.rows_act(l)) {
           x += p.len(l + 1, a) * m + 4 + gelu_scratch;
           gelu_scratch = 0;
         }
@@ -346,7 +355,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         ones = 0;
         for (int l = 0; l + 1 < L; ++l) {
           const Activation act = p.act[static_cast<size_t>(l)];
-          if (act_uses_ones(act, p.act_par[static_cast<size_t>(l)]) || act_needs_pre(act)) ones = dx;
+          if (act_uses_ones(act, p.act_par[static_cast<size_t>(l)]) || p.rows_act(l)) ones = dx;
           if (p.is_conv(l)) conv_code += kConvCode;
         }
       }
@@ -370,7 +379,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   for (int l = 0; l < L; ++l) widths += p.root_params(l);
   // A convolution's root keeps its outputs before and after the pooling for the backward pass
   // (the rows keep only the pooled ones), and its per-output vectors hold a plane per sample.
-  long conv_kept = 0, conv_table = 0, plane = 1, ln_words = 0, ln_widest = 0;
+  long conv_kept = 0, conv_table = 0, plane = 1, ln_words = 0, ln_widest = 0, pre_planes = 0;
   for (int l = 0; l < L; ++l) {
     if (p.has_ln(l)) {
       ln_words += 4L * p.outs[static_cast<size_t>(l)] + 8;
@@ -381,13 +390,18 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     const PoolParams& q = p.pool[static_cast<size_t>(l)];
     if (q.kind == PoolParams::kAvg && !pool_uniform(q)) conv_table += p.qplane(l);  // its table of 1 / count
     plane = std::max(plane, static_cast<long>(p.oplane(l)));
+    if (act_needs_pre(p.act[static_cast<size_t>(l)])) {  // cpy, and cpt3 for a fourth scratch (ws_codegen.cc)
+      const ActivationDef& d = activation(p.act[static_cast<size_t>(l)]);
+      const int t = std::max(d.fwd(p.act_par[static_cast<size_t>(l)]).temps(), d.bwd(p.act_par[static_cast<size_t>(l)]).temps());
+      pre_planes = std::max(pre_planes, t > 3 ? 2L : 1L);
+    }
   }
   // A LayerNorm's root keeps the layer's outputs and x^ of its samples (2 n m), r (m), gamma,
   // beta and their gradients (4 n), and scratch of the widest (3 n).
   long ln_m = 0;
   for (int l = 0; l < L; ++l) ln_m += p.has_ln(l) ? 2L * p.outs[static_cast<size_t>(l)] + 1 : 0;
   auto root_bytes = [&](long m, bool db = false) {
-    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + 6 * m * plane + conv_kept * m + conv_table + ln_m * m + ln_words +
+    return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + (6 + pre_planes) * m * plane + conv_kept * m + conv_table + ln_m * m + ln_words +
                                               (ln_widest ? 3 * ln_widest + 4 : 0) + 16 + (db ? widths : 0));
   };
   // The longest operand one descriptor covers in the firmware with m samples per column
@@ -583,7 +597,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // exit. Backward: the dW row's clearing, the loop, the send's issue (or with dW blocks the
       // block's test, ws_codegen.cc: 3 more). `busy` counts the cycles the ops hold the datapath.
       const double D = hw.core.decode_latency, R = refetch;
-      const double pre = l > 0 && act_needs_pre(p.act[static_cast<size_t>(l) - 1]) ? 1 + R : 0.0;
+      const double pre = l > 0 && p.rows_act(l - 1) ? 1 + R : 0.0;
       const double wts = l > 0 ? 6 + R : 0.0, clear = 2 + std::ceil(ni / add);
       double busy;
       if (p.by_feature(l, a)) {
@@ -640,8 +654,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       if (l > 0 && p.residual_source(l) > 0) res_b += ni * m;
       // A GELU applied by the rows (the root returns z): its vector ops over the slice, one
       // element a cycle (the GELUs' programs, compiler/activations/gelu.cc: 26 for the Erf form, 12 for tanh; backward 31, 18).
-      if (l + 1 < L && act_needs_pre(d.act)) res_f += p.len(l + 1, a) * m * (d.act == Activation::kGelu ? 26.0 : 12.0);
-      if (l > 0 && act_needs_pre(p.act[static_cast<size_t>(l) - 1])) {
+      if (l + 1 < L && p.rows_act(l)) res_f += p.len(l + 1, a) * m * (d.act == Activation::kGelu ? 26.0 : 12.0);
+      if (l > 0 && p.rows_act(l - 1)) {
         res_b += ni * m * (p.act[static_cast<size_t>(l) - 1] == Activation::kGelu ? 31.0 : 18.0);
       }
       e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * fwd + rows * 2.0 + res_f);

@@ -167,6 +167,10 @@ struct WsPlan {
     return false;
   }
   bool is_conv(int l) const { return l >= 0 && l < static_cast<int>(conv.size()) && conv[static_cast<size_t>(l)].on; }
+  // Whether the feature rows apply layer l's activation to the z its roots return (its
+  // derivative is taken at z, which they keep: act_needs_pre). A convolution's roots apply
+  // theirs before the pooling, keeping z themselves.
+  bool rows_act(int l) const { return act_needs_pre(act[static_cast<size_t>(l)]) && !is_conv(l); }
   bool any_conv() const {
     for (const ConvParams& c : conv) {
       if (c.on) return true;

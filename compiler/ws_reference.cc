@@ -10,8 +10,9 @@ namespace wafersim::compiler {
 namespace {
 
 // A convolution's forward of one sample (the row's sums, then the root's bias, activation and
-// pooling): its activated outputs before the pooling into *ys ([co][ho wo]), the pooled ones
-// returned ([co][hq wq]).
+// pooling): what its root keeps of the outputs before the pooling into *ys ([co][ho wo]: the
+// activated outputs, or the pre-activations z where the derivative is taken there, act_needs_pre),
+// the pooled ones returned ([co][hq wq]).
 std::vector<float> conv_forward(const WsPlan& p, int l, const std::vector<float>& W, const std::vector<float>& b,
                                 const std::vector<float>& in, std::vector<float>* ys) {
   const ConvParams& c = p.conv[static_cast<size_t>(l)];
@@ -33,8 +34,16 @@ std::vector<float> conv_forward(const WsPlan& p, int l, const std::vector<float>
         }
       }
     }
-    float* y = &(*ys)[static_cast<size_t>(co) * P];
-    for (int i = 0; i < P; ++i) y[i] = act_fwd(p.act[static_cast<size_t>(l)], acc[static_cast<size_t>(i)] + b[static_cast<size_t>(co)], p.act_par[static_cast<size_t>(l)]);
+    const Activation act = p.act[static_cast<size_t>(l)];
+    float* kept = &(*ys)[static_cast<size_t>(co) * P];
+    std::vector<float> ybuf;
+    float* y = kept;
+    if (act_needs_pre(act)) ybuf.resize(static_cast<size_t>(P)), y = ybuf.data();
+    for (int i = 0; i < P; ++i) {
+      const float z = acc[static_cast<size_t>(i)] + b[static_cast<size_t>(co)];
+      if (y != kept) kept[i] = z;
+      y[i] = act_fwd(act, z, p.act_par[static_cast<size_t>(l)]);
+    }
     if (q.kind == PoolParams::kNone) std::copy(y, y + P, &out[static_cast<size_t>(co) * Pq]);
     else pool_forward(c, q, y, &out[static_cast<size_t>(co) * Pq]);
   }
@@ -352,7 +361,14 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
         // and takes the activation's derivative at its outputs before the pooling.
         const ConvParams& c = p.conv[static_cast<size_t>(l) - 1];
         const int P = c.ho * c.wo, Pq = p.qplane(l - 1);
-        const auto& ys = outs[static_cast<size_t>(s)][static_cast<size_t>(l)];
+        // The root keeps z where the derivative is taken there, and recomputes y for the pooling.
+        const Activation act = p.act[static_cast<size_t>(l) - 1];
+        const ActParams& par = p.act_par[static_cast<size_t>(l) - 1];
+        const auto& kept = outs[static_cast<size_t>(s)][static_cast<size_t>(l)];
+        std::vector<float> ys = kept;
+        if (act_needs_pre(act)) {
+          for (float& v : ys) v = act_fwd(act, v, par);
+        }
         const auto& xq = acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
         std::vector<float> dz(static_cast<size_t>(c.co) * P);
         for (int co = 0; co < c.co; ++co) {
@@ -360,7 +376,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
           if (p.pool[static_cast<size_t>(l) - 1].kind == PoolParams::kNone) std::copy(&dx[oq], &dx[oq] + P, &dz[o]);
           else pool_backward(c, p.pool[static_cast<size_t>(l) - 1], &ys[o], &xq[oq], &dx[oq], &dz[o]);
         }
-        for (size_t i = 0; i < dz.size(); ++i) dz[i] = act_grad(p.act[static_cast<size_t>(l) - 1], ys[i], ys[i], dz[i], p.act_par[static_cast<size_t>(l) - 1]);
+        for (size_t i = 0; i < dz.size(); ++i) dz[i] = act_grad(act, ys[i], kept[i], dz[i], par);
         dy[static_cast<size_t>(s)] = std::move(dz);
         continue;
       }

@@ -98,6 +98,10 @@ SHAPES = [
     # Padded pooling: MaxPool2d(3, 2, 1) (ResNet's stem), AvgPool2d with its padding counted
     # (torch exports a Pad before it) and not counted.
     ("pad_pool_op17", [10], "relu", 17, 35, 0.05, 0.9),
+    # Convolutions whose activation's derivative is taken at z (the roots keep z): GELU before
+    # a MaxPool (y taken again from z backward), SiLU before an AveragePool and unpooled.
+    ("gelu_conv_op17", [10], "gelu", 17, 36, 0.05, 0.9),
+    ("silu_conv_op13", [10], "silu", 13, 37, 0.05, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -131,7 +135,9 @@ CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c
         "hardtanh_conv_op13": ("4c3,m2,6c3", [1, 12, 12]), "ws_sgd_hardtanh_conv": ("4c3,m2", [1, 12, 12]),
         "overlap_pool_op13": ("4c3p1,m3s2,6c3,a3s2", [1, 15, 15]), "ws_sgd_overlap_pool": ("4c3p1,m3s2,6c3p1,a3s2", [2, 13, 13]),
         "pad_pool_op17": ("4c3p1,m3s2p1,5c3p1,A3s1p1,4c3,a2s2p1", [1, 14, 13]),
-        "ws_sgd_pad_pool": ("4c3p1,m3s2p1,5c3p1,a3s2p1,4c3p1,A2s2p1", [2, 13, 12])}
+        "ws_sgd_pad_pool": ("4c3p1,m3s2p1,5c3p1,a3s2p1,4c3p1,A2s2p1", [2, 13, 12]),
+        "gelu_conv_op17": ("4c3p1,m2,6c3", [1, 12, 12]), "silu_conv_op13": ("4c3p1,a2,5c3", [2, 11, 11]),
+        "ws_sgd_gelu_conv": ("4c3p1,m3s2p1,5c3", [1, 12, 12]), "ws_sgd_mish_conv": ("4c3p1,a2,5c3", [2, 11, 11])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
@@ -146,6 +152,8 @@ WS_CASES += [
     ("ws_sgd_layernorm_shared", [20, 12, 12, 5], "hardswish", 17, 22, "sgd", 0.1, 0.9),
     ("ws_sgd_overlap_pool", [10], "relu", 13, 23, "sgd", 0.05, 0.9),
     ("ws_sgd_pad_pool", [10], "relu", 13, 24, "sgd", 0.05, 0.9),
+    ("ws_sgd_gelu_conv", [10], "gelu", 17, 25, "sgd", 0.05, 0.9),
+    ("ws_sgd_mish_conv", [10], "mish", 17, 26, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual).

@@ -200,6 +200,7 @@ struct CnnSpec {
   std::vector<int> dense = {4};  // widths after the planes' features
   std::string act = "Relu";
   uint64_t seed = 5;
+  int opset = 13;  // 14 for HardSwish
   int features() const { return c * h * w; }
 };
 
@@ -231,13 +232,26 @@ inline CnnSpec padded_pool_spec(int h, int w) {
   return spec;
 }
 
+// Activations whose derivative is taken at z after convolutions (the roots keep z):
+// HardSwish (an ONNX op from opset 14) before a MaxPool (y taken again from z backward), an
+// AveragePool, and no pooling; then dense layers of 6 and 3, over 2 x h x w.
+inline CnnSpec pre_act_conv_spec(int h, int w) {
+  CnnSpec spec;
+  spec.c = 2, spec.h = h, spec.w = w;
+  spec.convs = {{4, 3, 1, 1, "MaxPool", 2}, {3, 3, 1, 1, "AveragePool", 2}, {4, 3, 1, 1, "", 2}};
+  spec.dense = {6, 3};
+  spec.act = "HardSwish";
+  spec.opset = 14;
+  return spec;
+}
+
 inline void write_cnn(const std::string& path, const CnnSpec& spec) {
   onnx::ModelProto m;
   m.set_ir_version(7);
   m.set_producer_name("wafersim-test");
   auto* op = m.add_opset_import();
   op->set_domain("");
-  op->set_version(13);
+  op->set_version(spec.opset);
   auto* g = m.mutable_graph();
   g->set_name("cnn");
   auto* in = g->add_input();

@@ -252,6 +252,12 @@ TEST(Training, PaddedPoolingMatchesReference) {
   check_against_reference(padded_pool_spec(13, 12), 24, 6, 24, 3, "lp_conv_padpool");
 }
 
+// HardSwish after convolutions (its derivative taken at z, which the roots keep): bit for bit
+// against reference.cc, with the channels split over roots.
+TEST(Training, ConvolutionsWithPreActivationsMatchReference) {
+  check_against_reference(pre_act_conv_spec(12, 11), 24, 6, 24, 3, "lp_conv_preact");
+}
+
 // GlobalAveragePool after a LeakyReLU convolution, Tanh on three channels with no pooling.
 TEST(Training, ConvolutionsWithGlobalPoolingLeakyReluAndTanh) {
   CnnSpec spec;

@@ -487,6 +487,16 @@ TEST(WsTraining, PaddedPoolingMatchesTheReference) {
   check_ws(padded_pool_spec(13, 12), 8, 12, 4, o, 3, "ws_conv_padpool");
 }
 
+// HardSwish after convolutions (the roots keep z, apply it before the pooling, and a max
+// pooling's backward takes y again from z): bit for bit against ws_reference.cc.
+TEST(WsTraining, ConvolutionsWithPreActivationsMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 6;
+  o.columns = 3;
+  check_ws(pre_act_conv_spec(12, 11), 8, 12, 4, o, 3, "ws_conv_preact");
+}
+
 // LayerNorm before each hidden activation (ReLU; GELU, which the rows apply to the normalised
 // values), at the roots: bit for bit against ws_reference.cc, with gamma and beta trained.
 MlpSpec ln_spec(std::vector<int> widths, const std::string& act) {
