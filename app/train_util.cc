@@ -41,10 +41,11 @@ void print_graph(const KernelGraph& g, std::ostream& out) {
       const PoolParams& q = l.pool;
       pool = std::string(" + ") + (q.kind == PoolParams::kMax ? "maxpool " : "avgpool ") + std::to_string(q.kh) + "x" + std::to_string(q.kw);
       if (q.sh != q.kh || q.sw != q.kw) pool += " stride " + std::to_string(q.sh) + "x" + std::to_string(q.sw);
-      if (q.padded()) {
+      if (q.pt != 0 || q.pl != 0 || q.pb != 0 || q.pr != 0) {
         pool += " pads " + std::to_string(q.pt) + "," + std::to_string(q.pl) + "," + std::to_string(q.pb) + "," + std::to_string(q.pr);
         if (q.kind == PoolParams::kAvg) pool += q.count_pad ? " (counted)" : " (not counted)";
       }
+      if (q.eb != 0 || q.er != 0) pool += " ceil_mode";
       pool += " -> " + std::to_string(l.conv.co) + " x " + std::to_string(q.hq) + " x " + std::to_string(q.wq);
     }
     out << "  " << l.name << ": " << kind << (l.bias.empty() ? "" : " + bias") << (l.ln.on ? " + layernorm" : "")

@@ -271,6 +271,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
     PoolParams pp;
+    bool ceil = false;
     pp.node = n.name;
     pp.kind = op == "MaxPool" ? PoolParams::kMax : PoolParams::kAvg;
     if (op == "GlobalAveragePool") {
@@ -304,7 +305,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         return "pads " + dims_str(pads) + " must be 0 to the window's size less 1";
       }
       pp.pt = static_cast<int>(pads[0]), pp.pl = static_cast<int>(pads[1]), pp.pb = static_cast<int>(pads[2]), pp.pr = static_cast<int>(pads[3]);
-      if (const OnnxAttr* a = n.attr("ceil_mode"); a && a->i != 0) return "ceil_mode = 1 is not supported (floor only)";
+      if (const OnnxAttr* a = n.attr("ceil_mode"); a && a->i != 0) ceil = true;
       if (const OnnxAttr* a = n.attr("dilations"); a && std::any_of(a->ints.begin(), a->ints.end(), [](int64_t v) { return v != 1; })) {
         return "dilations " + dims_str(a->ints) + "; pooling takes dilation 1 only";
       }
@@ -317,7 +318,15 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       }
       if (pp.sh < 1 || pp.sw < 1 || pp.sh > 64 || pp.sw > 64) return "strides must be 1 to 64";
     }
-    pp.hq = (f.h + pp.pt + pp.pb - pp.kh) / pp.sh + 1, pp.wq = (f.w + pp.pl + pp.pr - pp.kw) / pp.sw + 1;
+    // ceil_mode: one more window where the last would leave some of the padded plane unread,
+    // if it starts inside the plane or its first pad (torch's rule); it reaches past the pad.
+    auto windows = [&](int n, int k, int s, int p0, int p1, int* reach) {
+      int out = (n + p0 + p1 - k) / s + 1;
+      if (ceil && (n + p0 + p1 - k) % s != 0 && out * s < n + p0) ++out;
+      *reach = std::max(0, (out - 1) * s + k - (n + p0 + p1));
+      return out;
+    };
+    pp.hq = windows(f.h, pp.kh, pp.sh, pp.pt, pp.pb, &pp.eb), pp.wq = windows(f.w, pp.kw, pp.sw, pp.pl, pp.pr, &pp.er);
     f.pad.clear();
     d.pool = pp;
     d.out = d.conv.co * pp.hq * pp.wq;

@@ -64,8 +64,9 @@ struct ConvParams {
 };
 
 // Pooling of a convolution's activated output, channel by channel: MaxPool and AveragePool
-// (floor; pads below the window's size: a max skips them, an average counts them when
-// count_pad, as torch's count_include_pad, and divides by the inputs in the window otherwise),
+// (pads below the window's size: a max skips them, an average counts them when count_pad, as
+// torch's count_include_pad, and divides by the inputs in the window otherwise; ceil_mode's
+// last windows may run past the bottom and right pads by eb and er, which no count includes),
 // GlobalAveragePool (kh x kw = the whole plane).
 struct PoolParams {
   enum Kind { kNone, kMax, kAvg };
@@ -73,9 +74,11 @@ struct PoolParams {
   std::string node;
   int kh = 1, kw = 1, sh = 1, sw = 1;
   int pt = 0, pl = 0, pb = 0, pr = 0;  // pads: top, left, bottom, right
-  bool count_pad = false;              // an average's divisor counts the pads (kh kw everywhere)
+  int eb = 0, er = 0;                  // ceil_mode: the last windows' reach past pb and pr
+  bool count_pad = false;              // an average's divisor counts the pads
   int hq = 0, wq = 0;                  // the pooled plane
-  bool padded() const { return pt != 0 || pl != 0 || pb != 0 || pr != 0; }
+  // Windows that cross the plane's edge (pads, or ceil_mode's reach).
+  bool padded() const { return pt != 0 || pl != 0 || pb != 0 || pr != 0 || eb != 0 || er != 0; }
 };
 
 // One fused kernel: y = act(W x + b), with W stored here as out x in, row-major, in fp32.

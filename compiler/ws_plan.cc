@@ -953,7 +953,8 @@ PoolSpan pool_span(const ConvParams& c, const PoolParams& q, int ky, int kx) {
 float pool_inv(const ConvParams& c, const PoolParams& q, int py, int px) {
   if (pool_uniform(q)) return 1.0f / static_cast<float>(q.kh * q.kw);
   const int y0 = py * q.sh - q.pt, x0 = px * q.sw - q.pl;
-  const int n = (std::min(y0 + q.kh, c.ho) - std::max(y0, 0)) * (std::min(x0 + q.kw, c.wo) - std::max(x0, 0));
+  const int n = q.count_pad ? (std::min(y0 + q.kh, c.ho + q.pb) - y0) * (std::min(x0 + q.kw, c.wo + q.pr) - x0)  // as torch
+                            : (std::min(y0 + q.kh, c.ho) - std::max(y0, 0)) * (std::min(x0 + q.kw, c.wo) - std::max(x0, 0));
   return 1.0f / static_cast<float>(n);
 }
 

@@ -244,8 +244,9 @@ struct PoolSpan {
 };
 PoolSpan pool_span(const ConvParams& c, const PoolParams& q, int ky, int kx);
 // Whether an average pooling divides every window by the same count (kh kw): unpadded, or its
-// pads counted. Otherwise each window's divisor is the inputs in it, pool_inv's table.
-inline bool pool_uniform(const PoolParams& q) { return !q.padded() || q.count_pad; }
+// pads counted and no window past them (ceil_mode). Otherwise each window's divisor is the
+// inputs in it, or its part inside the padded plane: pool_inv's table.
+inline bool pool_uniform(const PoolParams& q) { return !q.padded() || (q.count_pad && q.eb == 0 && q.er == 0); }
 // fp32(1 / count) of pooled element (py, px)'s window.
 float pool_inv(const ConvParams& c, const PoolParams& q, int py, int px);
 void pool_backward(const ConvParams& c, const PoolParams& q, const float* y, const float* out, const float* dout, float* dy);

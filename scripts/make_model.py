@@ -15,9 +15,9 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
   --conv    a CNN: convolutions and pooling over --image (C x H x W) before the Linear layers,
             comma-separated: NcK[sS][pP] a Conv2d of N channels, K x K, stride S, padding P
             (conv1, conv2, ...), followed by --act; mK[sS][pP] a MaxPool2d K x K, stride S
-            (default K; S < K overlaps the windows), padding P; aK[sS][pP] an AvgPool2d the
-            same way (count_include_pad, torch's default), AK[sS][pP] one that does not count
-            the padding; g an
+            (default K; S < K overlaps the windows), padding P, and a trailing c for ceil_mode;
+            aK[sS][pP][c] an AvgPool2d the same way (count_include_pad, torch's default),
+            AK[sS][pP][c] one that does not count the padding; g an
             AdaptiveAvgPool2d(1) (GlobalAveragePool); then Flatten and
             Linear layers to the widths of --layers, whose first is taken from the planes
             (--layers 10: one Linear to 10 classes)
@@ -104,9 +104,9 @@ def build_cnn(spec, img, layers, act):
     c, h, w = img
     n_conv = 0
     for item in spec.split(","):
-        m = re.fullmatch(r"(\d+)c(\d+)(?:s(\d+))?(?:p(\d+))?|([maA])(\d+)(?:s(\d+))?(?:p(\d+))?|(g)", item.strip())
+        m = re.fullmatch(r"(\d+)c(\d+)(?:s(\d+))?(?:p(\d+))?|([maA])(\d+)(?:s(\d+))?(?:p(\d+))?(c)?|(g)", item.strip())
         if not m:
-            raise argparse.ArgumentTypeError(f"--conv item '{item}': NcK[sS][pP], mK[sS][pP], aK[sS][pP], AK[sS][pP] or g")
+            raise argparse.ArgumentTypeError(f"--conv item '{item}': NcK[sS][pP], mK[sS][pP][c], aK[sS][pP][c], AK[sS][pP][c] or g")
         if m.group(1):
             n, k, st, pd = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1), int(m.group(4) or 0)
             n_conv += 1
@@ -117,11 +117,16 @@ def build_cnn(spec, img, layers, act):
             k = int(m.group(6))
             st = int(m.group(7) or k)
             pd = int(m.group(8) or 0)
+            ceil = m.group(9) is not None
             if m.group(5) == "m":
-                mods[f"pool{len(mods)}"] = nn.MaxPool2d(k, stride=st, padding=pd)
+                mods[f"pool{len(mods)}"] = nn.MaxPool2d(k, stride=st, padding=pd, ceil_mode=ceil)
             else:
-                mods[f"pool{len(mods)}"] = nn.AvgPool2d(k, stride=st, padding=pd, count_include_pad=m.group(5) == "a")
-            h, w = (h + 2 * pd - k) // st + 1, (w + 2 * pd - k) // st + 1
+                mods[f"pool{len(mods)}"] = nn.AvgPool2d(k, stride=st, padding=pd, ceil_mode=ceil, count_include_pad=m.group(5) == "a")
+
+            def windows(n):
+                out = -(-(n + 2 * pd - k) // st) + 1 if ceil else (n + 2 * pd - k) // st + 1
+                return out - 1 if ceil and (out - 1) * st >= n + pd else out
+            h, w = windows(h), windows(w)
         else:
             mods[f"pool{len(mods)}"] = nn.AdaptiveAvgPool2d(1)
             h = w = 1

@@ -193,6 +193,7 @@ struct ConvLayerSpec {
   int pool_stride = 0;  // 0: pool_k (windows side by side); below pool_k they overlap
   int pool_pad = 0;     // on every side
   bool count_pad = false;  // AveragePool's count_include_pad
+  bool ceil = false;       // ceil_mode
 };
 struct CnnSpec {
   int c = 1, h = 8, w = 8;
@@ -242,6 +243,22 @@ inline CnnSpec pre_act_conv_spec(int h, int w) {
   spec.dense = {6, 3};
   spec.act = "HardSwish";
   spec.opset = 14;
+  return spec;
+}
+
+// ceil_mode pooling, the last windows running past the plane: MaxPool 2 x 2 stride 2 over 13
+// rows (7 windows), AveragePool 2 x 2 stride 2 counting its pads and AveragePool 3 x 3 stride 2
+// pad 1 not counting them, each over planes that leave a last window short.
+inline CnnSpec ceil_pool_spec() {
+  CnnSpec spec;
+  spec.c = 2, spec.h = 13, spec.w = 11;
+  ConvLayerSpec a{4, 3, 1, 1, "MaxPool", 2}, b{3, 3, 1, 1, "AveragePool", 2}, c{4, 3, 1, 1, "AveragePool", 3};
+  a.pool_stride = b.pool_stride = c.pool_stride = 2;
+  a.ceil = b.ceil = c.ceil = true;
+  b.count_pad = true;
+  c.pool_pad = 1;
+  spec.convs = {a, b, c};
+  spec.dense = {6, 3};
   return spec;
 }
 
@@ -312,14 +329,22 @@ inline void write_cnn(const std::string& path, const CnnSpec& spec) {
       ints(p, "strides", {ps, ps});
       const int pp = cv.pool_pad;
       ints(p, "pads", {pp, pp, pp, pp});
-      if (cv.count_pad) {
+      auto flag = [&](const char* key) {
         auto* a = p->add_attribute();
-        a->set_name("count_include_pad");
+        a->set_name(key);
         a->set_type(onnx::AttributeProto::INT);
         a->set_i(1);
-      }
+      };
+      if (cv.count_pad) flag("count_include_pad");
+      if (cv.ceil) flag("ceil_mode");
       cur = p->output(0);
-      h = (h + 2 * pp - cv.pool_k) / ps + 1, w = (w + 2 * pp - cv.pool_k) / ps + 1;
+      auto windows = [&](int n) {  // torch's rule
+        const int span = n + 2 * pp - cv.pool_k;
+        int out = span / ps + 1;
+        if (cv.ceil && span % ps != 0 && out * ps < n + pp) ++out;
+        return out;
+      };
+      h = windows(h), w = windows(w);
     }
   }
   auto* f = node("Flatten", {cur});

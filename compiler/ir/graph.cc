@@ -122,10 +122,14 @@ const std::set<std::string>& broadcast_ops() {
 }
 
 // Output spatial size of a window op along one dimension.
-int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil, bool ceil_mode) {
+// `pad` both sides' pads, `pad_begin` the first side's. With ceil_mode the last window must
+// start inside the input or its first side's padding (torch's rule, and ONNX's since opset 19).
+int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t pad_begin, int64_t dil, bool ceil_mode) {
   const int64_t span = dil * (k - 1) + 1, num = in + pad - span;
   if (num < 0) return -2;  // the window does not fit
-  return (ceil_mode ? (num + stride - 1) / stride : num / stride) + 1;
+  int64_t out = (ceil_mode ? (num + stride - 1) / stride : num / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
+  return out;
 }
 
 }  // namespace
@@ -526,7 +530,7 @@ bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>
     *shape = {x[0], channels};
     for (size_t i = 0; i < sp; ++i) {
       if (x[2 + i] < 0) return false;
-      const int64_t v = window_out(x[2 + i], kernel[i], strides[i], pads[i] + pads[sp + i], dil[i], ceil_mode);
+      const int64_t v = window_out(x[2 + i], kernel[i], strides[i], pads[i] + pads[sp + i], pads[i], dil[i], ceil_mode);
       if (v < 1) throw bad("a window of " + std::to_string(kernel[i]) + " does not fit dimension " + std::to_string(x[2 + i]));
       shape->push_back(v);
     }

@@ -11,6 +11,7 @@
 //   AveragePool: the window's sum in order / the count (count_include_pad: the padded size);
 //   AveragePoolGrad adds dy / count to each element of the window; GlobalAveragePool: the sum
 //   over H x W in order / (H W), its gradient dy / (H W) everywhere.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -29,7 +30,7 @@ std::vector<int64_t> ints(const ir::Op& o, const char* key, size_t n, int64_t df
 
 // The geometry of a window op: input [N, C, H, W], output [N, Co, Ho, Wo], kernel kh x kw.
 struct Geo {
-  int64_t N = 0, C = 0, H = 0, W = 0, Co = 0, Ho = 0, Wo = 0, kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, dh = 1, dw = 1;
+  int64_t N = 0, C = 0, H = 0, W = 0, Co = 0, Ho = 0, Wo = 0, kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1;
   size_t x(int64_t n, int64_t c, int64_t i, int64_t j) const { return static_cast<size_t>(((n * C + c) * H + i) * W + j); }
   size_t y(int64_t n, int64_t c, int64_t i, int64_t j) const { return static_cast<size_t>(((n * Co + c) * Ho + i) * Wo + j); }
   size_t w(int64_t co, int64_t c, int64_t i, int64_t j) const { return static_cast<size_t>(((co * C + c) * kh + i) * kw + j); }
@@ -45,7 +46,7 @@ Geo geo(const ir::Op& o, const std::vector<int64_t>& xs, const std::vector<int64
   g.N = xs[0], g.C = xs[1], g.H = xs[2], g.W = xs[3], g.Co = ys[1], g.Ho = ys[2], g.Wo = ys[3];
   const std::vector<int64_t> k = ws ? std::vector<int64_t>{(*ws)[2], (*ws)[3]} : ints(o, "kernel_shape", 2, 1);
   const auto s = ints(o, "strides", 2, 1), p = ints(o, "pads", 4, 0), d = ints(o, "dilations", 2, 1);
-  g.kh = k[0], g.kw = k[1], g.sh = s[0], g.sw = s[1], g.pt = p[0], g.pl = p[1], g.dh = d[0], g.dw = d[1];
+  g.kh = k[0], g.kw = k[1], g.sh = s[0], g.sw = s[1], g.pt = p[0], g.pl = p[1], g.pb = p[2], g.pr = p[3], g.dh = d[0], g.dw = d[1];
   return g;
 }
 
@@ -80,10 +81,14 @@ void each_tap(const Geo& g, const std::vector<float>& dz, F f) {
   }
 }
 
-// AveragePool's divisor for output (oy, ox): the window's size, or the inputs in it.
+// AveragePool's divisor for output (oy, ox): the window's size within the padded plane (all of
+// it but where ceil_mode lets a window run past the padding), or the inputs in it.
 float avg_count(const ir::Op& o, const Geo& g, int64_t oy, int64_t ox) {
   const OnnxAttr* cip = o.attr("count_include_pad");
-  if (cip && cip->i != 0) return static_cast<float>(g.kh * g.kw);
+  if (cip && cip->i != 0) {
+    const int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+    return static_cast<float>((std::min(y0 + g.kh, g.H + g.pb) - y0) * (std::min(x0 + g.kw, g.W + g.pr) - x0));
+  }
   int n = 0;
   window(g, oy, ox, [&](int64_t, int64_t, int64_t, int64_t) { ++n; });
   return static_cast<float>(n);

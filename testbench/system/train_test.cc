@@ -250,6 +250,7 @@ TEST(Training, OverlappingPoolingMatchesReference) {
 // bit against reference.cc, on a budget that splits the channels.
 TEST(Training, PaddedPoolingMatchesReference) {
   check_against_reference(padded_pool_spec(13, 12), 24, 6, 24, 3, "lp_conv_padpool");
+  check_against_reference(ceil_pool_spec(), 24, 6, 24, 3, "lp_conv_ceilpool");  // ceil_mode's windows past the plane
 }
 
 // HardSwish after convolutions (its derivative taken at z, which the roots keep): bit for bit

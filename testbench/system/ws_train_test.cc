@@ -487,6 +487,15 @@ TEST(WsTraining, PaddedPoolingMatchesTheReference) {
   check_ws(padded_pool_spec(13, 12), 8, 12, 4, o, 3, "ws_conv_padpool");
 }
 
+// ceil_mode's last windows past the plane (testbench/mlp_model.h ceil_pool_spec): bit for bit.
+TEST(WsTraining, CeilModePoolingMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  check_ws(ceil_pool_spec(), 8, 12, 4, o, 3, "ws_conv_ceilpool");
+}
+
 // HardSwish after convolutions (the roots keep z, apply it before the pooling, and a max
 // pooling's backward takes y again from z): bit for bit against ws_reference.cc.
 TEST(WsTraining, ConvolutionsWithPreActivationsMatchTheReference) {

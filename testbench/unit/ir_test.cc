@@ -183,6 +183,11 @@ TEST(IrShapes, RulesOfTheOpsTorchExports) {
   EXPECT_EQ(r.shape("Conv", {p, w2}, {{"strides", ints({2, 2})}}), (Shape{-1, 8, 2, 2}));
   EXPECT_EQ(r.shape("MaxPool", {p}, {{"kernel_shape", ints({4, 4})}, {"strides", ints({4, 4})}, {"ceil_mode", one(1)}}),
             (Shape{-1, 4, 2, 2}));
+  // ceil_mode's last window must start inside the input or its first pad (torch's rule): over
+  // 5 with pads 1 and 1, windows of 2 by 2 start at -1, 1, 3 (and 5, in the last pad: dropped).
+  const int p5 = r.in({-1, 4, 5, 5});
+  EXPECT_EQ(r.shape("MaxPool", {p5}, {{"kernel_shape", ints({2, 2})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}, {"ceil_mode", one(1)}}),
+            (Shape{-1, 4, 3, 3}));
   EXPECT_EQ(r.shape("GlobalAveragePool", {p}), (Shape{-1, 4, 1, 1}));
   EXPECT_TRUE(contains(r.error("Conv", {p, w}), "expects 1 input channels, the input has 4")) << r.error("Conv", {p, w});
 
