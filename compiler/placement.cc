@@ -141,8 +141,6 @@ ConvTapCycles conv_tap_cycles(const ConvParams& slice, int cq, bool dx, int ring
   return out;
 }
 
-namespace {
-
 // The cycles of a vector op over n fp32 elements (docs/core.md) whose operands' relative
 // alignment is not known: k elements a step (the op's rate, 1 with a strided operand), a step of
 // r reads ceil(r / read_ports) cycles, and a one-cycle step of two reads one more when they share
@@ -164,6 +162,21 @@ double vec_op(const CoreConfig& core, double n, int reads, int rate, bool stride
   }
   return std::ceil(n / k) * (pc + conflict) + 1;
 }
+
+double softmax_loss_cycles(const CoreConfig& core, int n) {
+  const int add = core.add_fp32, mul = core.mul_fp32, sp = core.special;
+  double t = vec_op(core, n, 1, add, false);  // the copy into t
+  for (int m = n; m > 1;) {                   // the max by halving
+    const int half = m / 2;
+    t += vec_op(core, half, 2, add, false) + 2;
+    m -= half;
+  }
+  t += vec_op(core, n, 0, add, false) + vec_op(core, n, 2, add, false) + vec_op(core, n, 1, sp, false) +  // fill, shift, exp
+       vec_op(core, n, 1, add, false) + vec_op(core, 1, 1, sp, false) * 2 + vec_op(core, n, 1, mul, false);  // sum, log, 1/s, scale
+  return t + 20;  // the loads, stores and the loss's scalar arithmetic
+}
+
+namespace {
 
 // A convolution root's cycles per sample, forward or backward (codegen.cc conv_root_source and the
 // emitters it calls: emit_act_fwd/bwd, emit_pool_fwd/bwd), each vector op by vec_op and a few

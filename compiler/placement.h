@@ -189,4 +189,11 @@ long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_
 // taken at z, y's and the programs' scratch beyond one (codegen.cc conv_root_source); else 0.
 int conv_root_act_planes(const DenseKernel& d);
 
+// The cycles of a vector op over n fp32 elements at `rate` a step with `reads` memory sources
+// whose relative alignment is not known (placement.cc; docs/core.md).
+double vec_op(const CoreConfig& core, double n, int reads, int rate, bool strided);
+// One sample's softmax cross-entropy over n classes as codegen.cc's emit_softmax_loss runs it
+// (a copy, the max by halving, the shift, exp, sum, log, reciprocal, the scaling), op by op.
+double softmax_loss_cycles(const CoreConfig& core, int n);
+
 }  // namespace wafersim::compiler

@@ -9,6 +9,7 @@
 
 #include "compiler/activation.h"
 #include "compiler/onnx_model.h"
+#include "compiler/placement.h"
 #include "firmware/isa.h"
 
 namespace wafersim::compiler {
@@ -685,6 +686,15 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       e.fwd_cycles += m * (9.0 * n + 60) + n * (2.0 * m + 14 + per);
       e.bwd_cycles += n * (3.0 * m + 16 + per) + m * (8.0 * n + 60) + n * (2.0 * m + 14 + per) + 2.0 * n * (8 + per);
     }
+    if (l + 1 == L) {
+      // The loss at the roots before the backward passes (ws_codegen.cc root_source): per sample
+      // its logits in (strided), softmax cross-entropy, the gradient scaled and out (strided);
+      // then the logit gradients north, a word a cycle.
+      const int n = d.out;
+      const double per = 2.0 * vec_op(hw.core, n, 1, 1, true) + softmax_loss_cycles(hw.core, n) +
+                         vec_op(hw.core, n, 1, hw.core.mul_fp32, false) + 16;
+      e.loss_cycles = m * per + static_cast<double>(n) * m;
+    }
     p.est.push_back(e);
   }
   // Backward, each row's dW rows reduce along it, column to column, toward the row's channel (a
@@ -1118,6 +1128,7 @@ WsEstimate ws_estimate(const KernelGraph& g, const WsPlan& p, const WsHostPace& 
     x.stream_f = stream + wait_f;
     x.stream_b = bwd_streams ? stream_bwd + wait_b : 0.0;
     x.fwd = std::max(x.stream_f, e.fwd_cycles) + e.turn_cycles;
+    x.fwd += e.loss_cycles;
     // The pass's dW also leave the system through the host link (bridge, SwarmX).
     const double grads_out = static_cast<double>(e.weights) / pace.grads_per_cycle;
     // The last pass (layer 0's backward) ends with its dW out (the reduction follows): no turn.

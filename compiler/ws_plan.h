@@ -77,6 +77,7 @@ struct WsLayerEst {
   double egress_cycles = 0;     // backward: the dW rows out through the busiest row channel
   double turn_cycles = 0;       // per pass: the last values down the columns and back up, which the next pass waits for
   double bwd_turn_cycles = 0;   // the same after a backward pass (the gathered dy through the roots)
+  double loss_cycles = 0;       // the last layer: the roots' loss and the logit gradients north, before its backward pass
 };
 
 struct WsPlan {
