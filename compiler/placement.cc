@@ -85,7 +85,7 @@ int conv_sram_align(const CoreConfig& core) {
   return (nb & (nb - 1)) == 0 ? std::max(16, 2 * nb) : 16;
 }
 
-ConvTapCycles conv_tap_cycles(const ConvParams& slice, int cq, bool dx, int ring_depth, const CoreConfig& core) {
+ConvTapCycles conv_tap_cycles(const ConvParams& slice, int cq, bool dx, int ring_depth, const CoreConfig& core, long long input_offset) {
   // A tap's window moves one element a step (a two-dimensional operand). A step of r reads takes
   // ceil(r / read_ports) cycles, and one more when it is one cycle and its reads share a bank
   // (docs/core.md): the forward vaxpy reads the plane and the input, the backward one dx and dz
@@ -133,7 +133,7 @@ ConvTapCycles conv_tap_cycles(const ConvParams& slice, int cq, bool dx, int ring
     };
     for (int o = 0; o < cq; ++o) {
       double f = 0;
-      for (int s = 0; s < ring_depth; ++s) f += conflicts(s * ni - o * P);
+      for (int s = 0; s < ring_depth; ++s) f += conflicts(s * ni - o * P + input_offset);
       out.fwd += axpy * window + f / std::max(1, ring_depth);
       out.bwd += fmac * window + (dx ? axpy * window + conflicts(-o * P) : 0.0);
     }

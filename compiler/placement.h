@@ -183,7 +183,8 @@ int conv_sram_align(const CoreConfig& core);
 struct ConvTapCycles {
   double fwd = 0, bwd = 0;
 };
-ConvTapCycles conv_tap_cycles(const ConvParams& slice, int cq, bool dx, int ring_depth, const CoreConfig& core);
+// `input_offset`: the input's base minus the plane's, in elements (0: both on a multiple of the banks).
+ConvTapCycles conv_tap_cycles(const ConvParams& slice, int cq, bool dx, int ring_depth, const CoreConfig& core, long long input_offset = 0);
 long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_depth, bool grad = false, int act_planes = 0);
 // The planes a convolution root's activation adds per output channel: where its derivative is
 // taken at z, y's and the programs' scratch beyond one (codegen.cc conv_root_source); else 0.

@@ -151,6 +151,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as.data(conv_tap_table(cv, "ct" + S(l)));
   }
   if (cplane) {
+    as.data(".align 16");  // the plane of sums WsPlan::cacc_pad elements past a multiple of the banks
+    if (p.cacc_pad) as.data(".space cpad, fp32, " + S(p.cacc_pad));
     as.data(".space cacc, fp32, " + S(cplane));
     as.data(".space xbase, i32, 1");
     as.data(".space dxbase, i32, 1");

@@ -169,24 +169,25 @@ int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
 // per output runs beside the rows' (it takes output o while they compute o + 1), so a pass
 // takes the slower of the two per output.
 WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long weights) {
-  constexpr double kTapF = 22, kTapB = 36;  // a tap's scalar instructions (ws_codegen.cc)
+  constexpr double kTapF = 22, kTapB = 36, kTapB0 = 28;  // a tap's scalar instructions (ws_codegen.cc; backward without dx)
   constexpr double kSample = 10;            // a sample's loop turn and bookkeeping
   constexpr double kRootOp = 6;             // a root vector op's issue and its loop's share
   const ConvParams& c = p.conv[static_cast<size_t>(l)];
   const PoolParams& q = p.pool[static_cast<size_t>(l)];
   const double m = p.m, refetch = hw.core.decode_latency - 1, add = std::max(1, hw.core.add_fp32);
   const double P = static_cast<double>(c.ho) * c.wo, Pq = p.qplane(l), co = c.co;
-  double window = 0;  // the taps' window elements, summed
-  int live = 0;       // taps with a window
-  for (const ConvTap& t : conv_taps(c)) {
-    window += static_cast<double>(t.oy1 - t.oy0) * (t.ox1 - t.ox0);
-    live += t.oy1 > t.oy0;
-  }
+  int live = 0;  // taps with a window
+  for (const ConvTap& t : conv_taps(c)) live += t.oy1 > t.oy0;
   const double taps = c.taps();
-  const double row_f = m * (P / add + window + live * kTapF + taps * (5 + refetch) + P + kSample) + kPerOutput;
-  // Three cycles per window element either way: a vaxpy and a two-cycle vfmac, or in the first
-  // layer (no dx) the vfmac alone, measured at about three (docs/performance.md).
-  const double row_b = m * (3.0 * window + live * kTapB + taps * (8 + refetch) + kSample) + taps / add + kPerOutput;
+  // The taps' vector ops with their bank conflicts as the layer-pipelined tiles' (placement.cc
+  // conv_tap_cycles): the samples' planes of inputs one after another in X (as a tile's ring
+  // slots) on a multiple of the banks, one plane of sums (cacc) `cacc_pad` elements past one
+  // (ws_codegen.cc lays them out so); forward a vaxpy a window element, backward a two-cycle
+  // vfmac and (not in the first layer) a vaxpy into dx.
+  const bool dx = l > 0;
+  const ConvTapCycles v = conv_tap_cycles(c, 1, dx, std::max(1, p.m), hw.core, -p.cacc_pad);
+  const double row_f = m * (P / add + v.fwd + live * kTapF + taps * (5 + refetch) + P + kSample) + kPerOutput;
+  const double row_b = m * (v.bwd + live * (dx ? kTapB : kTapB0) + taps * (8 + refetch) + kSample) + taps / add + kPerOutput;
   // The root per output: the sums in, the bias and activation (a few ops over m P), the pooling
   // (an op per pooled row and window tap), the pooled plane back up; backward the pooled
   // gradient in, its spreading over the windows (four ops per tap and row: max), the
@@ -541,6 +542,19 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   const std::vector<int> inq = hw.core.inq();
   const double buffered = hw.router.buffer_depth + (inq.size() > 1 ? inq[1] : 0);
   const int banks = hw.core.sram_banks;
+  // The convolutions' plane of sums (cacc) starts `cacc_pad` elements past a multiple of the
+  // banks, where their inputs (X, on a multiple) and it share the fewest banks in the taps'
+  // vaxpys (conv_tap_cycles), over every convolution.
+  if (banks >= 2) {
+    double best = -1;
+    for (int pad = 0; pad < std::max(1, banks / 2); ++pad) {
+      double f = 0;
+      for (int l = 0; l < L; ++l) {
+        if (p.is_conv(l)) f += conv_tap_cycles(p.conv[static_cast<size_t>(l)], 1, l > 0, std::max(1, p.m), hw.core, -pad).fwd;
+      }
+      if (best < 0 || f < best) best = f, p.cacc_pad = pad;
+    }
+  }
   // Per dense layer and row, its backward pass's per-output cycles (dW blocks choose from them).
   std::vector<std::vector<RowBwd>> rowb(static_cast<size_t>(L));
   for (int l = 0; l < L; ++l) {

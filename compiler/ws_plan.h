@@ -85,6 +85,7 @@ struct WsPlan {
   int fabric_width = 0;
   int batch = 16, systems = 1, shard = 16;  // shard = batch / systems
   int rows = 1, cols = 1, m = 1;            // m = the most samples a column holds, ceil(shard / cols)
+  int cacc_pad = 0;  // the convolutions' plane of sums: elements past a multiple of the banks (ws_plan.cc)
   int rows_room = 1;                        // feature rows the fabric and the model allow (rows <= it)
   int pe_budget = 0;                        // WsOptions::max_pes (0: no limit)
   bool budget_bound = false;                // pe_budget chose fewer feature rows than rows_room
