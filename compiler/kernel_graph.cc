@@ -399,6 +399,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       if (const OnnxAttr* a = n.attr("pads"); a && a->kind == OnnxAttr::kInts) pads = a->ints;  // opset < 11
       if (auto it = n.inputs.size() > 1 ? m.initializers.find(n.inputs[1]) : m.initializers.end(); it != m.initializers.end()) {
         pads = it->second.i64;
+      } else if (auto fv = n.inputs.size() > 1 ? folded.ints.find(n.inputs[1]) : folded.ints.end(); fv != folded.ints.end()) {
+        pads = fv->second;  // computed as torch's F.pad exports it (the graph IR folded it)
       }
       const OnnxAttr* mode = n.attr("mode");
       bool zero = true;  // the constant: input 2 (opset >= 11) or the value attribute

@@ -329,6 +329,26 @@ OnnxAttr read_attr(const onnx::AttributeProto& a) {
       r.kind = OnnxAttr::kString;
       r.s = a.s();
       break;
+    case onnx::AttributeProto_AttributeType_TENSOR: {
+      r.kind = OnnxAttr::kOther;
+      const onnx::TensorProto& t = a.t();
+      long long n = 1;
+      for (int64_t d : t.dims()) n *= d;
+      if (n < 0 || n > 16 || t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) break;
+      try {
+        const OnnxTensor v = read_tensor(t, a.name(), "attribute '" + a.name() + "'");
+        if (v.elem_type == kOnnxFloat && static_cast<long long>(v.f32.size()) == n) {
+          r.tensor_type = kOnnxFloat;
+          r.floats = v.f32;
+        } else if (v.elem_type != kOnnxFloat && static_cast<long long>(v.i64.size()) == n) {
+          r.tensor_type = v.elem_type;
+          r.ints = v.i64;
+        }
+      } catch (const CompileError&) {
+        r.tensor_type = 0;  // a type read_tensor refuses: not read (the op stays unfolded)
+      }
+      break;
+    }
     default:
       r.kind = OnnxAttr::kOther;
       break;

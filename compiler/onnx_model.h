@@ -28,6 +28,9 @@ struct OnnxAttr {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::string s;
+  // A TENSOR attribute (kind kOther) of at most 16 float or integer elements: its element type
+  // (0: none read) and values, in floats or ints (ConstantOfShape's `value`).
+  int tensor_type = 0;
 };
 
 struct OnnxNode {

@@ -17,7 +17,9 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
             (conv1, conv2, ...), followed by --act; mK[sS][pP] a MaxPool2d K x K, stride S
             (default K; S < K overlaps the windows), padding P, and a trailing c for ceil_mode;
             aK[sS][pP][c] an AvgPool2d the same way (count_include_pad, torch's default),
-            AK[sS][pP][c] one that does not count the padding; g an
+            AK[sS][pP][c] one that does not count the padding; zP a nn.ZeroPad2d(P) before the
+            next item, zL.R.T.B one of left, right, top and bottom pads (torch exports it as
+            shape arithmetic and a Pad); g an
             AdaptiveAvgPool2d(1) (GlobalAveragePool); then Flatten and
             Linear layers to the widths of --layers, whose first is taken from the planes
             (--layers 10: one Linear to 10 classes)
@@ -104,9 +106,15 @@ def build_cnn(spec, img, layers, act):
     c, h, w = img
     n_conv = 0
     for item in spec.split(","):
+        z = re.fullmatch(r"z(\d+)(?:\.(\d+)\.(\d+)\.(\d+))?", item.strip())
+        if z:
+            lrtb = [int(z.group(1))] * 4 if z.group(2) is None else [int(z.group(k)) for k in range(1, 5)]
+            mods[f"pad{len(mods)}"] = nn.ZeroPad2d(tuple(lrtb))
+            h, w = h + lrtb[2] + lrtb[3], w + lrtb[0] + lrtb[1]
+            continue
         m = re.fullmatch(r"(\d+)c(\d+)(?:s(\d+))?(?:p(\d+))?|([maA])(\d+)(?:s(\d+))?(?:p(\d+))?(c)?|(g)", item.strip())
         if not m:
-            raise argparse.ArgumentTypeError(f"--conv item '{item}': NcK[sS][pP], mK[sS][pP][c], aK[sS][pP][c], AK[sS][pP][c] or g")
+            raise argparse.ArgumentTypeError(f"--conv item '{item}': NcK[sS][pP], mK[sS][pP][c], aK[sS][pP][c], AK[sS][pP][c], zP, zL.R.T.B or g")
         if m.group(1):
             n, k, st, pd = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1), int(m.group(4) or 0)
             n_conv += 1

@@ -161,9 +161,10 @@ bool cast(const Val& a, int to, Val* r) {
   return true;
 }
 
-// Slice of a 1-D constant along axis 0 with constant bounds.
+// Slice of a constant along one axis with constant bounds and any step (torch reverses its
+// padding amounts with a step of -1: F.pad, nn.ZeroPad2d).
 bool slice1(const ir::Graph& g, const ir::Op& o, const Val& a, Val* r) {
-  if (a.dims.size() != 1) return false;
+  if (a.dims.empty()) return false;
   auto ints = [&](const char* key, size_t input, std::vector<int64_t>* v) {
     if (const OnnxAttr* at = o.attr(key); at && at->kind == OnnxAttr::kInts) {
       *v = at->ints;
@@ -182,14 +183,65 @@ bool slice1(const ir::Graph& g, const ir::Op& o, const Val& a, Val* r) {
   if (!ints("starts", 1, &starts) || !ints("ends", 2, &ends) || starts.size() != 1 || ends.size() != 1) return false;
   if (std::vector<int64_t> ax; ints("axes", 3, &ax)) axes = ax;
   if (std::vector<int64_t> st; ints("steps", 4, &st)) steps = st;
-  if (axes.size() != 1 || (axes[0] != 0 && axes[0] != -1) || steps.size() != 1 || steps[0] != 1) return false;
-  const auto n = static_cast<int64_t>(a.size());
-  auto clampi = [&](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
-  const int64_t b = clampi(starts[0]), e = std::max(b, clampi(ends[0]));
+  const auto rank = static_cast<int64_t>(a.dims.size());
+  if (axes.size() != 1 || axes[0] < -rank || axes[0] >= rank || steps.size() != 1 || steps[0] == 0) return false;
+  const auto axis = static_cast<size_t>(axes[0] < 0 ? axes[0] + rank : axes[0]);
+  const int64_t n = a.dims[axis], step = steps[0];
+  // ONNX's clamping: [0, n] for a positive step, [-1, n - 1] for a negative one.
+  auto clampi = [&](int64_t v) {
+    if (v < 0) v = v < -n ? -n - 1 : v + n;  // (no overflow: |v| may be near INT64_MAX)
+    return step > 0 ? std::clamp(v, int64_t{0}, n) : std::clamp(v, int64_t{-1}, n - 1);
+  };
+  const int64_t b = clampi(starts[0]), e = clampi(ends[0]);
+  std::vector<int64_t> take;
+  for (int64_t k = b; step > 0 ? k < e : k > e; k += step) take.push_back(k);
+  int64_t inner = 1, outer = 1;
+  for (size_t d = axis + 1; d < a.dims.size(); ++d) inner *= a.dims[d];
+  for (size_t d = 0; d < axis; ++d) outer *= a.dims[d];
   *r = a;
-  r->dims = {e - b};
-  if (a.is_float()) r->f.assign(a.f.begin() + b, a.f.begin() + e);
-  else r->i.assign(a.i.begin() + b, a.i.begin() + e);
+  r->dims[axis] = static_cast<int64_t>(take.size());
+  r->f.clear();
+  r->i.clear();
+  for (int64_t q = 0; q < outer; ++q) {
+    for (int64_t k : take) {
+      const auto at = static_cast<size_t>((q * n + k) * inner);
+      if (a.is_float()) r->f.insert(r->f.end(), a.f.begin() + static_cast<long>(at), a.f.begin() + static_cast<long>(at + static_cast<size_t>(inner)));
+      else r->i.insert(r->i.end(), a.i.begin() + static_cast<long>(at), a.i.begin() + static_cast<long>(at + static_cast<size_t>(inner)));
+    }
+  }
+  return true;
+}
+
+// Transpose of a constant by `perm` (default: the axes reversed).
+bool transpose(const ir::Op& o, const Val& a, Val* r) {
+  const size_t rank = a.dims.size();
+  std::vector<int64_t> perm;
+  if (const OnnxAttr* p = o.attr("perm"); p && p->kind == OnnxAttr::kInts) perm = p->ints;
+  else for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+  if (perm.size() != rank) return false;
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(p)]) return false;
+    seen[static_cast<size_t>(p)] = true;
+  }
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * a.dims[d];
+  *r = a;
+  for (size_t d = 0; d < rank; ++d) r->dims[d] = a.dims[static_cast<size_t>(perm[d])];
+  const int64_t total = numel(a.dims);
+  r->f.clear();
+  r->i.clear();
+  std::vector<int64_t> idx(rank, 0);  // the output's index, in its axes
+  for (int64_t k = 0; k < total; ++k) {
+    int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d) src += idx[d] * stride[static_cast<size_t>(perm[d])];
+    if (a.is_float()) r->f.push_back(a.f[static_cast<size_t>(src)]);
+    else r->i.push_back(a.i[static_cast<size_t>(src)]);
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < r->dims[d]) break;
+      idx[d] = 0;
+    }
+  }
   return true;
 }
 
@@ -274,6 +326,33 @@ bool evaluate(const ir::Graph& g, const ir::Op& o, Val* r) {
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") return in.size() == 2 && binary(op, in[0], in[1], r);
   if (op == "Neg" || op == "Sqrt" || op == "Reciprocal" || op == "Exp") return unary(op, in[0], r);
   if (op == "Slice") return slice1(g, o, in[0], r);
+  if (op == "Transpose") return transpose(o, in[0], r);
+  if (op == "ConstantOfShape") {
+    // A small tensor of the `value` attribute's one element (default: a float 0).
+    if (in[0].is_float() || in[0].dims.size() != 1) return false;
+    std::vector<int64_t> dims;
+    for (const Aff& x : in[0].i) {
+      if (x.m != 0 || x.v < 0 || x.v > 4096) return false;
+      dims.push_back(x.v);
+    }
+    if (dims.size() > 4 || numel(dims) > 4096) return false;  // shape arithmetic, not data
+    const OnnxAttr* v = o.attr("value");
+    r->elem_type = kOnnxFloat;
+    float fv = 0;
+    int64_t iv = 0;
+    if (v) {
+      if (v->tensor_type == 0 || v->floats.size() + v->ints.size() != 1) return false;
+      r->elem_type = v->tensor_type;
+      if (v->tensor_type == kOnnxFloat) fv = v->floats[0];
+      else iv = v->ints[0];
+    }
+    if (!r->is_float() && !is_int_type(r->elem_type)) return false;
+    r->dims = dims;
+    const auto n = static_cast<size_t>(numel(dims));
+    if (r->is_float()) r->f.assign(n, fv);
+    else r->i.assign(n, Aff{iv, 0});
+    return true;
+  }
   return false;
 }
 

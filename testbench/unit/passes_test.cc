@@ -327,6 +327,28 @@ TEST(Passes, ZeroPadsFoldIntoTheConvOrAveragePoolAfterThem) {
   EXPECT_EQ(ir::shape_str(out_of(g, 1).shape), "[N, 3, 6, 6]");
 }
 
+// nn.ZeroPad2d((1, 2, 1, 0)) as torch 1.13 exports it at opset 17: the pads from
+// ConstantOfShape, Concat, Reshape, a Slice reversing the rows (step -1), Transpose, Reshape and
+// Cast, all folded, then the Pad taken as the Conv's pads (top 1, left 1, bottom 0, right 2).
+TEST(Passes, TorchsPadArithmeticFoldsIntoTheConvsPads) {
+  Builder b;
+  const int x = b.input("x", {-1, 1, 8, 8});
+  OnnxAttr zero;
+  zero.tensor_type = compiler::kOnnxInt64;
+  zero.ints = {0};
+  const int zeros = b.op("ConstantOfShape", {b.ints({4})}, {{"value", zero}});
+  const int cat = b.op("Concat", {b.ints({1, 2, 1, 0}), zeros}, {{"axis", I(0)}});
+  const int rows = b.op("Reshape", {cat, b.ints({-1, 2})});
+  const int rev = b.op("Slice", {rows, b.ints({-1}), b.ints({-9223372036854775807LL}), b.ints({0}), b.ints({-1})});
+  const int tr = b.op("Transpose", {rev}, {{"perm", Is({1, 0})}});
+  const int pads = b.op("Cast", {b.op("Reshape", {tr, b.ints({-1})})}, {{"to", I(7)}});
+  const int padded = b.op("Pad", {x, pads, b.scalar(0.0f)}, {{"mode", ir::attr_str("constant")}});
+  ir::Graph g = passes::run_passes(b.done({b.op("Conv", {padded, b.param("w", {2, 1, 3, 3})})}));
+  ASSERT_EQ(kinds(g), (Kinds{"Conv2d"}));
+  EXPECT_EQ(g.ops[0].attr("pads")->ints, (std::vector<int64_t>{1, 1, 0, 2}));
+  EXPECT_EQ(ir::shape_str(out_of(g, 0).shape), "[N, 2, 7, 9]");
+}
+
 TEST(Passes, DeadCodeAndRenames) {
   Builder b;
   const int x = b.input("x", {-1, 4});
