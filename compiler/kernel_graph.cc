@@ -146,6 +146,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   Flow f{in->name, g.in_features};
   f.rank = in->dims.size();
   if (f.rank == 4) f.c = static_cast<int>(in->dims[1]), f.h = static_cast<int>(in->dims[2]), f.w = static_cast<int>(in->dims[3]);
+  if (f.rank == 3) f.c = static_cast<int>(in->dims[1]), f.h = 1, f.w = static_cast<int>(in->dims[2]);  // NCL: a 1-D convolution's
   auto unsupported = [&](const OnnxNode& n, const std::string& why) {
     g.unsupported.push_back({n.name, n.op_type, why});
     f.value = n.outputs.empty() ? "" : n.outputs[0];
@@ -206,14 +207,21 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   // A Conv (with its bias) as a convolution kernel: "" if taken, else why not.
   auto take_conv = [&](const OnnxNode& n) -> std::string {
     if (f.pending_matmul) return "a MatMul needs its bias Add before the next layer";
-    if (f.rank != 4) return "a Conv needs NCHW planes (a 4-D input); this one gets " + std::to_string(f.rank) + "-D values";
+    // A 1-D convolution (NCL values, weight [out, in, k]) is the 2-D kernel over planes of one row.
+    const bool one_d = f.rank == 3;
+    if (f.rank != 4 && !one_d) return "a Conv needs NCHW planes (a 4-D input) or NCL sequences (3-D); this one gets " + std::to_string(f.rank) + "-D values";
     if (f.residual) return "a convolution after a residual Add is not supported yet";
     const OnnxTensor* w = n.inputs.size() > 1 ? float_init(m, n.inputs[1], n) : nullptr;
     if (!w) return "the weight (input 1) must be an initializer";
-    if (w->dims.size() != 4) return "weight '" + w->name + "' has shape " + dims_str(w->dims) + "; a 2-D convolution needs [out, in, kh, kw]";
+    if (w->dims.size() != (one_d ? 3u : 4u)) {
+      return "weight '" + w->name + "' has shape " + dims_str(w->dims) + (one_d ? "; a 1-D convolution needs [out, in, k]" : "; a 2-D convolution needs [out, in, kh, kw]");
+    }
     auto ints = [&](const char* key, size_t len, int64_t dflt) {
       const OnnxAttr* a = n.attr(key);
       std::vector<int64_t> v = a && a->kind == OnnxAttr::kInts ? a->ints : std::vector<int64_t>{};
+      if (one_d && v.size() == len / 2) {  // the row's: a height of 1, no pads above or below
+        v = len == 4 ? std::vector<int64_t>{0, v[0], 0, v[1]} : std::vector<int64_t>{len == 2 && std::string(key) == "kernel_shape" ? 1 : dflt, v[0]};
+      }
       if (v.empty()) v.assign(len, dflt);
       return v;
     };
@@ -228,7 +236,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     for (int64_t v : pads) {
       if (v < 0 || v > 64) return "pads " + dims_str(pads) + " must be 0 to 64";
     }
-    const int64_t co = w->dims[0], ci = w->dims[1], kh = w->dims[2], kw = w->dims[3];
+    const int64_t co = w->dims[0], ci = w->dims[1], kh = one_d ? 1 : w->dims[2], kw = one_d ? w->dims[2] : w->dims[3];
     if (ks[0] && (ks.size() != 2 || ks[0] != kh || ks[1] != kw)) return "kernel_shape " + dims_str(ks) + " does not match weight '" + w->name + "' " + dims_str(w->dims);
     if (co < 1 || kh < 1 || kw < 1) return "weight '" + w->name + "' " + dims_str(w->dims) + " is empty";
     if (ci != f.c) return "weight '" + w->name + "' " + dims_str(w->dims) + " expects " + std::to_string(ci) + " input channels, the value has " + std::to_string(f.c);
@@ -258,14 +266,14 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     boundary.emplace(f.value, static_cast<int>(g.layers.size()));
     g.layers.push_back(std::move(d));
     const DenseKernel& k = g.layers.back();
-    f = Flow{n.outputs[0], k.out, true, static_cast<int>(g.layers.size()) - 1, false, false, 4};
+    f = Flow{n.outputs[0], k.out, true, static_cast<int>(g.layers.size()) - 1, false, false, one_d ? 3u : 4u};
     f.c = k.conv.co, f.h = k.conv.ho, f.w = k.conv.wo;
     return "";
   };
   // A pooling node after a convolution (and its activation): "" if taken, else why not.
   auto take_pool = [&](const OnnxNode& n) -> std::string {
     const std::string& op = n.op_type;
-    if (f.dense < 0 || !g.layers[static_cast<size_t>(f.dense)].conv.on || f.residual || f.rank != 4 ||
+    if (f.dense < 0 || !g.layers[static_cast<size_t>(f.dense)].conv.on || f.residual || (f.rank != 4 && f.rank != 3) ||
         g.layers[static_cast<size_t>(f.dense)].pool.kind != PoolParams::kNone) {
       return "pooling is supported on a convolution's output (after its activation), once";
     }
@@ -277,19 +285,23 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     if (op == "GlobalAveragePool") {
       pp.kh = f.h, pp.kw = f.w, pp.sh = f.h, pp.sw = f.w;
     } else {
-      const OnnxAttr* ks = n.attr("kernel_shape");
-      if (!ks || ks->ints.size() != 2) return "kernel_shape must give 2 sizes";
+      // A 1-D pooling (NCL) is the 2-D one over planes of one row: its sizes and pads widened.
+      const bool one_d = f.rank == 3;
+      const size_t nd = one_d ? 1 : 2;
+      const OnnxAttr* ksa = n.attr("kernel_shape");
+      if (!ksa || ksa->ints.size() != nd) return "kernel_shape must give " + std::to_string(nd) + " size" + (nd > 1 ? "s" : "");
       const OnnxAttr* st = n.attr("strides");
-      if (st && st->ints.size() != 2) return "strides must give 2 values";
+      if (st && st->ints.size() != nd) return "strides must give " + std::to_string(nd) + " value" + (nd > 1 ? "s" : "");
       auto out_of = [](const std::vector<int64_t>& v) { return std::any_of(v.begin(), v.end(), [](int64_t x) { return x < 1 || x > 4096; }); };
-      if (out_of(ks->ints) || (st && out_of(st->ints))) return "kernel_shape and strides must be 1 to 4096";
-      pp.kh = static_cast<int>(ks->ints[0]), pp.kw = static_cast<int>(ks->ints[1]);
-      pp.sh = st && st->ints.size() == 2 ? static_cast<int>(st->ints[0]) : 1;
-      pp.sw = st && st->ints.size() == 2 ? static_cast<int>(st->ints[1]) : 1;
+      if (out_of(ksa->ints) || (st && out_of(st->ints))) return "kernel_shape and strides must be 1 to 4096";
+      const std::vector<int64_t> kv = one_d ? std::vector<int64_t>{1, ksa->ints[0]} : ksa->ints;
+      const std::vector<int64_t> sv = !st ? std::vector<int64_t>{1, 1} : one_d ? std::vector<int64_t>{1, st->ints[0]} : st->ints;
+      pp.kh = static_cast<int>(kv[0]), pp.kw = static_cast<int>(kv[1]);
+      pp.sh = static_cast<int>(sv[0]), pp.sw = static_cast<int>(sv[1]);
       std::vector<int64_t> pads(4, 0);
       if (const OnnxAttr* a = n.attr("pads"); a && !a->ints.empty()) {
-        if (a->ints.size() != 4) return "pads " + dims_str(a->ints) + " must give 4 values";
-        pads = a->ints;
+        if (a->ints.size() != 2 * nd) return "pads " + dims_str(a->ints) + " must give " + std::to_string(2 * nd) + " values";
+        pads = one_d ? std::vector<int64_t>{0, a->ints[0], 0, a->ints[1]} : a->ints;
       }
       const OnnxAttr* cip = n.attr("count_include_pad");
       pp.count_pad = cip && cip->i != 0;
@@ -300,8 +312,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         pads = f.pad;
         pp.count_pad = true;
       }
-      if (pads[0] < 0 || pads[1] < 0 || pads[2] < 0 || pads[3] < 0 || pads[0] >= ks->ints[0] || pads[2] >= ks->ints[0] ||
-          pads[1] >= ks->ints[1] || pads[3] >= ks->ints[1]) {
+      if (pads[0] < 0 || pads[1] < 0 || pads[2] < 0 || pads[3] < 0 || pads[0] >= kv[0] || pads[2] >= kv[0] ||
+          pads[1] >= kv[1] || pads[3] >= kv[1]) {
         return "pads " + dims_str(pads) + " must be 0 to the window's size less 1";
       }
       pp.pt = static_cast<int>(pads[0]), pp.pl = static_cast<int>(pads[1]), pp.pb = static_cast<int>(pads[2]), pp.pr = static_cast<int>(pads[3]);
@@ -415,12 +427,13 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         continue;
       }
       if (!none) {
-        if (f.rank != 4 || pads.size() != 8 || pads[0] || pads[1] || pads[4] || pads[5] || !f.pad.empty() ||
+        const size_t r = pads.size() / 2;  // NCHW planes, or NCL sequences (r = 3)
+        if ((f.rank != 4 && f.rank != 3) || pads.size() != 2 * f.rank || pads[0] || pads[1] || pads[r] || pads[r + 1] || !f.pad.empty() ||
             std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0 || v > 64; })) {
-          unsupported(n, "pads " + dims_str(pads) + ": a Pad of zeros is taken around NCHW planes only (0 to 64 each side), once");
+          unsupported(n, "pads " + dims_str(pads) + ": a Pad of zeros is taken around NCHW planes or NCL sequences only (0 to 64 each side), once");
           continue;
         }
-        f.pad = {pads[2], pads[3], pads[6], pads[7]};
+        f.pad = r == 4 ? std::vector<int64_t>{pads[2], pads[3], pads[6], pads[7]} : std::vector<int64_t>{0, pads[2], 0, pads[5]};
         f.pad_node = n.name;
       }
       f.value = n.outputs[0];
@@ -475,7 +488,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     if (op == "Gemm" || op == "MatMul") {
       if (!f.known) { follow(n); continue; }
       if (f.pending_matmul) { unsupported(n, "a MatMul needs its bias Add before the next layer"); continue; }
-      if (f.rank == 4) { unsupported(n, "takes NCHW planes; flatten them first (Flatten or Reshape to [N, features])"); continue; }
+      if (f.rank == 4 || (f.rank == 3 && f.dense >= 0 && g.layers[static_cast<size_t>(f.dense)].conv.on)) {
+        unsupported(n, "takes a convolution's planes; flatten them first (Flatten or Reshape to [N, features])");
+        continue;
+      }
       DenseKernel d;
       d.name = n.name;
       boundary.emplace(f.value, static_cast<int>(g.layers.size()));

@@ -12,7 +12,8 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
             activated output: h = h + act(fc(h)) (a residual MLP; the same parameter names)
   --layernorm  each hidden layer normalises its output before the activation: act(norm(fc(h)))
             (nn.LayerNorm, parameters normN.weight and normN.bias)
-  --conv    a CNN: convolutions and pooling over --image (C x H x W) before the Linear layers,
+  --conv    a CNN: convolutions and pooling over --image (C x H x W; C x L: one-dimensional,
+            Conv1d and its pools) before the Linear layers,
             comma-separated: NcK[sS][pP] a Conv2d of N channels, K x K, stride S, padding P
             (conv1, conv2, ...), followed by --act; mK[sS][pP] a MaxPool2d K x K, stride S
             (default K; S < K overlaps the windows), padding P, and a trailing c for ceil_mode;
@@ -93,9 +94,9 @@ def image(text):
     try:
         v = [int(t) for t in text.split("x")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}': need C x H x W, e.g. 1x28x28")
-    if len(v) != 3 or min(v) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': need C x H x W, e.g. 1x28x28")
+        raise argparse.ArgumentTypeError(f"'{text}': need C x H x W, e.g. 1x28x28, or C x L")
+    if len(v) not in (2, 3) or min(v) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': need C x H x W, e.g. 1x28x28, or C x L")
     return v
 
 
@@ -103,13 +104,16 @@ def build_cnn(spec, img, layers, act):
     """The CNN of --conv: its modules, and the Linear layers after the planes (see --conv)."""
     import re
     mods = collections.OrderedDict()
-    c, h, w = img
+    one_d = len(img) == 2  # C x L: Conv1d, MaxPool1d, AvgPool1d, ConstantPad1d (pads: left and right)
+    c, h, w = (img[0], 1, img[1]) if one_d else img
     n_conv = 0
     for item in spec.split(","):
         z = re.fullmatch(r"z(\d+)(?:\.(\d+)\.(\d+)\.(\d+))?", item.strip())
         if z:
             lrtb = [int(z.group(1))] * 4 if z.group(2) is None else [int(z.group(k)) for k in range(1, 5)]
-            mods[f"pad{len(mods)}"] = nn.ZeroPad2d(tuple(lrtb))
+            if one_d:
+                lrtb[2] = lrtb[3] = 0
+            mods[f"pad{len(mods)}"] = nn.ConstantPad1d(tuple(lrtb[:2]), 0.0) if one_d else nn.ZeroPad2d(tuple(lrtb))
             h, w = h + lrtb[2] + lrtb[3], w + lrtb[0] + lrtb[1]
             continue
         m = re.fullmatch(r"(\d+)c(\d+)(?:s(\d+))?(?:p(\d+))?|([maA])(\d+)(?:s(\d+))?(?:p(\d+))?(c)?|(g)", item.strip())
@@ -118,25 +122,26 @@ def build_cnn(spec, img, layers, act):
         if m.group(1):
             n, k, st, pd = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1), int(m.group(4) or 0)
             n_conv += 1
-            mods[f"conv{n_conv}"] = nn.Conv2d(c, n, k, stride=st, padding=pd)
+            mods[f"conv{n_conv}"] = (nn.Conv1d if one_d else nn.Conv2d)(c, n, k, stride=st, padding=pd)
             mods[f"cact{n_conv}"] = ACTIVATIONS[act]()
-            c, h, w = n, (h + 2 * pd - k) // st + 1, (w + 2 * pd - k) // st + 1
+            c, h, w = n, 1 if one_d else (h + 2 * pd - k) // st + 1, (w + 2 * pd - k) // st + 1
         elif m.group(5):
             k = int(m.group(6))
             st = int(m.group(7) or k)
             pd = int(m.group(8) or 0)
             ceil = m.group(9) is not None
             if m.group(5) == "m":
-                mods[f"pool{len(mods)}"] = nn.MaxPool2d(k, stride=st, padding=pd, ceil_mode=ceil)
+                mods[f"pool{len(mods)}"] = (nn.MaxPool1d if one_d else nn.MaxPool2d)(k, stride=st, padding=pd, ceil_mode=ceil)
             else:
-                mods[f"pool{len(mods)}"] = nn.AvgPool2d(k, stride=st, padding=pd, ceil_mode=ceil, count_include_pad=m.group(5) == "a")
+                avg = nn.AvgPool1d if one_d else nn.AvgPool2d
+                mods[f"pool{len(mods)}"] = avg(k, stride=st, padding=pd, ceil_mode=ceil, count_include_pad=m.group(5) == "a")
 
             def windows(n):
                 out = -(-(n + 2 * pd - k) // st) + 1 if ceil else (n + 2 * pd - k) // st + 1
                 return out - 1 if ceil and (out - 1) * st >= n + pd else out
-            h, w = windows(h), windows(w)
+            h, w = 1 if one_d else windows(h), windows(w)
         else:
-            mods[f"pool{len(mods)}"] = nn.AdaptiveAvgPool2d(1)
+            mods[f"pool{len(mods)}"] = nn.AdaptiveAvgPool1d(1) if one_d else nn.AdaptiveAvgPool2d(1)
             h = w = 1
         if h < 1 or w < 1:
             raise argparse.ArgumentTypeError(f"--conv '{spec}' leaves no plane of the {img} image")

@@ -107,6 +107,8 @@ SHAPES = [
     # F.pad / nn.ZeroPad2d before a convolution: shape arithmetic torch exports, folded, and a
     # Pad the compiler takes as the convolution's pads (asymmetric here).
     ("zeropad_op17", [10], "hardswish", 17, 39, 0.05, 0.9),
+    # One-dimensional convolutions (Conv1d, MaxPool1d, AvgPool1d on [N, C, L]): planes of one row.
+    ("conv1d_op13", [10], "relu", 13, 40, 0.05, 0.9),
 ]
 # Shapes trained by several copies of the model (compile.replicas; the others by one): each
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
@@ -144,7 +146,8 @@ CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c
         "gelu_conv_op17": ("4c3p1,m2,6c3", [1, 12, 12]), "silu_conv_op13": ("4c3p1,a2,5c3", [2, 11, 11]),
         "ws_sgd_gelu_conv": ("4c3p1,m3s2p1,5c3", [1, 12, 12]), "ws_sgd_mish_conv": ("4c3p1,a2,5c3", [2, 11, 11]),
         "ceil_pool_op13": ("4c3p1,m2s2c,5c3,a2s2c", [1, 13, 13]), "ws_sgd_ceil_pool": ("4c3p1,m2s2c,5c3p1,A2s2c", [2, 13, 13]),
-        "zeropad_op17": ("z1.2.1.0,4c3s2,m3s2p1c,z1,5c3,a2", [1, 14, 13]), "ws_sgd_zeropad": ("z2.1.0.1,4c3,m2,5c3", [1, 12, 12])}
+        "zeropad_op17": ("z1.2.1.0,4c3s2,m3s2p1c,z1,5c3,a2", [1, 14, 13]), "ws_sgd_zeropad": ("z2.1.0.1,4c3,m2,5c3", [1, 12, 12]),
+        "conv1d_op13": ("4c5p2,m3s2p1,6c3,a2", [1, 64]), "ws_sgd_conv1d": ("z2.1.0.0,4c5,m2,5c3p1,A3s2p1c", [2, 50])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
@@ -163,6 +166,7 @@ WS_CASES += [
     ("ws_sgd_mish_conv", [10], "mish", 17, 26, "sgd", 0.05, 0.9),
     ("ws_sgd_ceil_pool", [10], "relu", 13, 27, "sgd", 0.05, 0.9),
     ("ws_sgd_zeropad", [10], "relu", 17, 28, "sgd", 0.05, 0.9),
+    ("ws_sgd_conv1d", [10], "tanh", 13, 29, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual).

@@ -325,6 +325,14 @@ TEST(Passes, ZeroPadsFoldIntoTheConvOrAveragePoolAfterThem) {
   EXPECT_EQ(g.ops[1].attr("pads")->ints, (std::vector<int64_t>{1, 1, 1, 1}));
   EXPECT_EQ(g.ops[1].attr("count_include_pad")->i, 1);
   EXPECT_EQ(ir::shape_str(out_of(g, 1).shape), "[N, 3, 6, 6]");
+  // NCL sequences the same way (a 1-D convolution's pads: begin, end).
+  Builder b1;
+  const int s = b1.input("s", {-1, 2, 10});
+  const int p1 = b1.op("Pad", {s, b1.ints({0, 0, 1, 0, 0, 2})});
+  ir::Graph g1 = passes::run_passes(b1.done({b1.op("Conv", {p1, b1.param("w", {3, 2, 3})})}));
+  ASSERT_EQ(kinds(g1), (Kinds{"Conv2d"}));
+  EXPECT_EQ(g1.ops[0].attr("pads")->ints, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(ir::shape_str(out_of(g1, 0).shape), "[N, 3, 11]");
 }
 
 // nn.ZeroPad2d((1, 2, 1, 0)) as torch 1.13 exports it at opset 17: the pads from
