@@ -167,4 +167,12 @@ int other_input(const ir::Op& o, int t) {
   return -1;
 }
 
+std::vector<int64_t> pad_amounts(const ir::Graph& g, const ir::Op& o) {
+  if (const OnnxAttr* a = o.attr("pads"); a && a->kind == OnnxAttr::kInts) return a->ints;  // opset < 11
+  if (o.inputs.size() < 2 || o.inputs[1] < 0) return {};
+  const ir::Tensor& t = g.tensors[static_cast<size_t>(o.inputs[1])];
+  if (!t.data || t.symbolic()) return {};
+  return t.data->i64;
+}
+
 }  // namespace wafersim::compiler::passes

@@ -52,5 +52,6 @@ bool is_param_or_const(const ir::Graph& g, int t);
 bool scalar_value(const ir::Graph& g, int t, double* v);       // a float or int constant of one element
 bool near(double a, double b, double rel = 1e-5);
 int other_input(const ir::Op& o, int t);                       // of a two-input op: the input that is not t (-1 if neither or both)
+std::vector<int64_t> pad_amounts(const ir::Graph& g, const ir::Op& pad);  // a Pad's constant pads (attribute or input 1), or {}
 
 }  // namespace wafersim::compiler::passes

@@ -13,15 +13,6 @@ namespace wafersim::compiler::passes {
 
 namespace {
 
-// The Pad's pads (begins, then ends, per axis), or empty if they are not constant.
-std::vector<int64_t> pad_amounts(const ir::Graph& g, const ir::Op& o) {
-  if (const OnnxAttr* a = o.attr("pads"); a && a->kind == OnnxAttr::kInts) return a->ints;  // opset < 11
-  if (o.inputs.size() < 2 || o.inputs[1] < 0) return {};
-  const ir::Tensor& t = g.tensors[static_cast<size_t>(o.inputs[1])];
-  if (!t.data || t.symbolic()) return {};
-  return t.data->i64;
-}
-
 bool zero_padding(const ir::Graph& g, const ir::Op& o) {
   if (const OnnxAttr* m = o.attr("mode"); m && !m->s.empty() && m->s != "constant") return false;
   if (const OnnxAttr* v = o.attr("value"); v && v->f != 0.0f) return false;

@@ -34,10 +34,7 @@ int simplify(ir::Graph& g) {
     } else if (o.kind == "Pad") {
       // All pads 0 (torch writes one before an AvgPool2d), from the attribute (opset < 11) or a
       // constant input.
-      std::vector<int64_t> pads;
-      if (const OnnxAttr* a = o.attr("pads"); a && a->kind == OnnxAttr::kInts) pads = a->ints;
-      else if (o.inputs.size() > 1 && o.inputs[1] >= 0 && g.tensors[static_cast<size_t>(o.inputs[1])].data && !g.tensors[static_cast<size_t>(o.inputs[1])].symbolic())
-        pads = g.tensors[static_cast<size_t>(o.inputs[1])].data->i64;
+      const std::vector<int64_t> pads = pad_amounts(g, o);
       noop = !pads.empty() && std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
     }
     if (!noop) continue;

@@ -467,33 +467,32 @@ TEST(WsTraining, ConvolutionsMatchTheReference) {
   check_ws(spec, 8, 12, 4, o, 3, "ws_conv");
 }
 
+// A CNN of batch 8 on two columns of a 8 x 12 fabric, three steps, bit for bit against
+// ws_reference.cc (the pooling tests below).
+void check_ws_pooling(const CnnSpec& spec, const std::string& name) {
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  check_ws(spec, 8, 12, 4, o, 3, name);
+}
+
 // Overlapping pooling windows (3 x 3, stride 2), MaxPool and AveragePool, at the roots: bit for
 // bit against ws_reference.cc (the same pooling code as layer-pipelined mode's).
 TEST(WsTraining, OverlappingPoolingMatchesTheReference) {
   SKIP_IF_KERNEL_STARTED();
-  WsOptions o;
-  o.batch = 8;
-  o.columns = 2;
-  check_ws(overlap_pool_spec(13, 12), 8, 12, 4, o, 3, "ws_conv_overlap");
+  check_ws_pooling(overlap_pool_spec(13, 12), "ws_conv_overlap");
 }
 
-// Padded pooling windows (MaxPool, AveragePool with and without the pads counted) at the roots:
-// bit for bit against ws_reference.cc.
+// Padded pooling windows (MaxPool, AveragePool with and without the pads counted) at the roots.
 TEST(WsTraining, PaddedPoolingMatchesTheReference) {
   SKIP_IF_KERNEL_STARTED();
-  WsOptions o;
-  o.batch = 8;
-  o.columns = 2;
-  check_ws(padded_pool_spec(13, 12), 8, 12, 4, o, 3, "ws_conv_padpool");
+  check_ws_pooling(padded_pool_spec(13, 12), "ws_conv_padpool");
 }
 
-// ceil_mode's last windows past the plane (testbench/mlp_model.h ceil_pool_spec): bit for bit.
+// ceil_mode's last windows past the plane (testbench/mlp_model.h ceil_pool_spec).
 TEST(WsTraining, CeilModePoolingMatchesTheReference) {
   SKIP_IF_KERNEL_STARTED();
-  WsOptions o;
-  o.batch = 8;
-  o.columns = 2;
-  check_ws(ceil_pool_spec(), 8, 12, 4, o, 3, "ws_conv_ceilpool");
+  check_ws_pooling(ceil_pool_spec(), "ws_conv_ceilpool");
 }
 
 // HardSwish after convolutions (the roots keep z, apply it before the pooling, and a max
