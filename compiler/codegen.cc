@@ -9,6 +9,7 @@
 #include "compiler/codegen_util.h"
 #include "compiler/reference.h"
 #include "compiler/ws_plan.h"
+#include "firmware/assembler.h"
 #include "firmware/kernels/kernel_util.h"
 #include "hw/config.h"
 #include "hw/number_format.h"
@@ -435,6 +436,18 @@ std::string conv_tap_table(const ConvParams& cv, const std::string& sym) {
     tbl += ", " + S(t.oy1 > t.oy0 ? xo : 0) + ", " + S(ao) + ", " + S(t.ox1 - t.ox0) + ", " + S(static_cast<long long>(t.oy1 - t.oy0) * (t.ox1 - t.ox0));
   }
   return tbl;
+}
+
+int intern_fitting(FabricProgram& prog, const std::string& prefix, const std::string& source, const AsmTarget& t,
+                   const std::string& what) {
+  try {
+    return kernels::intern_image(prog, prefix, source, t);
+  } catch (const AsmError& e) {
+    const std::string msg = e.what();
+    if (msg.find("does not fit in SRAM") == std::string::npos) throw;
+    throw CompileError(what + ": its PE's program does not fit core.sram_kb (" + msg +
+                       "); use a larger core.sram_kb, or a smaller model: fewer channels, smaller planes or pooling windows");
+  }
 }
 
 std::string pool_div_table(const ConvParams& cv, const PoolParams& q, const std::string& sym) {
@@ -1338,7 +1351,7 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
           } else {
             src = tile_source(ni, no, lp.dx, c, batch, plan.ring_depth, plan.lookahead(l), h, R > 1 ? &sp : nullptr);
           }
-          const int img = kernels::intern_image(prog, tag + "_tile", src, t);
+          const int img = intern_fitting(prog, tag + "_tile", src, t, "layer " + g.layers[static_cast<size_t>(l)].name + "'s tiles");
           const auto [x, y] = plan.at(lp.tile_xy(a, b), rep);
           prog.place(x, y, img);
           std::vector<float> wt(static_cast<size_t>(n)), vt(wt.size());
@@ -1387,7 +1400,7 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
                        : root_source(no, act, alpha, last, c, batch, plan.ring_depth, plan.lookahead(l), h, plan.batch,
                                      R > 1 ? &sp : nullptr,
                                      g.layers[static_cast<size_t>(l)].ln.on ? &g.layers[static_cast<size_t>(l)].ln : nullptr);
-        const int img = kernels::intern_image(prog, tag + "_root", src, t);
+        const int img = intern_fitting(prog, tag + "_root", src, t, "layer " + g.layers[static_cast<size_t>(l)].name + "'s roots");
         const auto [x, y] = plan.at(lp.root_xy(b), rep);
         prog.place(x, y, img);
         const auto off = static_cast<std::ptrdiff_t>(lp.bias_first(b)), nb = static_cast<std::ptrdiff_t>(lp.bias_count(b));

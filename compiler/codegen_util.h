@@ -67,6 +67,12 @@ std::string conv_tap_table(const ConvParams& c, const std::string& sym);
 // cm, tt and zero at their symbols (dmem) before the first use; these set lengths and bases.
 // A padded average whose counts differ (pool_uniform false) also takes `dv`, the symbol of its
 // table of each window's fp32 1 / count (pool_div_table), read through cm.
+// kernels::intern_image for a kernel's generated program: an image that does not fit the core's
+// SRAM (its unrolled code and data, say a pooling window of hundreds of taps) is a CompileError
+// (exit 2) naming the kernel `what` and the options that change it, not an internal error.
+int intern_fitting(FabricProgram& prog, const std::string& prefix, const std::string& source, const AsmTarget& t,
+                   const std::string& what);
+
 struct PoolDsd {
   std::string py, pq, gq, dt, rr, cm, tt, zero, zp;
   std::string dv = "";

@@ -1314,7 +1314,7 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
   for (int a = 0; a < R; ++a) {
     const int y = p.row_y[static_cast<size_t>(a)];
     for (int c = 0; c < C; ++c) {
-      const int img = kernels::intern_image(prog, "ws_row", row_source(p, col, a, c), t);
+      const int img = intern_fitting(prog, "ws_row", row_source(p, col, a, c), t, "weight streaming's feature rows");
       prog.place(X + c, y, img);
       const long long len0 = p.len(0, a);
       // The input filter's first window and its stride per minibatch (row_source).
@@ -1329,7 +1329,7 @@ WsCompiled generate_ws(const WsPlan& p, const AsmTarget& t) {
     }
   }
   for (int c = 0; c < C; ++c) {
-    const int img = kernels::intern_image(prog, "ws_root", root_source(p, col, c), t);
+    const int img = intern_fitting(prog, "ws_root", root_source(p, col, c), t, "weight streaming's roots");
     prog.place(X + c, p.root_y, img);
     prog.set_data(X + c, p.root_y, "cfg", i32_bytes({p.col_start(c), p.shard - p.col_start(c) - p.col_m(c)}));
     prog.output(ws_out_steps(X + c, p.root_y), X + c, p.root_y, "nupd");
