@@ -7,6 +7,7 @@
 // reference): the wafer and its references agree bit for bit by construction.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -99,6 +100,11 @@ const ActivationDef& activation(Activation a);
 const ActivationDef* activation_by_onnx(const std::string& op_type);
 const ActivationDef* activation_by_kind(const std::string& ir_kind);
 const ActivationDef* activation_by_name(const std::string& name);
+// The scratch vectors the forward or backward program needs, the more of the two.
+inline int act_temps(Activation a, const ActParams& p) {
+  const ActivationDef& d = activation(a);
+  return std::max(d.fwd(p).temps(), d.bwd(p).temps());
+}
 inline bool act_uses_ones(Activation a, const ActParams& p) {
   const ActivationDef& d = activation(a);
   return d.fwd(p).uses(Slot::kOnes) || d.bwd(p).uses(Slot::kOnes);

@@ -1144,7 +1144,7 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   // py (pooled from there, or sent), and backward a max pooling takes y again from z into py;
   // its programs' scratch beyond tmp in pt1..pt3 (conv_root_act_planes).
   const bool pre = act_needs_pre(act);
-  const int temps = pre ? std::max(activation(act).fwd(alpha).temps(), activation(act).bwd(alpha).temps()) : 0;
+  const int temps = pre ? act_temps(act, alpha) : 0;
   a.data(".space b, fp32, " + S(cq));
   a.data(".space vb, fp32, " + S(cq));
   a.data(".space acc, fp32, " + S(cq * P));

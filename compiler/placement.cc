@@ -224,28 +224,22 @@ double root_ops(const CoreConfig& core, const DenseKernel& d, int cq, bool fwd) 
     // emit_pool_fwd/bwd's padded form: per row of windows its fill (or the gradient's copy and
     // scaling), then per tap inside the plane its lengths, bases and ops over its windows.
     const bool max = q.kind == PoolParams::kMax, table = !max && !pool_uniform(q);
-    double rows = 0;
-    for (int py = 0; py < q.hq; ++py) {
-      double row = 12 + (fwd ? vec_op(core, wq, 0, add, false) : max ? vec_op(core, wq, 1, add, false) : 0);
-      if (!max) row += (fwd || table) ? vec_op(core, wq, 2, mul, false) + 4 : 0;
-      for (int ky = 0; ky < q.kh; ++ky) {
-        const int iy = py * q.sh - q.pt + ky;
-        if (iy < 0 || iy >= c.ho) continue;
-        for (int kx = 0; kx < q.kw; ++kx) {
-          const PoolSpan sp = pool_span(c, q, ky, kx);
-          const double n = sp.x1 - sp.x0;
-          if (n <= 0) continue;
-          if (fwd) {
-            row += vec_op(core, n, 2, add, strided) + 8;
-          } else if (max) {
-            row += vec_op(core, n, 2, add, strided) + vec_op(core, n, 3, add, false) + vec_op(core, n, 2, add, strided) +
-                   vec_op(core, n, 3, add, false) + 14 + (sp.x0 > 0 ? 6 : 0);
-          } else {
-            row += vec_op(core, n, 2, table ? add : std::max(1, core.fmac_fp32), strided) + 10 + (sp.x0 > 0 ? 4 : 0);
-          }
+    double row = 12 + (fwd ? vec_op(core, wq, 0, add, false) : max ? vec_op(core, wq, 1, add, false) : 0);
+    if (!max) row += (fwd || table) ? vec_op(core, wq, 2, mul, false) + 4 : 0;
+    double rows = q.hq * row;
+    for (int ky = 0; ky < q.kh; ++ky) {
+      for (int kx = 0; kx < q.kw; ++kx) {
+        const PoolSpan sp = pool_span(c, q, ky, kx);  // on each of its rows, over its windows
+        const double n = sp.x1 - sp.x0, on = sp.y1 - sp.y0;
+        if (fwd) {
+          rows += on * (vec_op(core, n, 2, add, strided) + 8);
+        } else if (max) {
+          rows += on * (vec_op(core, n, 2, add, strided) + vec_op(core, n, 3, add, false) + vec_op(core, n, 2, add, strided) +
+                        vec_op(core, n, 3, add, false) + 14 + (sp.x0 > 0 ? 6 : 0));
+        } else {
+          rows += on * (vec_op(core, n, 2, table ? add : std::max(1, core.fmac_fp32), strided) + 10 + (sp.x0 > 0 ? 4 : 0));
         }
       }
-      rows += row;
     }
     return t + cq * (12 + rows) + (fwd ? 0 : vec_op(core, all, 0, add, false));
   }
@@ -548,9 +542,7 @@ long conv_root_bytes(const ConvParams& c, const PoolParams& q, int co, int ring_
 }
 
 int conv_root_act_planes(const DenseKernel& d) {
-  if (!act_needs_pre(d.act)) return 0;
-  const ActivationDef& a = activation(d.act);
-  return std::max(a.fwd(d.act_par).temps(), a.bwd(d.act_par).temps());
+  return act_needs_pre(d.act) ? act_temps(d.act, d.act_par) : 0;
 }
 
 double LayerPlan::macs() const {

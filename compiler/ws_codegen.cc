@@ -835,8 +835,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   int cpre_temps = 0;
   for (int l = 0; l < L; ++l) {
     if (!p.is_conv(l) || !act_needs_pre(p.act[static_cast<size_t>(l)])) continue;
-    const ActivationDef& d = activation(p.act[static_cast<size_t>(l)]);
-    cpre_temps = std::max({cpre_temps, 1, d.fwd(p.act_par[static_cast<size_t>(l)]).temps(), d.bwd(p.act_par[static_cast<size_t>(l)]).temps()});
+    cpre_temps = std::max({cpre_temps, 1, act_temps(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)])});
   }
   if (cpre_temps) as.data(".space cpy, fp32, " + S(mv) + "\n.space csv, i32, 1");
   if (cpre_temps > 3) as.data(".space cpt3, fp32, " + S(mv));

@@ -198,17 +198,13 @@ WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long w
   if (q.kind != PoolParams::kNone && !q.padded()) {
     tap_ops = static_cast<double>(q.hq) * q.kh * q.kw, tap_elems = tap_ops * q.wq;
   } else if (q.kind != PoolParams::kNone) {
-    for (int py = 0; py < q.hq; ++py) {
-      for (int ky = 0; ky < q.kh; ++ky) {
-        const int iy = py * q.sh - q.pt + ky;
-        if (iy < 0 || iy >= c.ho) continue;
-        for (int kx = 0; kx < q.kw; ++kx) {
-          const PoolSpan sp = pool_span(c, q, ky, kx);
-          if (sp.x1 > sp.x0) tap_ops += 1.6, tap_elems += sp.x1 - sp.x0;  // its lengths and bases: 0.6 of an op
-        }
+    for (int ky = 0; ky < q.kh; ++ky) {
+      for (int kx = 0; kx < q.kw; ++kx) {
+        const PoolSpan sp = pool_span(c, q, ky, kx);  // an op on each of its rows; lengths and bases 0.6 of one
+        tap_ops += 1.6 * (sp.y1 - sp.y0), tap_elems += static_cast<double>(sp.y1 - sp.y0) * (sp.x1 - sp.x0);
       }
-      tap_elems += q.wq;  // the row's fill (forward) or copy (backward)
     }
+    tap_elems += static_cast<double>(q.hq) * q.wq;  // each row's fill (forward) or copy (backward)
   }
   double root_f = m * (4.0 * P + Pq) + m * (tap_elems + tap_ops * kRootOp) + kRootOp * 6;
   double root_b = m * (4.0 * P + Pq) + m * (4.0 * tap_elems + tap_ops * 4 * kRootOp) + kRootOp * 6;
@@ -393,9 +389,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     if (q.kind == PoolParams::kAvg && !pool_uniform(q)) conv_table += p.qplane(l);  // its table of 1 / count
     plane = std::max(plane, static_cast<long>(p.oplane(l)));
     if (act_needs_pre(p.act[static_cast<size_t>(l)])) {  // cpy, and cpt3 for a fourth scratch (ws_codegen.cc)
-      const ActivationDef& d = activation(p.act[static_cast<size_t>(l)]);
-      const int t = std::max(d.fwd(p.act_par[static_cast<size_t>(l)]).temps(), d.bwd(p.act_par[static_cast<size_t>(l)]).temps());
-      pre_planes = std::max(pre_planes, t > 3 ? 2L : 1L);
+      pre_planes = std::max(pre_planes, act_temps(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)]) > 3 ? 2L : 1L);
     }
   }
   // A LayerNorm's root keeps the layer's outputs and x^ of its samples (2 n m), r (m), gamma,
@@ -763,10 +757,10 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     rs.erase(std::unique(rs.begin(), rs.end(), [&](const RowBwd& x, const RowBwd& y) { return key(x) == key(y); }), rs.end());
   }
   p.dw_block = 1;
+  int widest = 1;  // K is at most the widest layer's outputs
+  for (int l = 0; l < L; ++l) widest = std::max(widest, p.outs[static_cast<size_t>(l)]);
   if (o.dw_block > 0) {
     // Set by the user (ws.dw_block): as given, where it can be.
-    int widest = 1;
-    for (int l = 0; l < L; ++l) widest = std::max(widest, p.outs[static_cast<size_t>(l)]);
     const int k = o.dw_block;
     if (k > 1 && p.any_conv()) throw CompileError("ws.dw_block " + S(k) + ": a model with convolutions sends its dW rows output by output (ws.dw_block 0 or 1)");
     p.dw_block = std::min(k, widest);
@@ -775,8 +769,6 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
                          S(sram) + "; use a smaller ws.dw_block or 0 (chosen)");
     }
   } else if (p.cols > 1 && !p.any_conv()) {
-    int widest = 1;
-    for (int l = 0; l < L; ++l) widest = std::max(widest, p.outs[static_cast<size_t>(l)]);
     double best = model_bwd(1);
     int best_k = 1;
     for (int K = 2; K <= std::min(kMaxDwBlock, widest); ++K) {

@@ -819,23 +819,28 @@ TEST(Compiler, ResidualConnections) {
   EXPECT_TRUE(contains(r.err, "Add (1 node): a residual Add into the logits")) << r.err;
 }
 
+// 784-w-w-w-10 with ReLU and residual connections around fc2 and fc3 (h = h + relu(fc(h))).
+std::string residual_mlp(const std::string& name, int w) {
+  Graph g;
+  g.input("input", onnx::TensorProto::FLOAT, {-1, 784});
+  g.linear("fc1", "input", "z1", 784, w);
+  g.node("Relu", "/act1/Relu", {"z1"}, "h1");
+  g.linear("fc2", "h1", "z2", w, w);
+  g.node("Relu", "/act2/Relu", {"z2"}, "r2");
+  g.node("Add", "/Add", {"h1", "r2"}, "h2");
+  g.linear("fc3", "h2", "z3", w, w);
+  g.node("Relu", "/act3/Relu", {"z3"}, "r3");
+  g.node("Add", "/Add_1", {"h2", "r3"}, "h3");
+  g.linear("fc4", "h3", "logits", w, 10);
+  g.output("logits", 10);
+  return g.save(name);
+}
+
 // On the whole WSE-2 the search would give the residual layers 10 slices, whose 20 residual nets
 // all cross one another: more than the 24 colors. The search keeps such slices within the
 // colors ((24 - 8) / 2 = 8) and the mapping routes.
 TEST(Compiler, ResidualConnectionsRouteOnTheWholeWafer) {
-  Graph g;
-  g.input("input", onnx::TensorProto::FLOAT, {-1, 784});
-  g.linear("fc1", "input", "z1", 784, 64);
-  g.node("Relu", "/act1/Relu", {"z1"}, "h1");
-  g.linear("fc2", "h1", "z2", 64, 64);
-  g.node("Relu", "/act2/Relu", {"z2"}, "r2");
-  g.node("Add", "/Add", {"h1", "r2"}, "h2");
-  g.linear("fc3", "h2", "z3", 64, 64);
-  g.node("Relu", "/act3/Relu", {"z3"}, "r3");
-  g.node("Add", "/Add_1", {"h2", "r3"}, "h3");
-  g.linear("fc4", "h3", "logits", 64, 10);
-  g.output("logits", 10);
-  const CmdResult r = compile({g.save("residual_whole"), "--mode", "layer-pipelined", "--compile-only"});
+  const CmdResult r = compile({residual_mlp("residual_whole", 64), "--mode", "layer-pipelined", "--compile-only"});
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "/fc2/Gemm: 8x8 tiles")) << r.out;
 }
@@ -845,19 +850,7 @@ TEST(Compiler, ResidualConnectionsRouteOnTheWholeWafer) {
 // slices and fc2's in 8, and the run failed at load (a residual net from a root that is not
 // there); found 2026-11-29 by a torch export no test used.
 TEST(Compiler, ChainedResidualConnectionsTieEveryBoundary) {
-  Graph g;
-  g.input("input", onnx::TensorProto::FLOAT, {-1, 784});
-  g.linear("fc1", "input", "z1", 784, 48);
-  g.node("Relu", "/act1/Relu", {"z1"}, "h1");
-  g.linear("fc2", "h1", "z2", 48, 48);
-  g.node("Relu", "/act2/Relu", {"z2"}, "r2");
-  g.node("Add", "/Add", {"h1", "r2"}, "h2");
-  g.linear("fc3", "h2", "z3", 48, 48);
-  g.node("Relu", "/act3/Relu", {"z3"}, "r3");
-  g.node("Add", "/Add_1", {"h2", "r3"}, "h3");
-  g.linear("fc4", "h3", "logits", 48, 10);
-  g.output("logits", 10);
-  const CmdResult r = compile({g.save("residual_chain48"), "--mode", "layer-pipelined", "--compile-only"});
+  const CmdResult r = compile({residual_mlp("residual_chain48", 48), "--mode", "layer-pipelined", "--compile-only"});
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "/fc1/Gemm: 123x8 tiles")) << r.out;
   EXPECT_TRUE(contains(r.out, "/fc2/Gemm: 8x8 tiles")) << r.out;
