@@ -48,12 +48,12 @@ void print_graph(const KernelGraph& g, std::ostream& out) {
       if (q.eb != 0 || q.er != 0) pool += " ceil_mode";
       pool += " -> " + std::to_string(l.conv.co) + " x " + std::to_string(q.hq) + " x " + std::to_string(q.wq);
     }
+    const std::string res = l.residual < 0 ? std::string()
+                            : l.residual == 0 ? std::string(" + the model input (residual)")
+                                              : " + the input of " + g.layers[static_cast<size_t>(l.residual)].name + " (residual)";
+    const std::string act = l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "";
     out << "  " << l.name << ": " << kind << (l.bias.empty() ? "" : " + bias") << (l.ln.on ? " + layernorm" : "")
-        << (l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "") << pool
-        << (l.residual < 0 ? std::string()
-            : l.residual == 0 ? std::string(" + the model input (residual)")
-                              : " + the input of " + g.layers[static_cast<size_t>(l.residual)].name + " (residual)")
-        << "\n";
+        << (l.residual_pre ? res + act : act) << pool << (l.residual_pre ? "" : res) << "\n";
   }
   out << "  loss: softmax cross-entropy" << (g.loss_node.empty() ? " (chosen by --train.loss)" : " (node '" + g.loss_node + "')")
       << (g.output_softmax ? ", absorbing the graph's softmax" : "") << "\n";

@@ -651,6 +651,7 @@ struct RootColors {
   // sum's gradient out; as the source, its values out and the sum's gradient in.
   int skin = -1, sgout = -1, skout = -1, sgin = -1;
   int skip_depth = 0;  // slots of each ring that takes a residual stream in
+  bool skip_pre = false;  // as the target, the sum is taken before the activation (residual_pre)
 };
 
 // A root: the bias of its output slice, the activation (ring of outputs for the derivative),
@@ -718,7 +719,8 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
   if (gelu) a.data(".space ga, fp32, " + N + "\n.space gb, fp32, " + N + "\n.space gc, fp32, " + N);
   // With a residual connection into it or a GELU, xring (the sums, or y) follows yring: slot i
   // at yring + X.
-  const bool xring = target || gelu;
+  const bool pre_sum = target && c.skip_pre;  // the sum before the activation: in acc
+  const bool xring = (target && !pre_sum) || gelu;
   if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(ln ? 4 : xring ? 2 : 1) * depth * no));
   if (ln) {
     a.data(".space lng, fp32, " + N + "\n.space lnb, fp32, " + N + "\n.space lnvg, fp32, " + N + "\n.space lnvb, fp32, " + N);
@@ -910,17 +912,20 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
         << "vadd.fp32 " + dG + ", " + dG + ", " + dSgR;
       ring_take("dj", "sgr", "sgc", "sgrd", dSgR, arm_sg);
     }
-    if (target) {
-      // The sum's gradient to the source, from sgo once the last send from it is through.
+    // The sum's gradient to the source, from sgo once the last send from it is through: before
+    // the derivative, or after it where the sum is the activation's input.
+    auto send_share = [&] {
       a << "vmov.fp32 " + dFence + ", " + dFence + ", async=5" << "vmov.fp32 " + dSgo + ", " + dG
         << "vmov.fp32 " + dSgOut + ", " + dSgo + ", async=5";
-    }
+    };
+    if (target && !pre_sum) send_share();
     if (gelu) {
       t4[0] = dT;
       emit_pre_act_bwd(a, act, alpha, dG, dYb, t4, dOnes);
     } else {
       emit_act_bwd(a, act, alpha, dG, dYb, dT, dOnes);
     }
+    if (pre_sum) send_share();
     if (ln) {
       // The LayerNorm's gradients, then its input's: g = r (g gamma - S1 / n - x^ S2 / n).
       a << "addi r13, r11, " + S(2 * xoff) << "dbase " + dXh + ", r13" << "vfmac.fp32 " + dGLg + ", " + dG + ", " + dXh + ", " + dGLg
@@ -939,6 +944,12 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
       a << "addi r14, r3, " + S(2 * xoff) << "dbase " + dXh + ", r14";
       emit_ln_fwd(a, no, ln->eps, dAcc, dXh, dL1, dLs, "lsc", dOnes, dLg, dLb, [&] { a << "addi r14, r3, " + S(3 * xoff) << "st32 [r14], r13"; });
     }
+    if (pre_sum) {
+      // acc = X_k + z before the activation (waiting for the source's slice if need be).
+      a << "ld32 r13, [r0+skc]" << "bne r13, r0, fj_go" << "li r13, 1" << "st32 [r0+fwait], r13" << "exit" << "fj_go:"
+        << "vadd.fp32 " + dAcc + ", " + dSkR + ", " + dAcc;
+      ring_take("fj", "skr", "skc", "skrd", dSkR, arm_skip);
+    }
     if (gelu) {
       // z kept for the derivative, y = gelu(z) into xring's slot and sent from there.
       t4[0] = dT;
@@ -948,7 +959,7 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
     } else {
       emit_act_fwd(a, act, alpha, dYf, dAcc, dT, dOnes);
     }
-    if (target) {
+    if (target && !pre_sum) {
       // X = X_k + R into xring's slot (waiting for the source's slice if need be), sent on.
       a << "ld32 r13, [r0+skc]" << "bne r13, r0, fj_go" << "li r13, 1" << "st32 [r0+fwait], r13" << "exit" << "fj_go:"
         << "addi r13, r3, " + S(xoff) << "dbase " + dXf + ", r13" << "vadd.fp32 " + dXf + ", " + dSkR + ", " + dSend;
@@ -1383,6 +1394,7 @@ Compiled generate(const KernelGraph& g, const Plan& plan, const Routing& r, cons
         if (lp.residual >= 1) {
           c.skin = r.color(n.skip[static_cast<size_t>(b)]);
           c.sgout = r.color(n.skip_grad[static_cast<size_t>(b)]);
+          c.skip_pre = lp.residual_pre;
         }
         if (const int t = plan.residual_target(l + 1); t >= 0) {
           const LayerNets& tn = nets[static_cast<size_t>(t)];

@@ -52,6 +52,7 @@ struct Flow {
   bool pending_matmul = false;  // output of a MatMul still waiting for its Add
   size_t rank = 2;      // of the value: the input's rank, then [batch, features]
   bool residual = false;  // the output of a residual Add
+  bool residual_raw = false;  // of one of a layer's output before any activation (act may follow)
   int c = 0, h = 0, w = 0;  // rank 4: the NCHW planes (channels, height, width)
   bool pooled = false;    // a convolution's pooled output
   // A Pad of zeros around the planes (top, left, bottom, right), taken as the pads of the Conv
@@ -162,7 +163,13 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   std::map<std::string, int> boundary;
   // Why an activation here cannot fuse into the dense layer before it ("" if it can).
   auto activation_refusal = [&]() -> std::string {
-    if (f.residual) return "an activation after a residual Add; the kernels add the residual after the activation (h + act(W h + b))";
+    if (f.residual) {
+      if (f.residual_raw) return "";  // act(W h + b + h_k): the sum is the activation's input
+      return g.layers[static_cast<size_t>(f.dense)].residual_pre
+                 ? "a second activation after a residual Add; each layer takes one"
+                 : "an activation of a residual sum whose layer output was already activated (act(h + act(W h + b))); a residual "
+                   "sum is taken either after the layer's activation or before it (act(W h + b + h))";
+    }
     if (f.dense < 0 || f.activated) return "an activation must directly follow a dense layer";
     if (f.pooled) return "an activation after pooling; put it between the convolution and the pooling (a ReLU after a MaxPool is taken)";
     return "";
@@ -173,13 +180,18 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     d.act = act;
     d.act_par = par;
     d.act_node = n.name;
-    g.notes.push_back(what + " fused into " + d.name);
+    if (f.residual) {
+      d.residual_pre = true;
+      f.residual_raw = false;
+    }
+    g.notes.push_back(what + " fused into " + d.name + (d.residual_pre ? ", after its residual sum" : ""));
     f.pending_matmul = false;
     f.activated = true;
   };
   // A LayerNorm group `fa` (its first node `n`) as a step of the dense layer before it: "" if
   // taken, else why not.
   auto take_layernorm = [&](const OnnxNode& n, const FusedOp& fa) -> std::string {
+    if (f.residual && f.residual_raw) return "a LayerNorm of a residual sum (post-norm, LayerNorm(h + W h + b)) is not supported yet";
     if (f.dense < 0 || f.activated || f.pending_matmul || f.residual || g.layers[static_cast<size_t>(f.dense)].ln.on ||
         g.layers[static_cast<size_t>(f.dense)].conv.on) {
       return "a LayerNorm is supported on a dense layer's output (after its bias, before its activation)";
@@ -591,6 +603,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
         g.notes.push_back(node_ref(n) + ": residual connection, " + (k == 0 ? std::string("the model input") : "the input of " + g.layers[static_cast<size_t>(k)].name) +
                           " added to the output of " + d.name);
         f.residual = true;
+        f.residual_raw = !f.activated && !d.ln.on;
         f.activated = true;
         f.value = n.outputs[0];
         continue;

@@ -99,6 +99,10 @@ struct DenseKernel {
   // y = act(W x + b) + x_k, the next layer's input. -1: none. `residual_node`: the Add.
   int residual = -1;
   std::string residual_node;
+  // The residual's sum is taken before the activation (a pre-activation residual, as ResNet's
+  // blocks and torch's relu(fc(h) + h) export it): y = act(W x + b + x_k), the activation's
+  // derivative taken at the sum, and the source's share of the gradient is the one after it.
+  bool residual_pre = false;
   ConvParams conv;
   PoolParams pool;          // after the activation (conv only)
   std::vector<float> w;     // out x in (conv: co x c kh kw)

@@ -940,6 +940,7 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
     lp.y0 = y;
     lp.dx = l > 0;
     lp.residual = d.residual;
+    lp.residual_pre = d.residual_pre;
     lp.est = s.estimate(l, lp.p_in, lp.p_out, &lp.tile_bytes);
     if (lp.a_type) y += lp.p_in + 1;
     else x += lp.p_in + 1;

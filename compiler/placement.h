@@ -64,6 +64,7 @@ struct LayerPlan {
   // A residual connection (DenseKernel::residual): -1, or the boundary k >= 1 whose values its
   // roots add to their activated outputs; boundary k's partition is this layer's output's.
   int residual = -1;
+  bool residual_pre = false;         // the sum before the activation (DenseKernel::residual_pre)
   KernelEstimate est;
   long tile_bytes = 0;               // largest tile's SRAM need
   // A convolution (DenseKernel::conv, pool): its slices hold whole channels, in_off and out_off

@@ -181,13 +181,18 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
     std::vector<float> xh;
     float rs = 0;
     if (dk.ln.on) layer_norm(&z, st.lg[static_cast<size_t>(l.index)], st.lb[static_cast<size_t>(l.index)], dk.ln.eps, &xh, &rs);
+    if (l.residual >= 0 && l.residual_pre) {
+      // The target root's vadd before the activation: the source's value plus z.
+      const auto& src = kept[static_cast<size_t>(l.residual)];
+      for (size_t i = 0; i < z.size(); ++i) z[i] = src[i] + z[i];
+    }
     for (int o = 0; o < l.out; ++o) y[static_cast<size_t>(o)] = last ? z[static_cast<size_t>(o)] : act_fwd(dk.act, z[static_cast<size_t>(o)], dk.act_par);
     if (xhats) xhats->push_back(std::move(xh));
     if (rstds) rstds->push_back(rs);
     if (inputs) inputs->push_back(cur);
     if (outputs) outputs->push_back(y);  // the activated output: its derivative is taken there
     if (pres) pres->push_back(std::move(z));  // the pre-activation: the GELUs' derivatives are taken there
-    if (l.residual >= 0) {
+    if (l.residual >= 0 && !l.residual_pre) {
       // The target root's vadd: the source's value plus the activated output.
       const auto& src = kept[static_cast<size_t>(l.residual)];
       for (size_t i = 0; i < y.size(); ++i) y[i] = src[i] + y[i];
@@ -319,7 +324,8 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
           const auto& sg = skip[static_cast<size_t>(t) + 1];
           for (size_t k = 0; k < dx.size(); ++k) dx[k] = dx[k] + sg[k];
         }
-        if (m_plan.layers[static_cast<size_t>(li) - 1].residual >= 0) skip[static_cast<size_t>(li)] = dx;
+        const LayerPlan& prev = m_plan.layers[static_cast<size_t>(li) - 1];
+        if (prev.residual >= 0 && !prev.residual_pre) skip[static_cast<size_t>(li)] = dx;
         const Activation act = m_g.layers[static_cast<size_t>(li) - 1].act;
         const ActParams alpha = m_g.layers[static_cast<size_t>(li) - 1].act_par;
         const auto& yprev = out[static_cast<size_t>(li) - 1];
@@ -335,6 +341,8 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
           auto& vbeta = R > 1 ? GLB[static_cast<size_t>(s % R)][lp] : m_s.lvb[lp];
           layer_norm_grad(&g, xhat[lp], rstd[lp], m_s.lg[lp], &vg, &vbeta);
         }
+        // A sum before the activation: the source's share is the gradient after the derivative.
+        if (prev.residual >= 0 && prev.residual_pre) skip[static_cast<size_t>(li)] = g;
       }
     }
   }

@@ -135,7 +135,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (k < 0 || p.len(t, a) == 0) continue;
     residual = true;
     as.data(".align 16");
-    as.data(".space R" + S(t) + ", fp32, " + S(static_cast<long long>(p.len(t, a)) * m));
+    // Not where the sum comes before the activation: the derivative is taken at Z{t}, the sum.
+    if (!p.res_pre(t - 1)) as.data(".space R" + S(t) + ", fp32, " + S(static_cast<long long>(p.len(t, a)) * m));
     if (k > 0) as.data(".space G" + S(k) + ", fp32, " + S(static_cast<long long>(p.len(k, a)) * m));
   }
   as.data(".space acc, fp32, " + S(m));
@@ -233,6 +234,12 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     const Activation jact = p.act[static_cast<size_t>(j) - 1];
     const bool jgelu = p.rows_act(j - 1);
     const int src = p.residual_source(j);
+    const bool pre_sum = src >= 0 && p.res_pre(j - 1);
+    if (pre_sum) {
+      // The sum before the activation: Z{j} = X{k} + Z{j}, then y = act(Z{j}) into X{j}.
+      as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "li r13, Z" + S(j) << "dbase " + dRx + ", r13"
+         << "li r13, X" + S(src) << "dbase " + dRs + ", r13" << "vadd.fp32 " + dRx + ", " + dRs + ", " + dRx;
+    }
     if (jgelu) {
       const std::string sc[4] = {dRs, dRr, dG1, dG2};
       gelu_scratch(n, sc);
@@ -240,7 +247,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
          << "li r13, Z" + S(j) << "dbase " + dG3 + ", r13";
       emit_pre_act_fwd(as, jact, p.act_par[static_cast<size_t>(j) - 1], dRx, dG3, sc, dOnes);
     }
-    if (src >= 0) {
+    if (src >= 0 && !pre_sum) {
       as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "dlen " + dRr + ", r13" << "li r13, X" + S(j)
          << "dbase " + dRx + ", r13" << "li r13, X" + S(src) << "dbase " + dRs + ", r13"
          << std::string("li r13, ") + (jgelu ? "X" : "R") + S(j) << "dbase " + dRr + ", r13" << "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr;
@@ -719,12 +726,18 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       const int src = p.residual_source(l), tgt = p.residual_target(l);
       const Activation act = p.act[static_cast<size_t>(l) - 1];
       as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13"
-         << std::string("li r14, ") + (p.rows_act(l - 1) ? "Z" : src >= 0 ? "R" : "X") + S(l) << "dbase " + dAllY + ", r14";
+         << std::string("li r14, ") + (act_needs_pre(act) ? "Z" : src >= 0 && !p.res_pre(l - 1) ? "R" : "X") + S(l) << "dbase " + dAllY + ", r14";
       // Residual connections: boundary l's gradient adds that of the sum it feeds (kept in
       // G{l}); where boundary l is a sum, its gradient is also its source's share (into G{src}).
       if (tgt >= 0) as << "dlen " + dRs + ", r13" << "li r14, G" + S(l) << "dbase " + dRs + ", r14" << "vadd.fp32 " + dAll + ", " + dAll + ", " + dRs;
-      if (src > 0) as << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14" << "vmov.fp32 " + dRs + ", " + dAll;
-      if (p.rows_act(l - 1)) {
+      // The source's share: the sum's gradient, before the derivative, or after it where the sum
+      // is the activation's input (res_pre).
+      const bool pre_sum = src >= 0 && p.res_pre(l - 1);
+      auto keep_share = [&] {
+        if (src > 0) as << "li r13, " + S(n) << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14" << "vmov.fp32 " + dRs + ", " + dAll;
+      };
+      if (!pre_sum) keep_share();
+      if (act_needs_pre(act)) {
         const std::string sc[4] = {dRx, dRs, dRr, dG1};
         gelu_scratch(n, sc);
         emit_pre_act_bwd(as, act, p.act_par[static_cast<size_t>(l) - 1], dAll, dAllY, sc, dOnes);
@@ -734,6 +747,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
         if (needs_ones(act, par)) as << "dlen " + dOnes + ", r13";
         emit_act_bwd(as, act, p.act_par[static_cast<size_t>(l) - 1], dAll, dAllY, dTmp, dOnes);
       }
+      if (pre_sum) keep_share();
       read_next();
       gather_above();
       // This row's slice in output order: feature k of every sample (stride: the slice length).
@@ -1027,7 +1041,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       emit_ln_fwd(as, nO, p.ln_eps[static_cast<size_t>(l)], dLz, dLx, dLt1, dLs, "lsc", dLones, dLg, dLb,
                   [&] { as << "li r14, LR" + L_ << "add r14, r14, r15" << "st32 [r14], r13"; });
       as << "addi r15, r15, 4" << "addi r11, r11, 1" << "li r13, " + S(m) << "bne r11, r13, lns_" + L_;
-      const Activation act = l + 1 < L && !act_needs_pre(p.act[static_cast<size_t>(l)]) ? p.act[static_cast<size_t>(l)] : Activation::kNone;
+      const Activation act = l + 1 < L && !p.rows_act(l) ? p.act[static_cast<size_t>(l)] : Activation::kNone;
       per_output(1);
       as << "li r3, LZ" + L_ << "li r10, 0" << "lno_" + L_ + ":" << "dbase " + dLzo + ", r3";
       emit_act_fwd(as, act, p.act_par[static_cast<size_t>(l)], dY, dLzo, dTmp, dOnes);
@@ -1038,8 +1052,9 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
        << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB;
     if (l + 1 < L) {
-      // A GELU's rows take z and apply it themselves (they keep z for the derivative).
-      const Activation act = act_needs_pre(p.act[static_cast<size_t>(l)]) ? Activation::kNone : p.act[static_cast<size_t>(l)];
+      // A GELU's rows take z and apply it themselves (they keep z for the derivative), as do
+      // those of a residual sum before the activation (they hold its other term).
+      const Activation act = p.rows_act(l) ? Activation::kNone : p.act[static_cast<size_t>(l)];
       emit_act_fwd(as, act, p.act_par[static_cast<size_t>(l)], dY, dTm, dTmp, dOnes);
       as << "vmov.fp32 " + dRetO + ", " + dY;
     } else {

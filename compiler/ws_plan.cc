@@ -292,6 +292,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     p.act.push_back(d.act);
     p.act_par.push_back(d.act_par);
     p.residual.push_back(d.residual);
+    p.residual_pre.push_back(d.residual_pre ? 1 : 0);
   }
   for (int l = 0; l < L; ++l) {
     const int k = p.residual[static_cast<size_t>(l)];
@@ -327,7 +328,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         x += p.len(l, a) * m;
         // A residual connection: the row keeps layer l's activated output apart from the sum
         // (R, for the activation's derivative) and the sum's gradient for the source (G).
-        if (const int k = p.residual[static_cast<size_t>(l)]; k >= 0) x += (p.len(l + 1, a) + (k > 0 ? p.len(k, a) : 0)) * m + 8;
+        // Where the sum comes before the activation the derivative is taken at Z: no R.
+        if (const int k = p.residual[static_cast<size_t>(l)]; k >= 0) x += ((p.res_pre(l) ? 0 : p.len(l + 1, a)) + (k > 0 ? p.len(k, a) : 0)) * m + 8;
         // A GELU: z of its output's slice (Z), and four scratch vectors of the longest dx.
         if (l + 1 < L && p.rows_act(l)) {
           x += p.len(l + 1, a) * m + 4 + gelu_scratch;
@@ -661,12 +663,19 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       if (p.residual_source(l + 1) >= 0) res_f = p.len(l + 1, a) * m / add;
       if (l > 0 && p.residual_target(l) >= 0) res_b += ni * m / add;
       if (l > 0 && p.residual_source(l) > 0) res_b += ni * m;
-      // A GELU applied by the rows (the root returns z): its vector ops over the slice, one
-      // element a cycle (the GELUs' programs, compiler/activations/gelu.cc: 26 for the Erf form, 12 for tanh; backward 31, 18).
-      if (l + 1 < L && p.rows_act(l)) res_f += p.len(l + 1, a) * m * (d.act == Activation::kGelu ? 26.0 : 12.0);
-      if (l > 0 && p.rows_act(l - 1)) {
-        res_b += ni * m * (p.act[static_cast<size_t>(l) - 1] == Activation::kGelu ? 31.0 : 18.0);
-      }
+      // An activation applied by the rows (the root returns z): its vector ops over the slice,
+      // one element a cycle (the GELUs' programs, compiler/activations/gelu.cc: 26 for the Erf
+      // form, 12 for the others that take z; backward 31, 18); one that takes its derivative
+      // at y (after a residual sum, res_pre) its program's ops and the sum's vadd.
+      auto rows_ops = [&](int k, bool fwd) {
+        const Activation act = p.act[static_cast<size_t>(k)];
+        if (act_needs_pre(act)) return act == Activation::kGelu ? (fwd ? 26.0 : 31.0) : (fwd ? 12.0 : 18.0);
+        const ActivationDef& def = activation(act);
+        const ActParams& par = p.act_par[static_cast<size_t>(k)];
+        return static_cast<double>((fwd ? def.fwd(par) : def.bwd(par)).steps().size()) + (fwd ? 1.0 : 0.0);
+      };
+      if (l + 1 < L && p.rows_act(l)) res_f += p.len(l + 1, a) * m * rows_ops(l, true);
+      if (l > 0 && p.rows_act(l - 1)) res_b += ni * m * rows_ops(l - 1, false);
       e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * fwd + rows * 2.0 + res_f);
       rowb[static_cast<size_t>(l)].push_back({static_cast<double>(d.out), bwd, busy, ni, ni + rows * 2.0 + res_b, channel_len(a) / p.channel_rate});
     }

@@ -137,6 +137,10 @@ struct WsPlan {
   // Per layer: -1, or the boundary k whose values its activated output adds (DenseKernel::
   // residual): boundary l + 1 = act(layer l) + boundary k. Same width, so the same slices.
   std::vector<int> residual;
+  // Per layer: its residual sum is taken before the activation (DenseKernel::residual_pre):
+  // boundary l + 1 = act(layer l + boundary k); the rows then apply the activation (rows_act).
+  std::vector<int> residual_pre;
+  bool res_pre(int l) const { return l >= 0 && l < static_cast<int>(residual_pre.size()) && residual_pre[static_cast<size_t>(l)] != 0; }
   // The boundary whose values boundary t adds (-1: none), and the boundary t that adds
   // boundary k's (-1: none).
   int residual_source(int t) const { return t >= 1 && t - 1 < static_cast<int>(residual.size()) ? residual[static_cast<size_t>(t) - 1] : -1; }
@@ -172,7 +176,8 @@ struct WsPlan {
   // Whether the feature rows apply layer l's activation to the z its roots return (its
   // derivative is taken at z, which they keep: act_needs_pre). A convolution's roots apply
   // theirs before the pooling, keeping z themselves.
-  bool rows_act(int l) const { return act_needs_pre(act[static_cast<size_t>(l)]) && !is_conv(l); }
+  // So do they where the residual sum comes before the activation (res_pre): they hold both.
+  bool rows_act(int l) const { return (act_needs_pre(act[static_cast<size_t>(l)]) || res_pre(l)) && !is_conv(l); }
   bool any_conv() const {
     for (const ConvParams& c : conv) {
       if (c.on) return true;

@@ -164,6 +164,17 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
       for (int o = 0; o < no; ++o) y[static_cast<size_t>(o)] = act_fwd(p.act[static_cast<size_t>(l)], z[static_cast<size_t>(o)], p.act_par[static_cast<size_t>(l)]);
       if (kept) kept->xhat[static_cast<size_t>(l) + 1] = std::move(xh), kept->r[static_cast<size_t>(l) + 1] = r;
     }
+    if (const int k = p.residual_source(l + 1); k >= 0 && p.res_pre(l)) {
+      // The sum before the activation (the rows' vadd into Z, then the activation).
+      for (int o = 0; o < no; ++o) {
+        const size_t i = static_cast<size_t>(o);
+        z[i] = acts[static_cast<size_t>(k)][i] + z[i];
+        y[i] = act_fwd(p.act[static_cast<size_t>(l)], z[i], p.act_par[static_cast<size_t>(l)]);
+      }
+      if (pres) (*pres)[static_cast<size_t>(l) + 1] = std::move(z);
+      acts.push_back(std::move(y));
+      continue;
+    }
     if (pres) (*pres)[static_cast<size_t>(l) + 1] = std::move(z);  // a GELU's derivative is taken at z
     if (const int k = p.residual_source(l + 1); k >= 0) {
       std::vector<float> sum(y.size());
@@ -234,13 +245,17 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
             for (size_t s = 0; s < kBlock; ++s) sum[s] = a == 0 ? part[s] : sum[s] + part[s];
           }
           const float bo = b[static_cast<size_t>(l)][static_cast<size_t>(o)];
+          const bool act_here = l + 1 < L && !p.res_pre(l);  // else after the residual sum, below
           for (size_t s = 0; s < kBlock; ++s) {
             const float pre = sum[s] + bo;
-            next[static_cast<size_t>(o) * kBlock + s] = l + 1 < L ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_par[static_cast<size_t>(l)]) : pre;
+            next[static_cast<size_t>(o) * kBlock + s] = act_here ? act_fwd(p.act[static_cast<size_t>(l)], pre, p.act_par[static_cast<size_t>(l)]) : pre;
           }
         }
-        if (const int k = p.residual_source(l + 1); k >= 0) {
+        if (const int k = p.residual_source(l + 1); k >= 0 && p.res_pre(l)) {
           const auto& src = kept[static_cast<size_t>(k)];
+          for (size_t i = 0; i < next.size(); ++i) next[i] = act_fwd(p.act[static_cast<size_t>(l)], src[i] + next[i], p.act_par[static_cast<size_t>(l)]);
+        } else if (const int k2 = p.residual_source(l + 1); k2 >= 0) {
+          const auto& src = kept[static_cast<size_t>(k2)];
           for (size_t i = 0; i < next.size(); ++i) next[i] = src[i] + next[i];
         }
         in.swap(next);
@@ -387,14 +402,17 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
         const auto& g = skip[static_cast<size_t>(s)][static_cast<size_t>(t)];
         for (int k = 0; k < ni; ++k) dx[static_cast<size_t>(k)] = dx[static_cast<size_t>(k)] + g[static_cast<size_t>(k)];
       }
-      if (p.residual_source(l) >= 0) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dx;
-      const auto& y = p.residual_source(l) >= 0 ? outs[static_cast<size_t>(s)][static_cast<size_t>(l)] : acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
+      // A sum before the activation (res_pre): the source's share is the gradient after it.
+      const bool post_sum = p.residual_source(l) >= 0 && !p.res_pre(l - 1);
+      if (post_sum) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dx;
+      const auto& y = post_sum ? outs[static_cast<size_t>(s)][static_cast<size_t>(l)] : acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
       const Activation act = p.act[static_cast<size_t>(l) - 1];
       const auto& z = pres[static_cast<size_t>(s)][static_cast<size_t>(l)];
       for (int k = 0; k < ni; ++k) {
         const size_t i = static_cast<size_t>(k);
         dx[i] = act_grad(act, y[i], z[i], dx[i], p.act_par[static_cast<size_t>(l) - 1]);
       }
+      if (p.residual_source(l) >= 0 && !post_sum) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dx;
       dy[static_cast<size_t>(s)] = std::move(dx);
     }
   }

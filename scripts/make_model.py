@@ -2,14 +2,15 @@
 """Builds a fully connected network with PyTorch and exports it to ONNX, the compiler's input.
 
 Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu|gelu|...] [--seed 1]
-                             [--opset 13] [--batch 1] [--loss none|graph] [--residual]
+                             [--opset 13] [--batch 1] [--loss none|graph] [--residual [post|pre]]
                              [--conv 8c5,m2,16c5,m2 [--image 1x28x28]] [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
   --act     activation between Linear layers (none after the last): relu, sigmoid, tanh,
             leaky_relu, gelu, gelu_tanh, elu, selu, softplus, softsign, hardsigmoid, hardtanh,
             relu6, silu, hardswish, mish
   --residual  a hidden layer whose input and output widths are equal adds its input to its
-            activated output: h = h + act(fc(h)) (a residual MLP; the same parameter names)
+            activated output: h = h + act(fc(h)) (a residual MLP; the same parameter names);
+            --residual pre adds it before the activation: h = act(fc(h) + h), as ResNet's blocks
   --layernorm  each hidden layer normalises its output before the activation: act(norm(fc(h)))
             (nn.LayerNorm, parameters normN.weight and normN.bias)
   --conv    a CNN: convolutions and pooling over --image (C x H x W; C x L: one-dimensional,
@@ -68,11 +69,13 @@ def widths(text):
 
 class ResidualMlp(nn.Module):
     """The network of build() where each hidden layer of equal widths is a residual block,
-    h = h + act(fc(h)); the same modules (flatten, fc1, act1, ...) and parameter names."""
+    h = h + act(fc(h)), or with pre, h = act(fc(h) + h); the same modules (flatten, fc1, act1,
+    ...) and parameter names."""
 
-    def __init__(self, layers, act):
+    def __init__(self, layers, act, pre=False):
         super().__init__()
         self.widths = layers
+        self.pre = pre
         self.flatten = nn.Flatten()
         for i in range(len(layers) - 1):
             setattr(self, f"fc{i + 1}", nn.Linear(layers[i], layers[i + 1]))
@@ -86,8 +89,12 @@ class ResidualMlp(nn.Module):
             y = getattr(self, f"fc{i + 1}")(x)
             if i == n - 1:
                 return y
+            same = self.widths[i] == self.widths[i + 1]
+            if self.pre:
+                x = getattr(self, f"act{i + 1}")(y + x if same else y)
+                continue
             y = getattr(self, f"act{i + 1}")(y)
-            x = x + y if self.widths[i] == self.widths[i + 1] else y
+            x = x + y if same else y
 
 
 def image(text):
@@ -155,8 +162,9 @@ def build_cnn(spec, img, layers, act):
 
 
 def build(layers, act, residual=False, layernorm=False):
+    """residual: False, True or "post" (h + act(fc(h))), or "pre" (act(fc(h) + h))."""
     if residual:
-        return ResidualMlp(layers, act)
+        return ResidualMlp(layers, act, residual == "pre")
     mods = collections.OrderedDict(flatten=nn.Flatten())
     for i in range(len(layers) - 1):
         mods[f"fc{i + 1}"] = nn.Linear(layers[i], layers[i + 1])
@@ -209,7 +217,7 @@ def main():
     ap.add_argument("--opset", type=int, default=13)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--loss", choices=["none", "graph"], default="none")
-    ap.add_argument("--residual", action="store_true")
+    ap.add_argument("--residual", nargs="?", const="post", choices=["post", "pre"], default=None)
     ap.add_argument("--layernorm", action="store_true")
     ap.add_argument("--conv", default="")
     ap.add_argument("--image", type=image, default=[1, 28, 28])

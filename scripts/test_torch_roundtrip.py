@@ -65,6 +65,8 @@ SHAPES = [
     ("leaky_op13", [20, 12, 8, 5], "leaky_relu", 13, 5, 0.1, 0.9),
     # Residual connections (h = h + act(fc(h)) where the widths agree): fc2, fc3 and fc5.
     ("residual_op14", [20, 12, 12, 12, 8, 8, 5], "relu", 14, 9, 0.1, 0.9),
+    # The sum before the activation (h = act(fc(h) + h), as ResNet's blocks): a GELU's.
+    ("residual_pre_gelu_op17", [20, 12, 12, 12, 8, 8, 5], "gelu", 17, 34, 0.1, 0.9),
     # GELU, torch's default (the Erf form) and its tanh approximation.
     ("gelu_op13", [20, 12, 8, 5], "gelu", 13, 10, 0.1, 0.9),
     ("gelu_tanh_op17", [16, 10, 8, 4], "gelu_tanh", 17, 11, 0.2, 0.8),
@@ -130,6 +132,7 @@ WS_CASES = [
     ("ws_sgd_leaky", [20, 12, 8, 5], "leaky_relu", 13, 7, "sgd", 0.1, 0.9),
     # Residual connections (h = h + act(fc(h)) where the widths agree): fc2, fc3 and fc4 here.
     ("ws_sgd_residual", [20, 12, 12, 12, 12, 5], "tanh", 14, 8, "sgd", 0.1, 0.9),
+    ("ws_sgd_residual_pre", [20, 12, 12, 12, 12, 5], "tanh", 13, 35, "sgd", 0.1, 0.9),
     ("ws_adam_gelu", [20, 12, 8, 5], "gelu", 13, 12, "adam", 0.01, 0.0),
     ("ws_sgd_gelu_tanh", [16, 10, 10, 4], "gelu_tanh", 17, 13, "sgd", 0.1, 0.9),
     # The grid layout: bands of rows on both edges fed through relays, rows with empty slices.
@@ -169,8 +172,8 @@ WS_CASES += [
     ("ws_sgd_conv1d", [10], "tanh", 13, 29, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
-# Cases built as residual MLPs (make_model.py --residual).
-RESIDUAL = {"residual_op14", "ws_sgd_residual"}
+# Cases built as residual MLPs (make_model.py --residual, post or pre).
+RESIDUAL = {"residual_op14": "post", "ws_sgd_residual": "post", "residual_pre_gelu_op17": "pre", "ws_sgd_residual_pre": "pre"}
 # Cases built with a LayerNorm before each hidden activation (make_model.py --layernorm).
 LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17", "layernorm_replicas3", "layernorm_shared_op13", "ws_sgd_layernorm_shared", "ws_sgd_layernorm_gelu", "ws_adam_layernorm_relu"}
 WS_SYSTEMS = 2
@@ -236,7 +239,7 @@ def make_case(workdir, name, layers, act, opset, seed):
     if name in CONV:
         net = make_model.build_cnn(CONV[name][0], shape, layers, act)
     else:
-        net = make_model.build(layers, act, name in RESIDUAL, name in LAYERNORM)
+        net = make_model.build(layers, act, RESIDUAL.get(name, False), name in LAYERNORM)
     model_path = os.path.join(d, "model.onnx")
     export(net, layers, opset, model_path, shape)
     rng = np.random.default_rng(seed)
@@ -482,7 +485,7 @@ def test_shape(wafersim, workdir, shape):
     with torch.no_grad():
         want = t_net(xin).numpy()
         ck_net = (make_model.build_cnn(CONV[name][0], shape, layers, act) if shape
-                  else make_model.build(layers, act, name in RESIDUAL, name in LAYERNORM))
+                  else make_model.build(layers, act, RESIDUAL.get(name, False), name in LAYERNORM))
         ck_net.load_state_dict(loaded)
         via_torch = ck_net(xin).numpy()
     a = maxdiff(run_onnx(ck, xs), want) if not shape else 0.0

@@ -40,6 +40,9 @@ struct MlpSpec {
   // Layers a residual block spans: 1, h + act(fc(h)); 2, h + act(fc2(act(fc1(h)))) where fc1's
   // input and fc2's output widths agree (blocks do not overlap).
   int residual_span = 1;
+  // The sum before the activation instead (h = act(fc(h) + h), scripts/make_model.py --residual
+  // pre; one-layer blocks).
+  bool residual_pre = false;
   // A LayerNormalization (opset 17) on each hidden layer's output, before its activation, with
   // scale and bias initializers near 1 and 0 (scripts/make_model.py --layernorm).
   bool layernorm = false;
@@ -121,6 +124,22 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       ax->set_type(onnx::AttributeProto::INT);
       ax->set_i(-1);
     }
+    // A residual block ending at layer l adds its input here (before the activation: pre) or
+    // after the activation (post).
+    auto residual_add = [&] {
+      const size_t span = static_cast<size_t>(spec.residual_span), first = l + 1 >= span ? l + 1 - span : L;
+      if (spec.residual && first < L && first >= block_end && spec.widths[first] == out) {
+        block_end = l + 1;
+        auto* r = g->add_node();
+        r->set_name("/Add_" + std::to_string(l + 1));
+        r->set_op_type("Add");
+        r->add_input(spec.residual_pre ? cur : inputs[first]);  // torch's order: fc(h) + h, or h + act(fc(h))
+        r->add_input(spec.residual_pre ? inputs[first] : cur);
+        cur = "/Add_" + std::to_string(l + 1) + "_output_0";
+        r->add_output(cur);
+      }
+    };
+    if (l + 1 < L && spec.residual_pre) residual_add();
     if (l + 1 < L && (spec.act == "Gelu" || spec.act == "GeluTanh")) {
       // GELU as torch 1.13 exports it (scripts/make_model.py --act gelu, gelu_tanh), its
       // constants as scalar initializers.
@@ -161,19 +180,7 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       cur = "/act" + std::to_string(l + 1) + "/" + spec.act + "_output_0";
       a->add_output(cur);
     }
-    if (l + 1 < L) {
-      const size_t span = static_cast<size_t>(spec.residual_span), first = l + 1 >= span ? l + 1 - span : L;
-      if (spec.residual && first < L && first >= block_end && spec.widths[first] == out) {
-        block_end = l + 1;
-        auto* r = g->add_node();
-        r->set_name("/Add_" + std::to_string(l + 1));
-        r->set_op_type("Add");
-        r->add_input(inputs[first]);
-        r->add_input(cur);
-        cur = "/Add_" + std::to_string(l + 1) + "_output_0";
-        r->add_output(cur);
-      }
-    }
+    if (l + 1 < L && !spec.residual_pre) residual_add();
   }
   g->mutable_node(g->node_size() - 1)->set_output(0, "logits");
   value(g->add_output(), "logits", spec.widths.back());

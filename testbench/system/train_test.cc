@@ -181,6 +181,18 @@ TEST(Training, ResidualConnectionsMatchReference) {
   check_against_reference(residual_spec(), 40, 6, 60, 3, "residual");
 }
 
+// The sum before the activation (h = act(fc(h) + h), ResNet's order): the target roots add the
+// source's slice to z before the activation and send the source the gradient after its
+// derivative. ReLU (derivative at y) here, a GELU (at z, kept in the ring) with 2 replicas.
+TEST(Training, PreActivationResidualsMatchReference) {
+  MlpSpec spec = residual_spec();
+  spec.act = "Relu";
+  spec.residual_pre = true;
+  check_against_reference(spec, 40, 6, 60, 3, "residual_pre");
+  spec.act = "Gelu";
+  check_against_reference(spec, 40, 6, 60, 2, "residual_pre_gelu_r2", 1, {}, 2);
+}
+
 // Blocks of two layers (h + act(fc2(act(fc1(h))))): the source's roots are two layers before
 // the target's, their streams cross a layer's region.
 TEST(Training, TwoLayerResidualBlocksMatchReference) {

@@ -430,6 +430,20 @@ TEST(WsTraining, ResidualConnectionsMatchTheReference) {
   check_ws(spec, 12, 20, 4, o, 3, "ws_residual");
 }
 
+// The sum before the activation (h = act(fc(h) + h)): the roots return z, the rows add their
+// slice of the source and apply the activation (ReLU: its derivative at y), and the source's
+// share of the gradient is the one after the derivative. From the model input too.
+TEST(WsTraining, PreActivationResidualsMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  MlpSpec spec{{10, 10, 10, 6, 6, 3}, "Relu", 9, 13};
+  spec.residual = true;
+  spec.residual_pre = true;
+  check_ws(spec, 12, 20, 4, o, 3, "ws_residual_pre");
+}
+
 // Blocks of two layers (h + act(fc2(act(fc1(h))))): the sum's source is two boundaries back.
 TEST(WsTraining, TwoLayerResidualBlocksMatchTheReference) {
   SKIP_IF_KERNEL_STARTED();
@@ -779,6 +793,16 @@ TEST(WsTraining, GridResidualWithEmptySlices) {
 TEST(WsTraining, GridGeluTanhWithResidualConnections) {
   SKIP_IF_KERNEL_STARTED();
   grid_residual("GeluTanh", "ws_grid_gelu_tanh");
+}
+
+// The same on the grid (empty slices) with a GELU, its derivative at the sum the rows keep.
+TEST(WsTraining, GridPreActivationResidualsWithGelu) {
+  SKIP_IF_KERNEL_STARTED();
+  const WsOptions o = grid_options(4, 4, 20);
+  MlpSpec spec{{23, 11, 11, 11, 4}, "Gelu", 6, 13};
+  spec.residual = true;
+  spec.residual_pre = true;
+  check_ws(spec, 10, 40, 4, o, 3, "ws_grid_residual_pre_gelu");
 }
 
 // Two systems on the grid, one sample per column, the bands' East rows reducing their dW east.

@@ -813,10 +813,40 @@ TEST(Compiler, ResidualConnections) {
   EXPECT_TRUE(contains(r.err, "with train.in_flight 2 is not supported in layer-pipelined mode yet")) << r.err;
   r = compile({model("residual_act", true, false), "--validate-only"});
   EXPECT_EQ(r.rc, kExitUsage) << r.out;
-  EXPECT_TRUE(contains(r.err, "Relu (1 node): an activation after a residual Add")) << r.err;
+  EXPECT_TRUE(contains(r.err, "Relu (1 node): an activation of a residual sum whose layer output was already activated")) << r.err;
   r = compile({model("residual_logits", false, true), "--validate-only"});
   EXPECT_EQ(r.rc, kExitUsage) << r.out;
   EXPECT_TRUE(contains(r.err, "Add (1 node): a residual Add into the logits")) << r.err;
+}
+
+// The sum before the activation (relu(W h + b + h), as torch exports relu(fc(h) + h) and ResNet's
+// blocks): the activation after the Add is the layer's, its derivative taken at the sum; a
+// second activation, or a LayerNorm of the sum (post-norm), is refused by name.
+TEST(Compiler, PreActivationResidualConnections) {
+  auto model = [](const std::string& name, const std::string& after) {
+    Graph g;
+    g.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+    g.linear("fc1", "input", "z1", 16, 8);
+    g.node("Relu", "/act1/Relu", {"z1"}, "h1");
+    g.linear("fc2", "h1", "z2", 8, 8);
+    g.node("Add", "/Add", {"z2", "h1"}, "s");
+    g.node("Tanh", "/act2/Tanh", {"s"}, "r");
+    std::string in = "r";
+    if (after == "act") {
+      g.node("Relu", "/act3/Relu", {"r"}, "t");
+      in = "t";
+    }
+    g.linear("fc3", in, "logits", 8, 4);
+    g.output("logits", 4);
+    return g.save(name);
+  };
+  CmdResult r = compile({model("residual_pre", ""), "--validate-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "/fc2/Gemm: dense 8 x 8 + bias + the input of /fc2/Gemm (residual) + tanh")) << r.out;
+  EXPECT_TRUE(contains(r.out, "fused into /fc2/Gemm, after its residual sum")) << r.out;
+  r = compile({model("residual_pre_act2", "act"), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage) << r.out;
+  EXPECT_TRUE(contains(r.err, "Relu (1 node): a second activation after a residual Add; each layer takes one")) << r.err;
 }
 
 // 784-w-w-w-10 with ReLU and residual connections around fc2 and fc3 (h = h + relu(fc(h))).
