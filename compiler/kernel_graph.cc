@@ -222,7 +222,6 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     // A 1-D convolution (NCL values, weight [out, in, k]) is the 2-D kernel over planes of one row.
     const bool one_d = f.rank == 3;
     if (f.rank != 4 && !one_d) return "a Conv needs NCHW planes (a 4-D input) or NCL sequences (3-D); this one gets " + std::to_string(f.rank) + "-D values";
-    if (f.residual) return "a convolution after a residual Add is not supported yet";
     const OnnxTensor* w = n.inputs.size() > 1 ? float_init(m, n.inputs[1], n) : nullptr;
     if (!w) return "the weight (input 1) must be an initializer";
     if (w->dims.size() != (one_d ? 3u : 4u)) {
@@ -285,11 +284,17 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   // A pooling node after a convolution (and its activation): "" if taken, else why not.
   auto take_pool = [&](const OnnxNode& n) -> std::string {
     const std::string& op = n.op_type;
-    if (f.dense < 0 || !g.layers[static_cast<size_t>(f.dense)].conv.on || f.residual || (f.rank != 4 && f.rank != 3) ||
+    if (f.dense < 0 || !g.layers[static_cast<size_t>(f.dense)].conv.on || (f.rank != 4 && f.rank != 3) ||
         g.layers[static_cast<size_t>(f.dense)].pool.kind != PoolParams::kNone) {
       return "pooling is supported on a convolution's output (after its activation), once";
     }
     DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+    // After a residual sum: a max pooling's backward needs its input, which the root keeps only
+    // where the sum came before the activation (the input is then the activated output).
+    if (f.residual && op == "MaxPool" && !d.residual_pre) {
+      return "a MaxPool after a residual sum of an activated output (h + act(conv(h))) is not supported yet; an average pooling is, "
+             "and a MaxPool after act(conv(h) + h)";
+    }
     PoolParams pp;
     bool ceil = false;
     pp.node = n.name;
@@ -583,11 +588,30 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
           continue;
         }
         DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
-        if (d.conv.on || (it->second > 0 && g.layers[static_cast<size_t>(it->second) - 1].conv.on)) {
-          unsupported(n, "a residual connection to or from a convolution is not supported yet");
+        const int k = it->second, width = k == 0 ? g.in_features : g.layers[static_cast<size_t>(k) - 1].out;
+        // Around convolutions (ResNet's blocks): planes of a convolution's output plus those of
+        // an earlier one's, of the same shape; the sum before any pooling.
+        const bool src_conv = k > 0 && g.layers[static_cast<size_t>(k) - 1].conv.on;
+        if (d.conv.on != src_conv || (d.conv.on && k == 0)) {
+          unsupported(n, k == 0 && d.conv.on ? "a residual connection from the model input's planes is not supported yet; its source must "
+                                               "be an earlier convolution's output"
+                                             : "a residual connection between a convolution's planes and a dense layer's features is not "
+                                               "supported; both ends must be convolutions' outputs, or both dense layers'");
           continue;
         }
-        const int k = it->second, width = k == 0 ? g.in_features : g.layers[static_cast<size_t>(k) - 1].out;
+        if (d.conv.on && (f.pooled || d.pool.kind != PoolParams::kNone)) {
+          unsupported(n, "a residual Add after pooling; the sum is supported on a convolution's output before its pooling");
+          continue;
+        }
+        if (d.conv.on) {
+          const ConvParams& sc = g.layers[static_cast<size_t>(k)].conv;
+          if (sc.c != d.conv.co || sc.h != d.conv.ho || sc.w != d.conv.wo) {
+            unsupported(n, "adds '" + other + "' (" + std::to_string(sc.c) + " x " + std::to_string(sc.h) + " x " + std::to_string(sc.w) +
+                               ") to the output of " + d.name + " (" + std::to_string(d.conv.co) + " x " + std::to_string(d.conv.ho) + " x " +
+                               std::to_string(d.conv.wo) + "); a residual connection needs the same planes");
+            continue;
+          }
+        }
         if (f.residual) { unsupported(n, "a second Add after a residual connection; each layer output takes one"); continue; }
         if (std::any_of(g.layers.begin(), g.layers.end(), [&](const DenseKernel& e) { return e.residual == k; })) {
           unsupported(n, "'" + other + "' already feeds a residual connection; each layer input feeds at most one");

@@ -1108,6 +1108,9 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
       throw CompileError(what + " adds the model input, which layer-pipelined mode does not keep on the wafer; "
                          "use --mode weight-streaming");
     }
+    if (d.conv.on) {
+      throw CompileError(what + " adds a convolution's planes, which layer-pipelined mode does not take yet; use --mode weight-streaming");
+    }
     if (opt.in_flight > 1) {
       throw CompileError(what + " with train.in_flight 2 is not supported in layer-pipelined mode yet; use train.in_flight 1 "
                          "or --mode weight-streaming");

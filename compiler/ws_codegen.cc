@@ -132,7 +132,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   }
   for (int t = 1; t < L; ++t) {
     const int k = p.residual_source(t);
-    if (k < 0 || p.len(t, a) == 0) continue;
+    if (k < 0 || p.len(t, a) == 0 || p.root_sum(t)) continue;  // around convolutions: at the roots
     residual = true;
     as.data(".align 16");
     // Not where the sum comes before the activation: the derivative is taken at Z{t}, the sum.
@@ -203,6 +203,13 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const int eout = col.east[c % 2], ein = has_ein ? col.east[(ef ? c - 1 : c + 1) % 2] : -1;
   const uint32_t um = static_cast<uint32_t>(m);
   as << "init:";
+  // The input stream's ramp filter (below) first of all: the stream may reach the row while init
+  // still runs (its descriptors, a vector of ones filled in hundreds of cycles), and a wavelet
+  // that arrives before the filter is set enters unfiltered.
+  const long long nin = static_cast<long long>(p.len(0, a)) * m;
+  auto in_window = [&] { as << "ld32 r13, [r0+cfg]" << "li r14, " + S(nin) << "add r14, r13, r14" << "filt " + S(col.in) + ", r13, r14"; };
+  as << "li r0, 0";
+  if (nin > 0) in_window();
   const std::string dW = as.fin(col.w, 1), dWb = as.mem("wbdw", 1), dXs = as.mem("X0", 1), dT = as.mem("wbdw", 1);
   const std::string dWs = as.fin(col.w, 1), dWa = as.mem("wbdw", 1);  // the prefetch: source, destination
   const std::string dAcc = as.mem("acc", um), dChO = as.fout(chout, um), dChI = a > 0 ? as.fin(chin, um) : "";
@@ -268,7 +275,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dCacc = cplane ? as.mem("cacc", 1) : "", dChP = cplane ? as.fout(chout, 1) : "";
   const std::string dCdx = cplane && maxdx ? as.mem("cacc", 1) : "", dCz = cplane ? as.mem("cacc", 1) : "";
   const std::string dCw0 = cplane ? as.mem("cacc", 1, 0) : "";
-  as << "li r0, 0" << "li r1, 0" << "li r3, 0" << "li r13, wbdw+" + S(3 * B4) << "dbase " + dT + ", r13";
+  as << "li r1, 0" << "li r3, 0" << "li r13, wbdw+" + S(3 * B4) << "dbase " + dT + ", r13";
   if (K > 1) as << "li r13, dwblk+" + S(4LL * K * maxni) << "dbase " + dBlkB + ", r13";
   if (ones) as << "li r13, " + S(maxdx) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
   // The input stream's ramp filter: wavelets of the row's stream are numbered from 0 at reset,
@@ -276,8 +283,6 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // of the minibatch starts at cfg[0], nin long. The rest never reaches the core. The window
   // moves to the next minibatch as soon as this one's part is in (stepstart), so the next
   // minibatch's part waits in the queue however early it comes.
-  const long long nin = static_cast<long long>(p.len(0, a)) * m;
-  auto in_window = [&] { as << "ld32 r13, [r0+cfg]" << "li r14, " + S(nin) << "add r14, r13, r14" << "filt " + S(col.in) + ", r13, r14"; };
   // Sections of the return stream, each read before the phase after it (section s serves phase
   // s + 1): s < L-1 this row's slice of layer s's outputs, s >= L-1 the dy of layer 2L-2-s
   // (whole). In the grid a row's slice of a layer can be empty: it reads no section it does
@@ -291,10 +296,6 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   for (int sct = L - 1; sct <= 2 * L - 2; ++sct) exact = exact || !need(sct);
   bool any_need = false;
   for (int sct = 0; sct <= 2 * L - 2; ++sct) any_need = any_need || need(sct);
-  if (nin > 0) {
-    as << "fcnt " + S(col.in) + ", r0";
-    in_window();
-  }
   as << "activate 1" << "exit";
 
   // Loop bounds and vector lengths of layer l's passes.
@@ -851,7 +852,17 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     if (!p.is_conv(l) || !act_needs_pre(p.act[static_cast<size_t>(l)])) continue;
     cpre_temps = std::max({cpre_temps, 1, act_temps(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)])});
   }
-  if (cpre_temps) as.data(".space cpy, fp32, " + S(mv) + "\n.space csv, i32, 1");
+  // Residual connections around convolutions (WsPlan::root_sum): boundary k's planes as sent
+  // (SK{k}, [o][s][plane]) for the sum into boundary t, and the sum's gradient for k (GK{k}).
+  bool cres = false;
+  for (int k = 1; k < L; ++k) {
+    if (!p.root_kept(k)) continue;
+    cres = true;
+    const long long n = static_cast<long long>(p.outs[static_cast<size_t>(k) - 1]) * m * p.qplane(k - 1);
+    as.data(".space SK" + S(k) + ", fp32, " + S(n) + "\n.space GK" + S(k) + ", fp32, " + S(n));
+  }
+  if (cpre_temps) as.data(".space cpy, fp32, " + S(mv));
+  if (cpre_temps || cres) as.data(".space csv, i32, 1");
   if (cpre_temps > 3) as.data(".space cpt3, fp32, " + S(mv));
   as.data(".space zl, fp32, " + S(static_cast<long long>(nL) * m));
   as.data(".space dyl, fp32, " + S(static_cast<long long>(nL) * m));
@@ -920,11 +931,15 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   // ln_reset: dmem, so base, length, stride and rows are known).
   const bool lnr = lnmax > 0;
   std::vector<std::string> pool;
-  for (int i = 0; i < std::max(conv ? 11 + (cpre_temps ? 1 : 0) + (cpre_temps > 3 ? 1 : 0) : 0, lnr ? 9 : 0); ++i) pool.push_back(as.dsd());
+  const int ipy = 11, ipt3 = ipy + (cpre_temps ? 1 : 0), ires = ipt3 + (cpre_temps > 3 ? 1 : 0);  // the optional ones' places
+  for (int i = 0; i < std::max(conv ? ires + (cres ? 2 : 0) : 0, lnr ? 9 : 0); ++i) pool.push_back(as.dsd());
   auto pd = [&](size_t i, bool on) { return on ? pool[i] : std::string(); };
   const std::string dCY = pd(0, conv), dCQ = pd(1, conv), dPq = pd(2, conv), dPy = pd(3, conv), dGq = pd(4, conv), dDt = pd(5, conv);
   const std::string dRr = pd(6, gq > 0), dCm = pd(7, gq > 0), dTt = pd(8, gq > 0), dZero = pd(9, gq > 0), dZp = pd(10, conv);
-  const std::string dCpy = pd(11, conv && cpre_temps > 0), dCpt3 = pd(12, conv && cpre_temps > 3);
+  const std::string dCpy = pd(ipy, conv && cpre_temps > 0), dCpt3 = pd(ipt3, conv && cpre_temps > 3);
+  // A residual connection's planes: the source's kept (SK) or their gradient (GK) of the target,
+  // and of the source (dRa, dRb), one output's m planes, moved on output by output.
+  const std::string dRa = pd(ires, conv && cres), dRb = pd(ires + 1, conv && cres);
   auto pre_lengths = [&](long long n) {  // cpy and cpt3 n long (r13 = n after)
     as << "li r13, " + S(n) << "dlen " + dCpy + ", r13";
     if (cpre_temps > 3) as << "dlen " + dCpt3 + ", r13";
@@ -999,26 +1014,46 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       const bool pooled = p.pool[static_cast<size_t>(l)].kind != PoolParams::kNone;
       conv_reset();
       out_lengths(m * P);
+      // A residual connection into this output (root_sum: SK{k}'s planes added before the
+      // activation, or after it into tmp, which is then pooled or sent), or from it (what is
+      // sent kept in SK{l + 1}).
+      const int rk = p.root_sum(l + 1) ? p.residual_source(l + 1) : -1;
+      const bool pre_sum = rk >= 0 && p.res_pre(l), post_sum = rk >= 0 && !pre_sum, keep = p.root_kept(l + 1);
+      if (rk >= 0) as << "dmem " + dRa + ", SK" + S(rk) + ", " + S(m * P) + ", 1";
+      if (keep) as << "dmem " + dRb + ", SK" + S(l + 1) + ", " + S(m * Pq) + ", 1";
       as << "li r13, " + S(m * Pq) << "dlen " + dRetO + ", r13" << "dlen " + dCQ + ", r13" << "li r13, " + S(m * P) << "dlen " + dCY + ", r13"
          << "li r1, YK" + S(l) << "li r2, " + (pooled ? "QK" + S(l) : "YK" + S(l)) << "li r10, 0" << "lay_" + S(l) + ":";
       const bool pre = act_needs_pre(p.act[static_cast<size_t>(l)]);
       if (pre) pre_lengths(m * P);
       as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
          << "vadd.fp32 " + dTm + ", " + dChI + ", " + dBB << "dbase " + dCY + ", r1";
+      if (pre_sum) as << "vadd.fp32 " + dTm + ", " + dRa + ", " + dTm;
+      std::string ysym, dYsrc = dCY;  // the activated planes: YK at r1, or cpy, or tmp (the sum)
       if (pre) {  // z kept in YK, y into cpy
         const std::string t[4] = {dTmp, dTm, dBB, dCpt3};
         as << "vmov.fp32 " + dCY + ", " + dTm;
         emit_pre_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dCpy, dCY, t, dOnes);
-        if (pooled) {
-          as << "st32 [r0+csv], r1" << "li r1, cpy";
-          pool_fwd(l);
-          as << "ld32 r1, [r0+csv]";
-        }
+        ysym = "cpy", dYsrc = dCpy;
       } else {
         emit_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dCY, dTm, dTmp, dOnes);
-        if (pooled) pool_fwd(l);
       }
-      as << "dbase " + dCQ + ", r2" << "vmov.fp32 " + dRetO + ", " + (pre && !pooled ? dCpy : dCQ) << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq)
+      if (post_sum) {
+        as << "vadd.fp32 " + dTmp + ", " + dRa + ", " + dYsrc;
+        ysym = "tmp", dYsrc = dTmp;
+      }
+      if (pooled && !ysym.empty()) {
+        as << "st32 [r0+csv], r1" << "li r1, " + ysym;
+        pool_fwd(l);
+        as << "ld32 r1, [r0+csv]";
+      } else if (pooled) {
+        pool_fwd(l);
+      }
+      as << "dbase " + dCQ + ", r2";
+      const std::string sent = pooled || ysym.empty() ? dCQ : dYsrc;
+      as << "vmov.fp32 " + dRetO + ", " + sent;
+      if (keep) as << "vmov.fp32 " + dRb + ", " + sent << "daddb " + dRb + ", " + S(4 * m * Pq);
+      if (rk >= 0) as << "daddb " + dRa + ", " + S(4 * m * P);
+      as << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq)
          << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lay_" + S(l);
       out_lengths(m);
       continue;
@@ -1109,11 +1144,19 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       const bool pooled = p.pool[static_cast<size_t>(l)].kind != PoolParams::kNone;
       const std::string L_ = S(l);
       conv_reset();
+      // Residual connections: the gradient of the sum this output feeds added to the incoming
+      // one (GK{l + 1}); where this output is a sum, its source's share kept (GK{k}) before the
+      // derivative, or after it where the sum came before the activation.
+      const int rk = p.root_sum(l + 1) ? p.residual_source(l + 1) : -1;
+      const bool pre_sum = rk >= 0 && p.res_pre(l), keep = p.root_kept(l + 1);
+      if (rk >= 0) as << "dmem " + dRa + ", GK" + S(rk) + ", " + S(m * P) + ", 1";
+      if (keep) as << "dmem " + dRb + ", GK" + S(l + 1) + ", " + S(m * Pq) + ", 1";
       as << "li r1, YK" + L_ << "li r2, " + (pooled ? "QK" + L_ : "YK" + L_) << "li r10, 0" << "gb_" + L_ + ":";
       const bool pre = act_needs_pre(p.act[static_cast<size_t>(l)]);
       if (pooled) {
         as << "li r13, " + S(m * Pq) << "dlen " + dChI + ", r13" << "dlen " + dGq + ", r13" << "li r13, gq" << "dbase " + dGq + ", r13"
            << "li r13, 1" << "dstride " + dGq + ", r13" << "vmov.fp32 " + dGq + ", " + dChI;
+        if (keep) as << "vadd.fp32 " + dGq + ", " + dGq + ", " + dRb;
         if (pre && p.pool[static_cast<size_t>(l)].kind == PoolParams::kMax) {  // y again from the kept z, into cpy
           out_lengths(m * P);
           pre_lengths(m * P);
@@ -1129,10 +1172,12 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       } else {
         as << "li r13, " + S(m * P) << "dlen " + dChI + ", r13" << "dlen " + dZp + ", r13" << "li r13, tm" << "dbase " + dZp + ", r13"
            << "vmov.fp32 " + dZp + ", " + dChI;
+        if (keep) as << "vadd.fp32 " + dZp + ", " + dZp + ", " + dRb;
       }
       out_lengths(m * P);
       as << "li r13, tm" << "dbase " + dZp + ", r13" << "dbase " + dCY + ", r1" << "li r13, " + S(m * P) << "dlen " + dZp + ", r13"
          << "dlen " + dCY + ", r13";
+      if (rk >= 0 && !pre_sum) as << "vmov.fp32 " + dRa + ", " + dZp;
       if (pre) {
         pre_lengths(m * P);
         const std::string t[4] = {dTmp, dBB, dCpy, dCpt3};
@@ -1140,6 +1185,9 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       } else {
         emit_act_bwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dZp, dCY, dTmp, dOnes);
       }
+      if (pre_sum) as << "vmov.fp32 " + dRa + ", " + dZp;
+      if (rk >= 0) as << "daddb " + dRa + ", " + S(4 * m * P);
+      if (keep) as << "daddb " + dRb + ", " + S(4 * m * Pq);
       as << "vmov.fp32 " + dRetO + ", " + dZp << "vsum.fp32 r13, " + dZp;
       db_out();
       as << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq) << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)])

@@ -208,6 +208,10 @@ WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long w
   }
   double root_f = m * (4.0 * P + Pq) + m * (tap_elems + tap_ops * kRootOp) + kRootOp * 6;
   double root_b = m * (4.0 * P + Pq) + m * (4.0 * tap_elems + tap_ops * 4 * kRootOp) + kRootOp * 6;
+  // A residual connection at the root: forward the sum (a vadd over m P) and the kept planes (a
+  // vmov over m Pq); backward the sum's gradient added (m Pq) and the source's share kept (m P).
+  if (p.root_sum(l + 1)) root_f += m * P + kRootOp, root_b += m * P + kRootOp;
+  if (p.root_kept(l + 1)) root_f += m * Pq + kRootOp, root_b += m * Pq + kRootOp;
   if (act_needs_pre(p.act[static_cast<size_t>(l)])) {
     // z kept (a copy), the activation's program over m P (one element a cycle an op); backward
     // its derivative's program, and a max pooling's y again from z.
@@ -297,7 +301,9 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   for (int l = 0; l < L; ++l) {
     const int k = p.residual[static_cast<size_t>(l)];
     if (k < 0) continue;
-    if (k > l || l + 1 >= L || p.width[static_cast<size_t>(k)] != p.width[static_cast<size_t>(l) + 1] ||
+    // Around a convolution the sum comes before any pooling: of its planes before it.
+    const long sum_width = p.is_conv(l) ? static_cast<long>(p.outs[static_cast<size_t>(l)]) * p.oplane(l) : p.width[static_cast<size_t>(l) + 1];
+    if (k > l || l + 1 >= L || p.width[static_cast<size_t>(k)] != sum_width ||
         std::count(p.residual.begin(), p.residual.end(), k) > 1) {
       throw CompileError("layer " + g.layers[static_cast<size_t>(l)].name + ": a residual connection from boundary " + S(k) +
                          " must come from an earlier layer's input of the same width, fed to a later layer, "
@@ -329,7 +335,10 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         // A residual connection: the row keeps layer l's activated output apart from the sum
         // (R, for the activation's derivative) and the sum's gradient for the source (G).
         // Where the sum comes before the activation the derivative is taken at Z: no R.
-        if (const int k = p.residual[static_cast<size_t>(l)]; k >= 0) x += ((p.res_pre(l) ? 0 : p.len(l + 1, a)) + (k > 0 ? p.len(k, a) : 0)) * m + 8;
+        // Around convolutions the roots hold them (root_sum).
+        if (const int k = p.residual[static_cast<size_t>(l)]; k >= 0 && !p.root_sum(l + 1)) {
+          x += ((p.res_pre(l) ? 0 : p.len(l + 1, a)) + (k > 0 ? p.len(k, a) : 0)) * m + 8;
+        }
         // A GELU: z of its output's slice (Z), and four scratch vectors of the longest dx.
         if (l + 1 < L && p.rows_act(l)) {
           x += p.len(l + 1, a) * m + 4 + gelu_scratch;
@@ -387,6 +396,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     }
     if (!p.is_conv(l)) continue;
     conv_kept += static_cast<long>(p.outs[static_cast<size_t>(l)]) * (p.oplane(l) + p.qplane(l)) + 8;
+    // A residual connection's source planes and their gradient (SK, GK: ws_codegen.cc).
+    if (p.root_kept(l + 1)) conv_kept += 2L * p.outs[static_cast<size_t>(l)] * p.qplane(l) + 8;
     const PoolParams& q = p.pool[static_cast<size_t>(l)];
     if (q.kind == PoolParams::kAvg && !pool_uniform(q)) conv_table += p.qplane(l);  // its table of 1 / count
     plane = std::max(plane, static_cast<long>(p.oplane(l)));

@@ -150,6 +150,11 @@ struct WsPlan {
     }
     return -1;
   }
+  // A residual connection around convolutions (both ends convolutions' outputs) runs at the
+  // roots, which hold every output plane of their samples: boundary t's sum (root_sum) and
+  // boundary k's planes kept for it and its gradient added (root_kept).
+  bool root_sum(int t) const { return residual_source(t) >= 0 && t >= 1 && is_conv(t - 1); }
+  bool root_kept(int k) const { return k >= 1 && residual_target(k) >= 0 && is_conv(k - 1); }
   // Convolutions (docs/weight-streaming.md#convolutions), per layer: conv[l].on for a
   // convolution, with its pooling. A model with one runs on one feature row: each column's
   // PE holds its samples' planes whole. outs[l]: the outputs of a pass (a dense layer's width,

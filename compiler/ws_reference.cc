@@ -13,8 +13,11 @@ namespace {
 // pooling): what its root keeps of the outputs before the pooling into *ys ([co][ho wo]: the
 // activated outputs, or the pre-activations z where the derivative is taken there, act_needs_pre),
 // the pooled ones returned ([co][hq wq]).
+// With a residual connection into its output (WsPlan::root_sum), `res` holds the source's
+// planes: added to z before the activation (res_pre), else to the activated planes before the
+// pooling; *ys keeps what it keeps without one.
 std::vector<float> conv_forward(const WsPlan& p, int l, const std::vector<float>& W, const std::vector<float>& b,
-                                const std::vector<float>& in, std::vector<float>* ys) {
+                                const std::vector<float>& in, std::vector<float>* ys, const std::vector<float>* res = nullptr) {
   const ConvParams& c = p.conv[static_cast<size_t>(l)];
   const PoolParams& q = p.pool[static_cast<size_t>(l)];
   const int P = c.ho * c.wo, Pq = p.qplane(l), T = c.taps();
@@ -39,10 +42,20 @@ std::vector<float> conv_forward(const WsPlan& p, int l, const std::vector<float>
     std::vector<float> ybuf;
     float* y = kept;
     if (act_needs_pre(act)) ybuf.resize(static_cast<size_t>(P)), y = ybuf.data();
+    const float* r = res ? &(*res)[static_cast<size_t>(co) * P] : nullptr;
+    const bool pre_sum = r && p.res_pre(l);
     for (int i = 0; i < P; ++i) {
-      const float z = acc[static_cast<size_t>(i)] + b[static_cast<size_t>(co)];
+      float z = acc[static_cast<size_t>(i)] + b[static_cast<size_t>(co)];
+      if (pre_sum) z = r[i] + z;
       if (y != kept) kept[i] = z;
       y[i] = act_fwd(act, z, p.act_par[static_cast<size_t>(l)]);
+    }
+    if (r && !pre_sum) {  // the sum after the activation, pooled or sent from its own planes
+      std::vector<float> sum(static_cast<size_t>(P));
+      for (int i = 0; i < P; ++i) sum[static_cast<size_t>(i)] = r[i] + y[i];
+      if (y == kept) ybuf.resize(static_cast<size_t>(P));
+      std::copy(sum.begin(), sum.end(), ybuf.begin());
+      y = ybuf.data();
     }
     if (q.kind == PoolParams::kNone) std::copy(y, y + P, &out[static_cast<size_t>(co) * Pq]);
     else pool_forward(c, q, y, &out[static_cast<size_t>(co) * Pq]);
@@ -136,7 +149,9 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
     const auto& W = w[static_cast<size_t>(l)];
     if (p.is_conv(l)) {
       std::vector<float> ys;
-      acts.push_back(conv_forward(p, l, W, b[static_cast<size_t>(l)], in, &ys));
+      const std::vector<float>* res = p.root_sum(l + 1) ? &acts[static_cast<size_t>(p.residual_source(l + 1))] : nullptr;
+      std::vector<float> out = conv_forward(p, l, W, b[static_cast<size_t>(l)], in, &ys, res);
+      acts.push_back(std::move(out));
       if (outs) (*outs)[static_cast<size_t>(l) + 1] = std::move(ys);  // a convolution's outputs before pooling
       continue;
     }
@@ -385,13 +400,22 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
           for (float& v : ys) v = act_fwd(act, v, par);
         }
         const auto& xq = acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
+        // Residual connections at the root: the gradient of the sum boundary l feeds added first;
+        // where l is a sum, the source's share kept before the derivative, or after it (res_pre).
+        if (p.root_kept(l)) {
+          const auto& g = skip[static_cast<size_t>(s)][static_cast<size_t>(p.residual_target(l))];
+          for (size_t i = 0; i < dx.size(); ++i) dx[i] = dx[i] + g[i];
+        }
         std::vector<float> dz(static_cast<size_t>(c.co) * P);
         for (int co = 0; co < c.co; ++co) {
           const size_t o = static_cast<size_t>(co) * P, oq = static_cast<size_t>(co) * Pq;
           if (p.pool[static_cast<size_t>(l) - 1].kind == PoolParams::kNone) std::copy(&dx[oq], &dx[oq] + P, &dz[o]);
           else pool_backward(c, p.pool[static_cast<size_t>(l) - 1], &ys[o], &xq[oq], &dx[oq], &dz[o]);
         }
+        const bool sum = p.root_sum(l), pre_sum = sum && p.res_pre(l - 1);
+        if (sum && !pre_sum) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dz;
         for (size_t i = 0; i < dz.size(); ++i) dz[i] = act_grad(act, ys[i], kept[i], dz[i], par);
+        if (pre_sum) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dz;
         dy[static_cast<size_t>(s)] = std::move(dz);
         continue;
       }

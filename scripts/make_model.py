@@ -19,7 +19,9 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
             (conv1, conv2, ...), followed by --act; mK[sS][pP] a MaxPool2d K x K, stride S
             (default K; S < K overlaps the windows), padding P, and a trailing c for ceil_mode;
             aK[sS][pP][c] an AvgPool2d the same way (count_include_pad, torch's default),
-            AK[sS][pP][c] one that does not count the padding; zP a nn.ZeroPad2d(P) before the
+            AK[sS][pP][c] one that does not count the padding; rK a residual block of two K x K
+            convolutions keeping the channels, act(conv(act(conv(x))) + x) (ResNet's order), RK
+            the same with the sum after the activation; zP a nn.ZeroPad2d(P) before the
             next item, zL.R.T.B one of left, right, top and bottom pads (torch exports it as
             shape arithmetic and a Pad); g an
             AdaptiveAvgPool2d(1) (GlobalAveragePool); then Flatten and
@@ -97,6 +99,23 @@ class ResidualMlp(nn.Module):
             x = x + y if same else y
 
 
+class ConvBlock(nn.Module):
+    """A residual block of two K x K convolutions that keep the channels and the plane (padding
+    K // 2), --conv's rK and RK: pre (ResNet's BasicBlock without its BatchNorms), act(conv2(act(
+    conv1(x))) + x); else x + act(conv2(act(conv1(x))))."""
+
+    def __init__(self, c, k, act, pre, one_d):
+        super().__init__()
+        conv = nn.Conv1d if one_d else nn.Conv2d
+        self.conv1, self.act1 = conv(c, c, k, padding=k // 2), ACTIVATIONS[act]()
+        self.conv2, self.act2 = conv(c, c, k, padding=k // 2), ACTIVATIONS[act]()
+        self.pre = pre
+
+    def forward(self, x):
+        y = self.conv2(self.act1(self.conv1(x)))
+        return self.act2(y + x) if self.pre else x + self.act2(y)
+
+
 def image(text):
     try:
         v = [int(t) for t in text.split("x")]
@@ -123,9 +142,16 @@ def build_cnn(spec, img, layers, act):
             mods[f"pad{len(mods)}"] = nn.ConstantPad1d(tuple(lrtb[:2]), 0.0) if one_d else nn.ZeroPad2d(tuple(lrtb))
             h, w = h + lrtb[2] + lrtb[3], w + lrtb[0] + lrtb[1]
             continue
+        r = re.fullmatch(r"([rR])(\d+)", item.strip())
+        if r:
+            k = int(r.group(2))
+            if k % 2 == 0:
+                raise argparse.ArgumentTypeError(f"--conv item '{item}': a residual block's kernel must be odd (it keeps the plane)")
+            mods[f"block{len(mods)}"] = ConvBlock(c, k, act, r.group(1) == "r", one_d)
+            continue
         m = re.fullmatch(r"(\d+)c(\d+)(?:s(\d+))?(?:p(\d+))?|([maA])(\d+)(?:s(\d+))?(?:p(\d+))?(c)?|(g)", item.strip())
         if not m:
-            raise argparse.ArgumentTypeError(f"--conv item '{item}': NcK[sS][pP], mK[sS][pP][c], aK[sS][pP][c], AK[sS][pP][c], zP, zL.R.T.B or g")
+            raise argparse.ArgumentTypeError(f"--conv item '{item}': NcK[sS][pP], mK[sS][pP][c], aK[sS][pP][c], AK[sS][pP][c], rK, RK, zP, zL.R.T.B or g")
         if m.group(1):
             n, k, st, pd = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1), int(m.group(4) or 0)
             n_conv += 1

@@ -201,6 +201,11 @@ struct ConvLayerSpec {
   int pool_pad = 0;     // on every side
   bool count_pad = false;  // AveragePool's count_include_pad
   bool ceil = false;       // ceil_mode
+  // A residual connection: this layer's output (same planes) adds the input of conv layer
+  // res_from, before the activation (res_pre: ResNet's act(conv(.) + x)) or after it; then the
+  // pooling.
+  int res_from = -1;
+  bool res_pre = false;
 };
 struct CnnSpec {
   int c = 1, h = 8, w = 8;
@@ -211,6 +216,24 @@ struct CnnSpec {
   int opset = 13;  // 14 for HardSwish
   int features() const { return c * h * w; }
 };
+
+// Residual blocks of two 3 x 3 convolutions (padded: they keep the planes) after a stem
+// convolution over 2 x h x w: ResNet's act(conv(act(conv(x))) + x) and a MaxPool after it, the
+// sum after the activation and an AveragePool, then ResNet's order again (a block whose input
+// is the sum before it) and GlobalAveragePool; `act` between.
+inline CnnSpec residual_conv_spec(int h, int w, const std::string& act) {
+  CnnSpec spec;
+  spec.c = 2, spec.h = h, spec.w = w;
+  spec.act = act;
+  ConvLayerSpec plain{4, 3, 1, 1, ""}, b{4, 3, 1, 1, "MaxPool", 2}, d{4, 3, 1, 1, "AveragePool", 2}, f{4, 3, 1, 1, "GlobalAveragePool"};
+  const ConvLayerSpec stem = plain, a = plain, c = plain, e = plain;
+  b.res_from = 1, b.res_pre = true;
+  d.res_from = 3;
+  f.res_from = 5, f.res_pre = true;
+  spec.convs = {stem, a, b, c, d, e, f};
+  spec.dense = {3};
+  return spec;
+}
 
 // Two convolutions with overlapping pooling windows (3 x 3, stride 2): MaxPool, then
 // AveragePool, then dense layers of 6 and 3, over 2 x h x w.
@@ -310,8 +333,13 @@ inline void write_cnn(const std::string& path, const CnnSpec& spec) {
   };
   std::string cur = "input";
   int c = spec.c, h = spec.h, w = spec.w;
+  std::vector<std::string> conv_in;
   for (size_t l = 0; l < spec.convs.size(); ++l) {
     const ConvLayerSpec& cv = spec.convs[l];
+    conv_in.push_back(cur);
+    auto residual_add = [&] {
+      cur = node("Add", {cur, conv_in[static_cast<size_t>(cv.res_from)]})->output(0);
+    };
     const std::string name = "conv" + std::to_string(l + 1);
     const float scale = 1.0f / std::sqrt(static_cast<float>(c * cv.k * cv.k));
     add_init(name + ".weight", {cv.co, c, cv.k, cv.k}, scale);
@@ -323,9 +351,11 @@ inline void write_cnn(const std::string& path, const CnnSpec& spec) {
     ints(n, "dilations", {1, 1});
     cur = n->output(0);
     c = cv.co, h = (h + 2 * cv.pad - cv.k) / cv.stride + 1, w = (w + 2 * cv.pad - cv.k) / cv.stride + 1;
+    if (cv.res_from >= 0 && cv.res_pre) residual_add();
     auto* an = node(spec.act, {cur});
     if (spec.act == "Clip") add_clip_bounds(g, an, "/clip" + std::to_string(l + 1));
     cur = an->output(0);
+    if (cv.res_from >= 0 && !cv.res_pre) residual_add();
     if (cv.pool == "GlobalAveragePool") {
       cur = node(cv.pool, {cur})->output(0);
       h = w = 1;
