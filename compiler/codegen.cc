@@ -654,6 +654,94 @@ struct RootColors {
   bool skip_pre = false;  // as the target, the sum is taken before the activation (residual_pre)
 };
 
+// A root's residual streams (docs/compiler.md, "Residual connections"): as the target `nt`
+// values a sample (its sum's slice), as the source `ns` (its output's slice; a convolution's
+// root may pool the sum it makes before it sends it on as a source).
+// A stream a root takes in is read asynchronously into a ring of `depth` slots as it comes (so
+// its sender never waits on this root's work), one sample's slice a slot; its completion task
+// (6: the source's values, 7: the sum's gradient) counts the slot and reads on while a slot is
+// free. Where the slice has not come yet, the root's task waits (fwait, dwait) and the completion
+// task goes on with it at fj_go or dj_go. The rings' write and read slots are kept in SRAM (skw,
+// skrd, sgw, sgrd; r13 to r15 scratch). As the target a root takes the source's values (skr) and
+// sends the sum's gradient from sgo (microthread 5); as the source it sends its values
+// (microthread 4) and takes the sum's gradient (sgr).
+struct SkipStreams {
+  kernels::PeAsm& a;
+  long long nt, ns;
+  int D;
+  bool target, source;
+  std::string dSkIn, dSkW, dSkR, dSgo, dSgOut, dSkOut, dSgIn, dSgW, dSgR, dFence, arm_skip, arm_sg;
+
+  SkipStreams(kernels::PeAsm& as, const RootColors& c, long long n_target, long long n_source)
+      : a(as), nt(n_target), ns(n_source), D(c.skip_depth), target(c.skin >= 0), source(c.skout >= 0) {
+    if (target) a.inq(c.skin), a.task("6, skgot");
+    if (source) a.inq(c.sgin), a.task("7, sggot");
+  }
+  void data() {
+    if (target) {
+      a.data(".space skr, fp32, " + S(static_cast<long long>(D) * nt));
+      a.data(".space sgo, fp32, " + S(nt));
+      a.data(".space skc, i32, 1\n.space skw, i32, 1\n.space skrd, i32, 1\n.space fwait, i32, 1");
+    }
+    if (source) {
+      a.data(".space sgr, fp32, " + S(static_cast<long long>(D) * ns));
+      a.data(".space sgc, i32, 1\n.space sgw, i32, 1\n.space sgrd, i32, 1\n.space dwait, i32, 1");
+    }
+    if (target || source) a.data(".space sfence, fp32, 1");
+  }
+  // The descriptors (in init), given the colors.
+  void descriptors(const RootColors& c) {
+    const uint32_t t = static_cast<uint32_t>(nt), n = static_cast<uint32_t>(ns);
+    if (target) dSkIn = a.fin(c.skin, t), dSkW = a.mem("skr", t), dSkR = a.mem("skr", t), dSgo = a.mem("sgo", t), dSgOut = a.fout(c.sgout, t);
+    if (source) dSkOut = a.fout(c.skout, n), dSgIn = a.fin(c.sgin, n), dSgW = a.mem("sgr", n), dSgR = a.mem("sgr", n);
+    if (target || source) dFence = a.mem("sfence", 1);
+    if (target) arm_skip = "vmov.fp32 " + dSkW + ", " + dSkIn + ", async=6, done=activate:6";
+    if (source) arm_sg = "vmov.fp32 " + dSgW + ", " + dSgIn + ", async=7, done=activate:7";
+  }
+  // The rings' slots and their first reads (in init).
+  void start() {
+    if (target) a << "li r15, skr" << "st32 [r0+skw], r15" << "st32 [r0+skrd], r15" << "dbase " + dSkW + ", r15" << "dbase " + dSkR + ", r15" << arm_skip;
+    if (source) a << "li r15, sgr" << "st32 [r0+sgw], r15" << "st32 [r0+sgrd], r15" << "dbase " + dSgW + ", r15" << "dbase " + dSgR + ", r15" << arm_sg;
+  }
+  // The completion tasks: a slot is in: count it, move to the next slot (the ring wraps), read on
+  // while a slot is free; a task that waited for it goes on.
+  void handlers() {
+    auto got = [&](const std::string& tag, const std::string& ring, const std::string& cnt, const std::string& wptr, const std::string& dW,
+                   const std::string& arm, const std::string& wait, const std::string& resume, long long no) {
+      a << tag + ":" << "ld32 r13, [r0+" + cnt + "]" << "addi r13, r13, 1" << "st32 [r0+" + cnt + "], r13" << "ld32 r15, [r0+" + wptr + "]"
+        << "addi r15, r15, " + S(4LL * no) << "li r14, " + ring + "+" + S(4LL * D * no) << "bne r15, r14, " + tag + "_w"
+        << "li r15, " + ring << tag + "_w:" << "st32 [r0+" + wptr + "], r15" << "dbase " + dW + ", r15" << "li r14, " + S(D)
+        << "beq r13, r14, " + tag + "_f" << arm
+        << tag + "_f:" << "ld32 r13, [r0+" + wait + "]" << "beq r13, r0, " + tag + "_x" << "st32 [r0+" + wait + "], r0" << "jmp " + resume
+        << tag + "_x:" << "exit";
+    };
+    if (target) got("skgot", "skr", "skc", "skw", dSkW, arm_skip, "fwait", "fj_go", nt);
+    if (source) got("sggot", "sgr", "sgc", "sgw", dSgW, arm_sg, "dwait", "dj_go", ns);
+  }
+  // The task waits (exits) until the ring holds a slot, then goes on at fj_go (the source's
+  // values) or dj_go (the sum's gradient) with dSkR or dSgR on it.
+  void wait_values() { a << "ld32 r13, [r0+skc]" << "bne r13, r0, fj_go" << "li r13, 1" << "st32 [r0+fwait], r13" << "exit" << "fj_go:"; }
+  void wait_grad() { a << "ld32 r13, [r0+sgc]" << "bne r13, r0, dj_go" << "li r13, 1" << "st32 [r0+dwait], r13" << "exit" << "dj_go:"; }
+  // After the read slot's values are used: the next slot, one fewer in the ring, and the read
+  // resumed if the ring was full.
+  void take(bool grad) {
+    const std::string tag = grad ? "dj" : "fj", ring = grad ? "sgr" : "skr", cnt = grad ? "sgc" : "skc", rptr = grad ? "sgrd" : "skrd";
+    const std::string& dR = grad ? dSgR : dSkR;
+    const std::string& arm = grad ? arm_sg : arm_skip;
+    const long long no = grad ? ns : nt;
+    a << "ld32 r15, [r0+" + rptr + "]" << "addi r15, r15, " + S(4LL * no) << "li r14, " + ring + "+" + S(4LL * D * no)
+      << "bne r15, r14, " + tag + "_r" << "li r15, " + ring << tag + "_r:" << "st32 [r0+" + rptr + "], r15" << "dbase " + dR + ", r15"
+      << "ld32 r13, [r0+" + cnt + "]" << "addi r13, r13, -1"
+      << "st32 [r0+" + cnt + "], r13" << "li r14, " + S(D - 1) << "bne r13, r14, " + tag + "_n" << arm << tag + "_n:";
+  }
+  // The sum's gradient dG to the source, from sgo once the last send from it is through.
+  void send_grad(const std::string& dG) {
+    a << "vmov.fp32 " + dFence + ", " + dFence + ", async=5" << "vmov.fp32 " + dSgo + ", " + dG << "vmov.fp32 " + dSgOut + ", " + dSgo + ", async=5";
+  }
+  // The source's values (dV, kept until the next send from it) to the target.
+  void send_values(const std::string& dV) { a << "vmov.fp32 " + dSkOut + ", " + dV + ", async=4"; }
+};
+
 // A root: the bias of its output slice, the activation (ring of outputs for the derivative),
 // or for the last layer softmax cross-entropy against the label from the host.
 // Registers: r0 0, r3/r11 forward/backward ring slot, r5/r6 forward/backward samples of this
@@ -689,8 +777,6 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
   a.inq(c.fin);
   if (c.dxin >= 0) a.inq(c.dxin);
   if (c.label >= 0) a.inq(c.label);
-  if (c.skin >= 0) a.inq(c.skin);
-  if (c.sgin >= 0) a.inq(c.sgin);
   a.task("0, init, active");
   a.task("1, dysent");
   if (!last) a.task("2, ysent");
@@ -698,10 +784,8 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
   a.task("4, fwdgot");
   const int F = lookahead;
   if (F > 0) a.task("5, update");
-  const bool target = c.skin >= 0, source = c.skout >= 0;
-  const int D = c.skip_depth;
-  if (target) a.task("6, skgot");
-  if (source) a.task("7, sggot");
+  SkipStreams sk(a, c, no, no);
+  const bool target = sk.target, source = sk.source;
   const std::string N = S(no);
   a.data(".space b, fp32, " + N);
   a.data(".space vb, fp32, " + N);
@@ -727,22 +811,7 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
     a.data(".space lt1, fp32, " + N + "\n.space lt2, fp32, " + N + "\n.space lsc, fp32, 1");
   }
   const long long xoff = 4LL * depth * no;
-  if (target) {
-    a.data(".space skr, fp32, " + S(static_cast<long long>(D) * no));
-    a.data(".space sgo, fp32, " + N);
-    a.data(".space skc, i32, 1");
-    a.data(".space skw, i32, 1");
-    a.data(".space skrd, i32, 1");
-    a.data(".space fwait, i32, 1");
-  }
-  if (source) {
-    a.data(".space sgr, fp32, " + S(static_cast<long long>(D) * no));
-    a.data(".space sgc, i32, 1");
-    a.data(".space sgw, i32, 1");
-    a.data(".space sgrd, i32, 1");
-    a.data(".space dwait, i32, 1");
-  }
-  if (target || source) a.data(".space sfence, fp32, 1");
+  sk.data();
   if (F > 0) a.data(".space drain, i32, 1");
   if (F > 0 && last) a.data(".space stash, fp32, " + S(static_cast<long long>(F) * no));
   if (last) {
@@ -769,7 +838,7 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
     dYf = a.mem("yring", n);
     dYb = a.mem("yring", n);
   }
-  std::string dSkIn, dSkW, dSkR, dXf, dSgo, dSgOut, dSkOut, dSgIn, dSgW, dSgR, dFence;
+  std::string dXf;
   if (xring && !last) dXf = a.mem("yring", n);
   std::string dLg, dLb, dLvg, dLvb, dXh, dL1, dL2, dLs, dGLg, dGLb, dGsum;
   if (ln) {
@@ -783,22 +852,7 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
   const std::string inv_n = kernels::f32_literal(1.0f / static_cast<float>(no));
   std::string t4[4];
   if (gelu) t4[1] = a.mem("ga", n), t4[2] = a.mem("gb", n), t4[3] = a.mem("gc", n);
-  if (target) {
-    dSkIn = a.fin(c.skin, n);
-    dSkW = a.mem("skr", n);
-    dSkR = a.mem("skr", n);
-    dSgo = a.mem("sgo", n);
-    dSgOut = a.fout(c.sgout, n);
-  }
-  if (source) {
-    dSkOut = a.fout(c.skout, n);
-    dSgIn = a.fin(c.sgin, n);
-    dSgW = a.mem("sgr", n);
-    dSgR = a.mem("sgr", n);
-  }
-  if (target || source) dFence = a.mem("sfence", 1);
-  const std::string arm_skip = target ? "vmov.fp32 " + dSkW + ", " + dSkIn + ", async=6, done=activate:6" : "";
-  const std::string arm_sg = source ? "vmov.fp32 " + dSgW + ", " + dSgIn + ", async=7, done=activate:7" : "";
+  sk.descriptors(c);
   const std::string arm_fwd = "vadd.fp32 " + dAcc + ", " + dFin + ", " + dB + ", async=0, done=activate:4";
   const std::string arm_dx = last ? "" : "vmov.fp32 " + dG + ", " + dDXI + ", async=2, done=activate:3";
   a << "li r0, 0" << "li r5, 0" << "li r6, 0" << "li r7, " + S(batch);
@@ -809,40 +863,12 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
     a << "li r3, stash" << "li r12, stash+" + S(4LL * F * no);
   }
   if (ones) a << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
-  if (target) {
-    a << "li r15, skr" << "st32 [r0+skw], r15" << "st32 [r0+skrd], r15" << "dbase " + dSkW + ", r15" << "dbase " + dSkR + ", r15"
-      << arm_skip;
-  }
-  if (source) {
-    a << "li r15, sgr" << "st32 [r0+sgw], r15" << "st32 [r0+sgrd], r15" << "dbase " + dSgW + ", r15" << "dbase " + dSgR + ", r15"
-      << arm_sg;
-  }
+  sk.start();
   a << arm_fwd;
   if (!last) a << arm_dx;
   a << "exit";
 
-  // A residual stream's slot is in: count it, move to the next slot (the ring wraps), read on
-  // while a slot is free; a task that waited for it goes on.
-  auto ring_got = [&](const std::string& tag, const std::string& ring, const std::string& cnt, const std::string& wptr,
-                      const std::string& dW, const std::string& arm, const std::string& wait, const std::string& resume) {
-    a << tag + ":" << "ld32 r13, [r0+" + cnt + "]" << "addi r13, r13, 1" << "st32 [r0+" + cnt + "], r13" << "ld32 r15, [r0+" + wptr + "]"
-      << "addi r15, r15, " + S(4LL * no) << "li r14, " + ring + "+" + S(4LL * D * no) << "bne r15, r14, " + tag + "_w"
-      << "li r15, " + ring << tag + "_w:" << "st32 [r0+" + wptr + "], r15" << "dbase " + dW + ", r15" << "li r14, " + S(D)
-      << "beq r13, r14, " + tag + "_f" << arm
-      << tag + "_f:" << "ld32 r13, [r0+" + wait + "]" << "beq r13, r0, " + tag + "_x" << "st32 [r0+" + wait + "], r0" << "jmp " + resume
-      << tag + "_x:" << "exit";
-  };
-  // After the read slot's values are used: the next slot, one fewer in the ring, and the read
-  // resumed if the ring was full.
-  auto ring_take = [&](const std::string& tag, const std::string& ring, const std::string& cnt, const std::string& rptr,
-                       const std::string& dR, const std::string& arm) {
-    a << "ld32 r15, [r0+" + rptr + "]" << "addi r15, r15, " + S(4LL * no) << "li r14, " + ring + "+" + S(4LL * D * no)
-      << "bne r15, r14, " + tag + "_r" << "li r15, " + ring << tag + "_r:" << "st32 [r0+" + rptr + "], r15" << "dbase " + dR + ", r15"
-      << "ld32 r13, [r0+" + cnt + "]" << "addi r13, r13, -1"
-      << "st32 [r0+" + cnt + "], r13" << "li r14, " + S(D - 1) << "bne r13, r14, " + tag + "_n" << arm << tag + "_n:";
-  };
-  if (target) ring_got("skgot", "skr", "skc", "skw", dSkW, arm_skip, "fwait", "fj_go");
-  if (source) ring_got("sggot", "sgr", "sgc", "sgw", dSgW, arm_sg, "dwait", "dj_go");
+  sk.handlers();
 
   auto bias_update = [&] {
     if (sum) {
@@ -908,24 +934,20 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
     a << "dxgot:";
     if (source) {
       // The sum's gradient of this sample, added to the incoming dx (waiting for it if need be).
-      a << "ld32 r13, [r0+sgc]" << "bne r13, r0, dj_go" << "li r13, 1" << "st32 [r0+dwait], r13" << "exit" << "dj_go:"
-        << "vadd.fp32 " + dG + ", " + dG + ", " + dSgR;
-      ring_take("dj", "sgr", "sgc", "sgrd", dSgR, arm_sg);
+      sk.wait_grad();
+      a << "vadd.fp32 " + dG + ", " + dG + ", " + sk.dSgR;
+      sk.take(true);
     }
     // The sum's gradient to the source, from sgo once the last send from it is through: before
     // the derivative, or after it where the sum is the activation's input.
-    auto send_share = [&] {
-      a << "vmov.fp32 " + dFence + ", " + dFence + ", async=5" << "vmov.fp32 " + dSgo + ", " + dG
-        << "vmov.fp32 " + dSgOut + ", " + dSgo + ", async=5";
-    };
-    if (target && !pre_sum) send_share();
+    if (target && !pre_sum) sk.send_grad(dG);
     if (gelu) {
       t4[0] = dT;
       emit_pre_act_bwd(a, act, alpha, dG, dYb, t4, dOnes);
     } else {
       emit_act_bwd(a, act, alpha, dG, dYb, dT, dOnes);
     }
-    if (pre_sum) send_share();
+    if (pre_sum) sk.send_grad(dG);
     if (ln) {
       // The LayerNorm's gradients, then its input's: g = r (g gamma - S1 / n - x^ S2 / n).
       a << "addi r13, r11, " + S(2 * xoff) << "dbase " + dXh + ", r13" << "vfmac.fp32 " + dGLg + ", " + dG + ", " + dXh + ", " + dGLg
@@ -946,9 +968,9 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
     }
     if (pre_sum) {
       // acc = X_k + z before the activation (waiting for the source's slice if need be).
-      a << "ld32 r13, [r0+skc]" << "bne r13, r0, fj_go" << "li r13, 1" << "st32 [r0+fwait], r13" << "exit" << "fj_go:"
-        << "vadd.fp32 " + dAcc + ", " + dSkR + ", " + dAcc;
-      ring_take("fj", "skr", "skc", "skrd", dSkR, arm_skip);
+      sk.wait_values();
+      a << "vadd.fp32 " + dAcc + ", " + sk.dSkR + ", " + dAcc;
+      sk.take(false);
     }
     if (gelu) {
       // z kept for the derivative, y = gelu(z) into xring's slot and sent from there.
@@ -961,13 +983,13 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
     }
     if (target && !pre_sum) {
       // X = X_k + R into xring's slot (waiting for the source's slice if need be), sent on.
-      a << "ld32 r13, [r0+skc]" << "bne r13, r0, fj_go" << "li r13, 1" << "st32 [r0+fwait], r13" << "exit" << "fj_go:"
-        << "addi r13, r3, " + S(xoff) << "dbase " + dXf + ", r13" << "vadd.fp32 " + dXf + ", " + dSkR + ", " + dSend;
-      ring_take("fj", "skr", "skc", "skrd", dSkR, arm_skip);
+      sk.wait_values();
+      a << "addi r13, r3, " + S(xoff) << "dbase " + dXf + ", r13" << "vadd.fp32 " + dXf + ", " + sk.dSkR + ", " + dSend;
+      sk.take(false);
       dSend = dXf;
     }
     a << "vmov.fp32 " + dYO + ", " + dSend + ", async=1, done=activate:2";
-    if (source) a << "vmov.fp32 " + dSkOut + ", " + dSend + ", async=4";
+    if (source) sk.send_values(dSend);
     a << "addi r3, r3, " + S(4LL * no) << "bne r3, r12, fw_nw" << "li r3, yring" << "fw_nw:" << "dbase " + dYf + ", r3";
     a << "addi r5, r5, 1" << "exit";
   } else {
@@ -1150,6 +1172,13 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   a.task("2, ysent");
   a.task("3, dxgot");
   a.task("4, dysent");
+  // Residual connections (SkipStreams): as the target, the source's planes (cq P a sample) added
+  // to z before the activation (skip_pre) or to y after it into xs, which is then pooled or sent;
+  // the sum's gradient back (after the pooling's spread; before the derivative, or after it
+  // with skip_pre). As the source, its output's planes to the target, and the sum's gradient
+  // added to the incoming gradient first.
+  SkipStreams sk(a, c, static_cast<long long>(cq) * P, static_cast<long long>(cq) * Pq);
+  const bool pre_sum = sk.target && c.skip_pre, post_sum = sk.target && !c.skip_pre;
   const bool ones = act_uses_ones(act, alpha);
   // An activation whose derivative is taken at z (act_needs_pre): the ring keeps z, y goes to
   // py (pooled from there, or sent), and backward a max pooling takes y again from z into py;
@@ -1176,6 +1205,8 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   a.data(".space yf, i32, 1\n.space yb, i32, 1\n.space qf, i32, 1\n.space qb, i32, 1");
   if (sum) a.data(".space gb, fp32, " + S(cq));  // replicas: the bias gradients, summed over the copies
   a.data(".space nupd, fp32, 1");
+  sk.data();
+  if (post_sum) a.data(".space xs, fp32, " + S(cq * P));
   a << "init:";
   const std::string dGB = sum ? a.mem("gb", static_cast<uint32_t>(cq)) : "";
   const SumDsd sum_dsd = sum ? prepare_sum(a, *sum) : SumDsd{};
@@ -1195,6 +1226,8 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
     pd = PoolDsd{a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), a.mem("rr", 1), a.mem("cm", 1), a.mem("tt", 1),
                  a.mem("zw", 1, 0), a.mem("tm", 1), "pdv"};
   }
+  sk.descriptors(c);
+  const std::string dXs = post_sum ? a.mem("xs", uP) : "";
   const std::string arm_fwd = "vmov.fp32 " + dAcc + ", " + dFin + ", async=0, done=activate:1";
   // The pooled gradient into gq, or without pooling straight into dz.
   const std::string arm_dx = "vmov.fp32 " + (pooled ? dGq : dTm) + ", " + dDXI + ", async=2, done=activate:3";
@@ -1211,11 +1244,19 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   a << "li r0, 0";
   reset();
   if (ones) a << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
+  sk.start();
   a << arm_fwd << arm_dx << "exit";
+  sk.handlers();
 
   a << "fwdgot:" << "li r2, acc" << "li r3, b" << "li r4, 0" << "rf_b:" << "dbase " + dAccP + ", r2" << "ld32 r13, [r3]"
     << "vfill.fp32 " + dBB + ", r13" << "vadd.fp32 " + dAccP + ", " + dAccP + ", " + dBB << "addi r2, r2, " + S(4 * P) << "addi r3, r3, 4"
     << "addi r4, r4, 1" << "li r13, " + S(cq) << "bne r4, r13, rf_b";
+  if (sk.target) {
+    sk.wait_values();  // the source's planes of this sample
+    if (pre_sum) a << "vadd.fp32 " + dAcc + ", " + sk.dSkR + ", " + dAcc;
+  }
+  // py and xs, which the source's last send may still read, are written only once it is through.
+  if (sk.source && !pooled && (pre || post_sum)) a << "vmov.fp32 " + sk.dFence + ", " + sk.dFence + ", async=4";
   a << "ld32 r1, [r0+yf]" << "dbase " + dYs + ", r1";
   if (pre) {
     a << "vmov.fp32 " + dYs + ", " + dAcc;
@@ -1224,19 +1265,30 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   } else {
     emit_act_fwd(a, act, alpha, dYs, dAcc, dTmp, dOnes);
   }
+  if (post_sum) a << "vadd.fp32 " + dXs + ", " + sk.dSkR + ", " + (pre ? dPy : dYs) << "li r1, xs";
+  if (sk.target) sk.take(false);
   if (pooled) {
     a << "ld32 r2, [r0+qf]";
     emit_pool_fwd(a, cv, q, cq, pd, "rf");
     a << "dbase " + dQs + ", r2" << "vmov.fp32 " + dYO + ", " + dQs + ", async=1, done=activate:2";
+    if (sk.source) sk.send_values(dQs);
     next_slot("qf", "qring", 4 * cq * Pq, "rf_q");
   } else {
-    a << "vmov.fp32 " + dYO + ", " + (pre ? dPy : dYs) + ", async=1, done=activate:2";
+    const std::string& sent = post_sum ? dXs : pre ? dPy : dYs;
+    a << "vmov.fp32 " + dYO + ", " + sent + ", async=1, done=activate:2";
+    if (sk.source) sk.send_values(sent);
   }
   next_slot("yf", "yring", 4 * cq * P, "rf_y");
   a << "addi r10, r10, 1" << "exit";
   a << "ysent:" << "li r13, " + S(batch) << "beq r10, r13, ys_x" << arm_fwd << "ys_x:" << "exit";
 
-  a << "dxgot:" << "ld32 r1, [r0+yb]";
+  a << "dxgot:";
+  if (sk.source) {  // the gradient of the sum this output feeds, added first
+    sk.wait_grad();
+    a << "vadd.fp32 " + (pooled ? dGq : dTm) + ", " + (pooled ? dGq : dTm) + ", " + sk.dSgR;
+    sk.take(true);
+  }
+  a << "ld32 r1, [r0+yb]";
   if (pooled) {
     if (pre && q.kind == PoolParams::kMax) {  // y again from the kept z, for the windows' maxima
       a << "dbase " + dYs + ", r1";
@@ -1249,8 +1301,10 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
     if (pre) a << "ld32 r1, [r0+yb]";
   }
   a << "dbase " + dYs + ", r1";
+  if (post_sum) sk.send_grad(dTm);
   if (pre) emit_pre_act_bwd(a, act, alpha, dTm, dYs, tv, dOnes);
   else emit_act_bwd(a, act, alpha, dTm, dYs, dTmp, dOnes);
+  if (pre_sum) sk.send_grad(dTm);
   next_slot("yb", "yring", 4 * cq * P, "rb_y");
   a << "li r2, tm" << std::string("li r3, ") + (sum ? "gb" : "vb") << "li r4, 0" << "rb_b:" << "dbase " + dTmP + ", r2" << "vsum.fp32 r13, " + dTmP << "ld32 r14, [r3]"
     << "fadd r14, r14, r13" << "st32 [r3], r14" << "addi r2, r2, " + S(4 * P) << "addi r3, r3, 4" << "addi r4, r4, 1"

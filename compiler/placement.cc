@@ -306,8 +306,21 @@ struct Search {
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     if (d.conv.on) {
       const int ci = (d.conv.c + p_in - 1) / p_in, cq = (d.conv.co + p_out - 1) / p_out;
-      *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0, grad, conv_sram_align(hw.core)), conv_root_bytes(d.conv, d.pool, cq, ring_depth, grad, conv_root_act_planes(d)));
-      return conv_estimate(d, hw, ci, cq, l > 0, grad, ring_depth);
+      // Residual connections (codegen.cc SkipStreams): as the target the ring of the source's
+      // planes, the gradient's send buffer and xs, a vadd forward and the gradient's copy
+      // backward; as the source the ring of the sum's gradient and its vadd.
+      const double P = static_cast<double>(d.conv.ho) * d.conv.wo, Pq = static_cast<double>(d.out) / d.conv.co;
+      const double add = std::max(1, hw.core.add_fp32), D = ring_depth + 4;
+      double skip_bytes = 0, skip_f = 0, skip_b = 0;
+      if (d.residual >= 1) skip_bytes += 4 * (D + 2) * cq * P, skip_f += kResidualFixed / 2 + cq * P / add, skip_b += kResidualFixed / 2 + cq * P;
+      for (const DenseKernel& t : g.layers) {
+        if (t.residual == l + 1) skip_bytes += 4 * D * cq * Pq, skip_b += kResidualFixed / 2 + cq * Pq / add;
+      }
+      const long root = conv_root_bytes(d.conv, d.pool, cq, ring_depth, grad, conv_root_act_planes(d)) + static_cast<long>(skip_bytes);
+      *bytes = std::max(conv_tile_bytes(d.conv, ci, cq, ring_depth, l > 0, grad, conv_sram_align(hw.core)), root);
+      KernelEstimate e = conv_estimate(d, hw, ci, cq, l > 0, grad, ring_depth);
+      e.root_fwd += skip_f, e.root_bwd += skip_b, e.root += skip_f + skip_b;
+      return e;
     }
     const int ni = max_slice(g, l, p_in), no = max_slice(g, l + 1, p_out);
     const bool dx = l > 0;
@@ -1107,9 +1120,6 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
     if (d.residual == 0) {
       throw CompileError(what + " adds the model input, which layer-pipelined mode does not keep on the wafer; "
                          "use --mode weight-streaming");
-    }
-    if (d.conv.on) {
-      throw CompileError(what + " adds a convolution's planes, which layer-pipelined mode does not take yet; use --mode weight-streaming");
     }
     if (opt.in_flight > 1) {
       throw CompileError(what + " with train.in_flight 2 is not supported in layer-pipelined mode yet; use train.in_flight 1 "

@@ -134,6 +134,10 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
       std::vector<float> sum(static_cast<size_t>(P)), part(static_cast<size_t>(P)), yplane(static_cast<size_t>(P));
       std::vector<std::vector<SliceTap>> taps;  // each input slice's
       for (int a = 0; a < l.p_in; ++a) taps.push_back(slice_taps(c, l.in_ch0(a), l.in_ch0(a) + l.in_ch(a)));
+      // A residual connection (the root's SkipStreams): the source's planes added to z before
+      // the activation (residual_pre), or to y after it, the sum then pooled.
+      const float* rsrc = l.residual >= 1 ? kept[static_cast<size_t>(l.residual)].data() : nullptr;
+      std::vector<float> splane(rsrc ? static_cast<size_t>(P) : 0);
       for (int o = 0; o < c.co; ++o) {
         for (int a = 0; a < l.p_in; ++a) {
           std::fill(part.begin(), part.end(), 0.0f);
@@ -146,13 +150,20 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
         // The root keeps y, or z where the derivative is taken there (act_needs_pre).
         float* kept = &ys[static_cast<size_t>(o) * P];
         float* yo = act_needs_pre(dk.act) ? yplane.data() : kept;
+        const float* r = rsrc ? rsrc + static_cast<size_t>(o) * P : nullptr;
         for (int i = 0; i < P; ++i) {
-          const float z = sum[static_cast<size_t>(i)] + B[static_cast<size_t>(o)];
+          float z = sum[static_cast<size_t>(i)] + B[static_cast<size_t>(o)];
+          if (r && l.residual_pre) z = r[i] + z;
           if (yo != kept) kept[i] = z;
           yo[i] = act_fwd(dk.act, z, dk.act_par);
         }
-        if (l.pool.kind == PoolParams::kNone) std::copy(yo, yo + P, &q[static_cast<size_t>(o) * Pq]);
-        else pool_forward(c, l.pool, yo, &q[static_cast<size_t>(o) * Pq]);
+        const float* out = yo;
+        if (r && !l.residual_pre) {
+          for (int i = 0; i < P; ++i) splane[static_cast<size_t>(i)] = r[i] + yo[i];
+          out = splane.data();
+        }
+        if (l.pool.kind == PoolParams::kNone) std::copy(out, out + P, &q[static_cast<size_t>(o) * Pq]);
+        else pool_forward(c, l.pool, out, &q[static_cast<size_t>(o) * Pq]);
       }
       if (xhats) xhats->emplace_back();
       if (rstds) rstds->push_back(0);
@@ -309,13 +320,22 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
           for (float& v : ys) v = act_fwd(pk.act, v, pk.act_par);
         }
         const auto& qs = pre[static_cast<size_t>(li) - 1];
+        // Residual connections (the roots' SkipStreams): the gradient of the sum this output
+        // feeds added first; where it is a sum, the source's share after the pooling's spread,
+        // before the derivative (or after it, residual_pre).
+        if (const int t = m_plan.residual_target(li); t >= 0) {
+          const auto& sg = skip[static_cast<size_t>(t) + 1];
+          for (size_t k = 0; k < dx.size(); ++k) dx[k] = dx[k] + sg[k];
+        }
         g.assign(ys.size(), 0.0f);
         for (int o = 0; o < pl.conv.co; ++o) {
           const size_t po = static_cast<size_t>(o) * P, qo = static_cast<size_t>(o) * Pq;
           if (pl.pool.kind == PoolParams::kNone) std::copy(&dx[qo], &dx[qo] + P, &g[po]);
           else pool_backward(pl.conv, pl.pool, &ys[po], &qs[qo], &dx[qo], &g[po]);
         }
+        if (pl.residual >= 0 && !pl.residual_pre) skip[static_cast<size_t>(li)] = g;
         for (size_t i = 0; i < g.size(); ++i) g[i] = act_grad(pk.act, ys[i], kept[i], g[i], pk.act_par);
+        if (pl.residual >= 0 && pl.residual_pre) skip[static_cast<size_t>(li)] = g;
       } else if (li > 0) {
         // Residual connections at boundary li: the sum's gradient it feeds is added to dx (the
         // source root's vadd); where li is a sum, dx is also its source's share (the target

@@ -80,6 +80,10 @@ SHAPES = [
     # CNNs (CONV below): a LeNet-style one and one with LeakyReLU and AveragePool.
     ("lenet_op13", [10], "relu", 13, 18, 0.05, 0.9),
     ("leaky_avg_op17", [10], "leaky_relu", 17, 19, 0.05, 0.9),
+    # Residual blocks of convolutions (ResNet's act(conv(act(conv(x))) + x), and the sum after
+    # the activation), pooled after the sum: the roots' residual streams.
+    ("resnet_op13", [10], "relu", 13, 38, 0.05, 0.9),
+    ("resnet_silu_op17", [10], "silu", 17, 39, 0.05, 0.9),
     # The activations written as programs (compiler/activations/): ONNX ops (Elu, Selu, Softplus,
     # HardSigmoid, Clip from Hardtanh and ReLU6, HardSwish at opset 17) and patterns the pass
     # fuse_activations finds (SiLU, Mish, Softsign, HardSwish below opset 17).
@@ -151,7 +155,8 @@ CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c
         "ceil_pool_op13": ("4c3p1,m2s2c,5c3,a2s2c", [1, 13, 13]), "ws_sgd_ceil_pool": ("4c3p1,m2s2c,5c3p1,A2s2c", [2, 13, 13]),
         "zeropad_op17": ("z1.2.1.0,4c3s2,m3s2p1c,z1,5c3,a2", [1, 14, 13]), "ws_sgd_zeropad": ("z2.1.0.1,4c3,m2,5c3", [1, 12, 12]),
         "conv1d_op13": ("4c5p2,m3s2p1,6c3,a2", [1, 64]), "ws_sgd_conv1d": ("z2.1.0.0,4c5,m2,5c3p1,A3s2p1c", [2, 50]),
-        "ws_sgd_resnet": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "ws_sgd_resnet_gelu": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12])}
+        "ws_sgd_resnet": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "ws_sgd_resnet_gelu": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12]),
+        "resnet_op13": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "resnet_silu_op17": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),

@@ -271,6 +271,18 @@ TEST(Training, ConvolutionsWithPreActivationsMatchReference) {
   check_against_reference(pre_act_conv_spec(12, 11), 24, 6, 24, 3, "lp_conv_preact");
 }
 
+// Residual blocks of convolutions (testbench/mlp_model.h residual_conv_spec: ResNet's order, the
+// sum after the activation with an AveragePool, a block's sum the next one's source): the
+// source roots send their planes to the target roots, which add them before or after the
+// activation and send the sum's gradient back. Bit for bit against reference.cc, with the
+// channels split over four roots, and with HardSwish (its derivative at z) on a budget of 90 PEs.
+TEST(Training, ConvolutionResidualBlocksMatchReference) {
+  check_against_reference(residual_conv_spec(8, 7, "Relu"), 40, 6, 0, 3, "lp_conv_residual");
+  CnnSpec hs = residual_conv_spec(7, 7, "HardSwish");
+  hs.opset = 14;
+  check_against_reference(hs, 40, 6, 90, 2, "lp_conv_residual_split");
+}
+
 // GlobalAveragePool after a LeakyReLU convolution, Tanh on three channels with no pooling.
 TEST(Training, ConvolutionsWithGlobalPoolingLeakyReluAndTanh) {
   CnnSpec spec;

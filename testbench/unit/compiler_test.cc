@@ -849,6 +849,37 @@ TEST(Compiler, PreActivationResidualConnections) {
   EXPECT_TRUE(contains(r.err, "Relu (1 node): a second activation after a residual Add; each layer takes one")) << r.err;
 }
 
+// Residual connections around convolutions (ResNet's blocks): taken in both modes; refused by
+// name where the sum's source is the model input's planes, and for a MaxPool after a sum of
+// activated outputs (its backward would need the sum, which no root keeps).
+TEST(Compiler, ConvolutionResidualConnections) {
+  auto model = [](const std::string& name, int c_in, int res_from, bool pre, const std::string& pool) {
+    CnnSpec spec;
+    spec.c = c_in, spec.h = 6, spec.w = 6;
+    ConvLayerSpec a{4, 3, 1, 1, ""}, b{4, 3, 1, 1, pool, 2};
+    b.res_from = res_from, b.res_pre = pre;
+    spec.convs = {a, b};
+    spec.dense = {3};
+    const std::string path = tmp_path(name + ".onnx");
+    write_cnn(path, spec);
+    return path;
+  };
+  const std::string ok = model("conv_res", 1, 1, true, "MaxPool");
+  CmdResult r = compile({ok, "--validate-only"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "+ bias + the input of /Conv_2 (residual) + relu + maxpool 2x2")) << r.out;
+  for (const char* mode : {"layer-pipelined", "weight-streaming"}) {
+    r = compile({ok, "--mode", mode, "--compile-only", "--fabric.width", "24", "--fabric.height", "40"});
+    EXPECT_EQ(r.rc, 0) << mode << ": " << r.err;
+  }
+  r = compile({model("conv_res_input", 4, 0, true, ""), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage) << r.out;
+  EXPECT_TRUE(contains(r.err, "a residual connection from the model input's planes is not supported yet")) << r.err;
+  r = compile({model("conv_res_post_max", 1, 1, false, "MaxPool"), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage) << r.out;
+  EXPECT_TRUE(contains(r.err, "MaxPool (1 node): a MaxPool after a residual sum of an activated output")) << r.err;
+}
+
 // 784-w-w-w-10 with ReLU and residual connections around fc2 and fc3 (h = h + relu(fc(h))).
 std::string residual_mlp(const std::string& name, int w) {
   Graph g;
