@@ -683,7 +683,16 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         if (act_needs_pre(act)) return act == Activation::kGelu ? (fwd ? 26.0 : 31.0) : (fwd ? 12.0 : 18.0);
         const ActivationDef& def = activation(act);
         const ActParams& par = p.act_par[static_cast<size_t>(k)];
-        return static_cast<double>((fwd ? def.fwd(par) : def.bwd(par)).steps().size()) + (fwd ? 1.0 : 0.0);
+        double c = 0;  // each step at its unit's rate (elements a cycle)
+        const ActProgram prog = fwd ? def.fwd(par) : def.bwd(par);
+        for (const ActProgram::Step& st : prog.steps()) {
+          const int rate = st.op == Op::kVmul || st.op == Op::kVmuls ? hw.core.mul_fp32
+                           : st.op == Op::kVexp || st.op == Op::kVrecip || st.op == Op::kVlog ? hw.core.special
+                           : st.op == Op::kVfmac || st.op == Op::kVfmacs ? hw.core.fmac_fp32
+                                                                          : hw.core.add_fp32;
+          c += 1.0 / std::max(1, rate);
+        }
+        return c;
       };
       if (l + 1 < L && p.rows_act(l)) res_f += p.len(l + 1, a) * m * rows_ops(l, true);
       if (l > 0 && p.rows_act(l - 1)) res_b += ni * m * rows_ops(l - 1, false);
