@@ -828,14 +828,14 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
         }
       }
     }
-    for (int k : {l, l + 1}) {
-      if (channel_bound) break;
-      if (k >= L) continue;  // the last layer keeps one output slice (one root computes the loss)
-      const int lim = units_of(g, k);
-      int& pk = p[static_cast<size_t>(k)];
-      if (pk >= lim) continue;
-      std::vector<int> q = p;
-      int& v = q[static_cast<size_t>(k)];
+    // Boundary k split further: the next slice count that shrinks its largest slice, tied and
+    // fitting the fabric (false if none).
+    auto split = [&](int k, std::vector<int>* q) {
+      if (k >= L) return false;  // the last layer keeps one output slice (one root computes the loss)
+      const int lim = units_of(g, k), pk = p[static_cast<size_t>(k)];
+      if (pk >= lim) return false;
+      *q = p;
+      int& v = (*q)[static_cast<size_t>(k)];
       v = std::min(lim, std::max(pk + 1, pk + pk / 8));
       // Slices of whole channels (a convolution's boundaries): a count that leaves the largest
       // slice as it was buys nothing (16 channels in 4 or 5 slices: 4 in the largest), and the
@@ -843,8 +843,13 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       if (unit_of(g, k) > 1) {
         while (v < lim && max_slice(g, k, v) >= max_slice(g, k, pk)) ++v;
       }
-      tie(q);
-      if (!fits(q)) continue;
+      tie(*q);
+      return fits(*q);
+    };
+    for (int k : {l, l + 1}) {
+      if (channel_bound) break;
+      std::vector<int> q;
+      if (!split(k, &q)) continue;
       int dummy = 0;
       const double tq = objective(q, &dummy);
       const long long pq = pes_of(q);
@@ -852,6 +857,26 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
         best = q;
         best_t = tq;
         best_pes = pq;
+      }
+    }
+    if (best.empty() && t >= kInfeasible) {
+      // Several layers over SRAM by as much (a CNN's roots of whole planes, one after another):
+      // splitting one does not lower the worst, and the greedy step above stalls. Take the split
+      // that lowers their summed excess most without raising the worst.
+      auto excess = [&](const std::vector<int>& q) {
+        double e = 0;
+        for (int j = 0; j < L; ++j) e += std::max(0.0, s.layer_time(j, q[static_cast<size_t>(j)], q[static_cast<size_t>(j) + 1]) - kInfeasible);
+        return e;
+      };
+      double best_e = excess(p);
+      for (int j = 0; j < L; ++j) {
+        if (s.layer_time(j, p[static_cast<size_t>(j)], p[static_cast<size_t>(j) + 1]) < kInfeasible) continue;
+        for (int k : {j, j + 1}) {
+          std::vector<int> q;
+          int dummy = 0;
+          if (!split(k, &q) || objective(q, &dummy) > t) continue;
+          if (const double e = excess(q); e < best_e) best = q, best_e = e;
+        }
       }
     }
     if (best.empty()) break;

@@ -880,6 +880,22 @@ TEST(Compiler, ConvolutionResidualConnections) {
   EXPECT_TRUE(contains(r.err, "MaxPool (1 node): a MaxPool after a residual sum of an activated output")) << r.err;
 }
 
+// Convolutions whose roots hold 8 channels of 14 x 14 planes (84,700 bytes each) one after
+// another: splitting one root's channels does not lower the worst of the others, and the
+// search stalled there and refused the model (until 2026-11-29); now it takes the split that
+// lowers the layers' summed SRAM excess, and every root gets one channel.
+TEST(Compiler, ConvolutionRootsOverSramSplitTogether) {
+  CnnSpec spec;
+  spec.c = 1, spec.h = 28, spec.w = 28;
+  spec.convs = {{8, 3, 2, 1, ""}, {8, 3, 1, 1, ""}, {8, 3, 1, 1, "GlobalAveragePool"}};
+  spec.dense = {10};
+  const std::string path = tmp_path("conv_roots_sram.onnx");
+  write_cnn(path, spec);
+  const CmdResult r = compile({path, "--mode", "layer-pipelined", "--compile-only", "--train.batch", "16"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "/Conv_0: 1x8 tiles")) << r.out;
+}
+
 // 784-w-w-w-10 with ReLU and residual connections around fc2 and fc3 (h = h + relu(fc(h))).
 std::string residual_mlp(const std::string& name, int w) {
   Graph g;
