@@ -147,9 +147,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   int cplane = 0;
   for (int l = 0; l < L; ++l) {
     if (!p.is_conv(l)) continue;
-    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
     cplane = std::max(cplane, p.oplane(l));
-    as.data(conv_tap_table(cv, "ct" + S(l)));
+    // This row's channels of the input (their taps, channels from 0 of its slice).
+    if (p.chans(l, a) > 0) as.data(conv_tap_table(p.conv_slice(l, a), "ct" + S(l)));
   }
   if (cplane) {
     as.data(".align 16");  // the plane of sums WsPlan::cacc_pad elements past a multiple of the banks
@@ -273,6 +273,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // element (stride 0: the accumulator of a row's fused multiply-adds).
   const std::string dCx = cplane ? as.mem("cacc", 1) : "", dCa = cplane ? as.mem("cacc", 1) : "";
   const std::string dCacc = cplane ? as.mem("cacc", 1) : "", dChP = cplane ? as.fout(chout, 1) : "";
+  const std::string dChPI = cplane && a > 0 ? as.fin(chin, 1) : "";  // the plane of sums from the row above
   const std::string dCdx = cplane && maxdx ? as.mem("cacc", 1) : "", dCz = cplane ? as.mem("cacc", 1) : "";
   const std::string dCw0 = cplane ? as.mem("cacc", 1, 0) : "";
   as << "li r1, 0" << "li r3, 0" << "li r13, wbdw+" + S(3 * B4) << "dbase " + dT + ", r13";
@@ -317,6 +318,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "li r13, " + S(cv.sw) << "dstride " + dCx + ", r13";
       if (!dCdx.empty()) as << "dstride " + dCdx + ", r13";
       as << "li r13, " + S(p.oplane(l)) << "dlen " + dCacc + ", r13" << "dlen " + dChP + ", r13";
+      if (a > 0) as << "dlen " + dChPI + ", r13";
     }
     for (const std::string& d : {dW, dWs, dWb, dWa, dXs, dT, dDwr, dEO}) as << "dlen " + d + ", r10";
     if (maxdx) as << "dlen " + dDxs + ", r10";
@@ -417,11 +419,13 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (p.is_conv(q)) {
       // A convolution's pooled outputs come output by output, sample by sample ([co][s][plane]):
       // each plane to its sample's place ([s][co][plane]).
-      const int Pq = p.qplane(q), co = p.outs[static_cast<size_t>(q)];
+      // This row's channels of them (its slice, at its place in dy).
+      const int Pq = p.qplane(q), co = p.len(j, a) / Pq;
       as << "li r13, " + S(Pq) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13" << "li r13, 1" << "dstride " + dTrD + ", r13"
-         << "li r5, dy" << "dbase " + dTr + ", r5" << "li r6, X" + S(j) << "li r8, 0" << "tc_" + S(q) + ":" << "mov r7, r6" << "li r14, 0"
+         << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5" << "li r6, X" + S(j)
+         << "li r8, 0" << "tc_" + S(q) + ":" << "mov r7, r6" << "li r14, 0"
          << "tcs_" + S(q) + ":" << "dbase " + dTrD + ", r7" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * Pq)
-         << "addi r7, r7, " + S(4LL * p.width[static_cast<size_t>(j)]) << "addi r14, r14, 1" << "li r13, " + S(m) << "bne r14, r13, tcs_" + S(q)
+         << "addi r7, r7, " + S(4LL * p.len(j, a)) << "addi r14, r14, 1" << "li r13, " + S(m) << "bne r14, r13, tcs_" + S(q)
          << "addi r6, r6, " + S(4LL * Pq) << "addi r8, r8, 1" << "li r13, " + S(co) << "bne r8, r13, tc_" + S(q);
       // The dense transposition's lengths again.
       as << "li r13, " + S(m) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13";
@@ -470,7 +474,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     for (const std::string& d : out) as << "drows " + d + ", r13, r14";
   };
   auto conv_forward = [&](int l) {
-    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
+    const ConvParams cv = p.conv_slice(l, a);
     const std::string L_ = S(l);
     as << "li r2, 0" << "li r13, X" + L_ << "st32 [r0+xbase], r13";
     as << "cs_" + L_ + ":" << "vfill.fp32 " + dCacc + ", r0" << "mov r5, r12" << "li r6, ct" + L_ << "li r7, 0";
@@ -481,8 +485,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
        << "vaxpy.fp32 " + dCa + ", " + dCx + ", r14";
     as << "cn_" + L_ + ":" << "addi r5, r5, 4" << "addi r6, r6, 16" << "addi r7, r7, 1" << "li r13, " + S(cv.taps())
        << "bne r7, r13, ct_" + L_;
-    as << "vmov.fp32 " + dChP + ", " + dCacc;
-    as << "ld32 r13, [r0+xbase]" << "addi r13, r13, " + S(4LL * p.width[static_cast<size_t>(l)]) << "st32 [r0+xbase], r13"
+    // Down the column: the row above's partial plane plus this row's (rows in order, as dense).
+    as << (a > 0 ? "vadd.fp32 " + dChP + ", " + dChPI + ", " + dCacc : "vmov.fp32 " + dChP + ", " + dCacc);
+    as << "ld32 r13, [r0+xbase]" << "addi r13, r13, " + S(4LL * p.len(l, a)) << "st32 [r0+xbase], r13"
        << "addi r2, r2, 1" << "li r14, " + S(m) << "bne r2, r14, cs_" + L_;
   };
   // Its backward work for one output: dz of the output is at r4 ([s][plane], the root's), and
@@ -490,7 +495,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // the first layer) and a vfmac of that dz and the input window into the tap's dW element
   // (dwp; the dW row starts at 0), row after row of the window. r4 moves past the output's dz.
   auto conv_backward = [&](int l) {
-    const ConvParams& cv = p.conv[static_cast<size_t>(l)];
+    const ConvParams cv = p.conv_slice(l, a);
     const std::string P_ = S(2 * L - 1 - l);
     as << "li r2, 0" << "li r13, X" + S(l) << "st32 [r0+xbase], r13";
     if (l > 0) as << "li r13, dx" << "st32 [r0+dxbase], r13";
@@ -507,7 +512,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as << "vfmac.fp32 " + dCw0 + ", " + dCz + ", " + dCx + ", " + dCw0;
     as << "cbn_" + P_ + ":" << "addi r5, r5, 4" << "addi r6, r6, 16" << "ld32 r13, [r0+dwp]" << "addi r13, r13, 4"
        << "st32 [r0+dwp], r13" << "addi r7, r7, 1" << "li r13, " + S(cv.taps()) << "bne r7, r13, cbt_" + P_;
-    const long long xb = 4LL * p.width[static_cast<size_t>(l)];
+    const long long xb = 4LL * p.len(l, a);
     as << "ld32 r13, [r0+xbase]" << "addi r13, r13, " + S(xb) << "st32 [r0+xbase], r13";
     if (l > 0) as << "ld32 r13, [r0+dxbase]" << "addi r13, r13, " + S(xb) << "st32 [r0+dxbase], r13";
     as << "addi r4, r4, " + S(4LL * p.oplane(l)) << "addi r2, r2, 1" << "li r14, " + S(m) << "bne r2, r14, cbs_" + P_;
@@ -539,6 +544,19 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     const long long row4 = 4LL * p.len(l, a);
     const std::string L_ = S(l);
     as << "ph_" + L_ + ":";
+    if (p.len(l, a) == 0 && p.is_conv(l)) {
+      // An empty slice of a convolution's input (rows past its channels; never row 0): per
+      // output the m planes of partial sums pass on down the column.
+      if (a == 0) throw std::logic_error("ws_codegen: row 0 has no channels of convolution " + L_);
+      const long long n = static_cast<long long>(m) * p.oplane(l);
+      as << "li r13, " + S(n) << "dlen " + dChO + ", r13" << "dlen " + dChI + ", r13" << "pe_" + L_ + ":" << "vmov.fp32 " + dChO + ", " + dChI
+         << "addi r3, r3, 1" << "bne r3, r11, pe_" + L_ << "li r13, " + S(m) << "dlen " + dChO + ", r13" << "dlen " + dChI + ", r13"
+         << "li r1, " + S(l + 1);
+      set_layer(l + 1 < L ? l + 1 : L - 1);
+      next_forward(l);
+      as << "exit";
+      continue;
+    }
     if (p.len(l, a) == 0) {
       // An empty slice of this layer (grid): per output the partial sums pass on down the
       // column (a vmov, so that -0 stays -0), or the first row starts them at 0.
@@ -709,7 +727,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       // Boundary l is a convolution's pooled output: its gradient goes down to the root as it is,
       // output by output, sample by sample ([co][s][plane]); the root spreads it over the
       // pooling windows, takes the activation's derivative and returns dz to every row.
-      const int Pq = p.qplane(l - 1), co = p.outs[static_cast<size_t>(l) - 1];
+      const int Pq = p.qplane(l - 1), co = p.len(l, a) / Pq;  // this row's channels of it
       read_next();
       gather_above();
       as << "li r13, " + S(Pq) << "dlen " + dGO + ", r13" << "dlen " + dGx + ", r13" << "li r13, 1" << "dstride " + dGx + ", r13"

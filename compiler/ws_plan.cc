@@ -42,6 +42,17 @@ std::vector<int> split(int n, int p) {
   return off;
 }
 
+// A boundary of n features in units of `unit` (a convolution's planes) over p rows: whole
+// units, evenly; with fewer units than rows, one each to the first rows (the others' slices are
+// empty: an image's channels enter through the first rows only).
+std::vector<int> split_units(int n, int unit, int p) {
+  if (unit <= 1) return split(n, p);
+  const int u = n / unit;
+  std::vector<int> off = split(u, p);
+  for (int i = 0; i <= p; ++i) off[static_cast<size_t>(i)] = (u >= p ? off[static_cast<size_t>(i)] : std::min(i, u)) * unit;
+  return off;
+}
+
 std::string S(long long v) { return std::to_string(v); }
 
 // Do two reads of `bytes` at byte offsets a and b touch a common bank (16-bit words interleaved
@@ -70,10 +81,16 @@ double paired_cycles(long ni, long m, int rate, int banks) {
 }
 
 // The narrowest layer input: no more feature rows than it (each row needs a slice of it).
+// In features; a convolution's input or a convolution's output counts its channels' planes as
+// one each, but spreads over any number of rows (rows past its channels hold empty slices of it).
 int narrowest_input(const KernelGraph& g) {
-  int narrow = g.layers.front().in;
-  for (const DenseKernel& d : g.layers) narrow = std::min(narrow, d.in);
-  return narrow;
+  int narrow = std::numeric_limits<int>::max();
+  for (size_t l = 0; l < g.layers.size(); ++l) {
+    const DenseKernel& d = g.layers[l];
+    if (d.conv.on || (l > 0 && g.layers[l - 1].conv.on)) continue;
+    narrow = std::min(narrow, d.in);
+  }
+  return narrow == std::numeric_limits<int>::max() ? g.layers.front().in : narrow;
 }
 
 std::string fmt(double v, int prec = 1) {
@@ -160,7 +177,7 @@ int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
   return std::min(room, wide);
 }
 
-// The cost of a convolution's passes on its one feature row (ws_codegen.cc, conv_forward and
+// The cost of a convolution's passes on its feature rows (ws_codegen.cc, conv_forward and
 // conv_backward) and at the roots (bias, activation, pooling; its backward), per pass. Per
 // output, per sample: the plane's clearing, per tap its table entry and descriptors (kTapF,
 // kTapB instructions and a loop turn) and its vector ops over the tap's window (two-dimensional
@@ -176,18 +193,28 @@ WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long w
   const PoolParams& q = p.pool[static_cast<size_t>(l)];
   const double m = p.m, refetch = hw.core.decode_latency - 1, add = std::max(1, hw.core.add_fp32);
   const double P = static_cast<double>(c.ho) * c.wo, Pq = p.qplane(l), co = c.co;
-  int live = 0;  // taps with a window
-  for (const ConvTap& t : conv_taps(c)) live += t.oy1 > t.oy0;
-  const double taps = c.taps();
+  // Per feature row, its channels' taps (the slowest row bounds the pass; an empty slice passes
+  // the planes of sums on).
   // The taps' vector ops with their bank conflicts as the layer-pipelined tiles' (placement.cc
   // conv_tap_cycles): the samples' planes of inputs one after another in X (as a tile's ring
   // slots) on a multiple of the banks, one plane of sums (cacc) `cacc_pad` elements past one
   // (ws_codegen.cc lays them out so); forward a vaxpy a window element, backward a two-cycle
   // vfmac and (not in the first layer) a vaxpy into dx.
   const bool dx = l > 0;
-  const ConvTapCycles v = conv_tap_cycles(c, 1, dx, std::max(1, p.m), hw.core, -p.cacc_pad);
-  const double row_f = m * (P / add + v.fwd + live * kTapF + taps * (5 + refetch) + P + kSample) + kPerOutput;
-  const double row_b = m * (v.bwd + live * (dx ? kTapB : kTapB0) + taps * (8 + refetch) + kSample) + taps / add + kPerOutput;
+  double row_f = 0, row_b = 0;
+  for (int a = 0; a < p.rows; ++a) {
+    const ConvParams s = p.conv_slice(l, a);
+    if (s.c == 0) {
+      row_f = std::max(row_f, m * (P / add + kSample) + kPerOutput);
+      continue;
+    }
+    int live = 0;  // taps with a window
+    for (const ConvTap& t : conv_taps(s)) live += t.oy1 > t.oy0;
+    const double taps = s.taps();
+    const ConvTapCycles v = conv_tap_cycles(s, 1, dx, std::max(1, p.m), hw.core, -p.cacc_pad);
+    row_f = std::max(row_f, m * (P / add + v.fwd + live * kTapF + taps * (5 + refetch) + P + kSample) + kPerOutput);
+    row_b = std::max(row_b, m * (v.bwd + live * (dx ? kTapB : kTapB0) + taps * (8 + refetch) + kSample) + taps / add + kPerOutput);
+  }
   // The root per output: the sums in, the bias and activation (a few ops over m P), the pooling
   // (an op per pooled row and window tap), the pooled plane back up; backward the pooled
   // gradient in, its spreading over the windows (four ops per tap and row: max), the
@@ -348,7 +375,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         dy = std::max(dy, static_cast<long>(p.outs[static_cast<size_t>(l)]) * p.oplane(l) * m);
         ni = std::max(ni, static_cast<long>(p.wlen(l, a)));
         // A convolution: its taps' table (4 words each) and the plane of one output's sums.
-        if (p.is_conv(l)) x += 4L * p.wcols[static_cast<size_t>(l)] + p.oplane(l) + 8;
+        if (p.is_conv(l)) x += 4L * p.wlen(l, a) + p.oplane(l) + 8;
       }
       // X of every layer, dx and its activation scratch, the gathered dy, acc and the products'
       // scratch of the feature-by-feature passes, two weight buffers and two dW rows
@@ -435,7 +462,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   auto shape = [&](int r) {
     p.rows = r;
     p.off.clear();
-    for (int j = 0; j < L; ++j) p.off.push_back(split(p.width[static_cast<size_t>(j)], r));
+    for (int j = 0; j < L; ++j) p.off.push_back(split_units(p.width[static_cast<size_t>(j)], p.unit(j), r));
     if (o.columns > 0) {
       p.cols = o.columns;
     } else {
@@ -487,11 +514,13 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       if (p.is_conv(l) && n > most) most = n, widest = l;
     }
     const ConvParams& c = p.conv[static_cast<size_t>(widest)];
-    throw CompileError("weight-streaming: a model with convolutions runs on one feature row, whose PE holds a sample's planes whole "
-                       "(docs/weight-streaming.md#convolutions): with one sample per column it needs " + S(p.row_bytes) +
+    throw CompileError("weight-streaming: a convolution's feature rows hold their channels' planes whole, and each the whole "
+                       "gradient of a convolution's output (docs/weight-streaming.md#convolutions): with " + S(rows) +
+                       " feature rows and one sample per column a row needs " + S(p.row_bytes) +
                        " bytes of SRAM, the core has " + S(sram) + "; the largest buffer is the gradient of the output of '" +
                        g.layers[static_cast<size_t>(widest)].name + "', " + S(c.co) + " x " + S(c.ho) + " x " + S(c.wo) +
-                       " = " + S(4 * most) + " bytes. Use fewer channels or smaller planes (a stride, a pooling earlier), or a larger core.sram_kb");
+                       " = " + S(4 * most) + " bytes. Use more feature rows (lower io.spacing), fewer channels or smaller planes (a stride, a "
+                       "pooling earlier), or a larger core.sram_kb");
   }
   if (p.row_bytes > sram) {
     // A row's PE holds the gathered dy of the widest layer output whole (ws_codegen.cc), however
@@ -523,7 +552,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   }
   if (p.root_bytes > sram) {
     throw CompileError("weight-streaming: a root PE needs " + S(p.root_bytes) + " bytes of SRAM for " + S(nl) +
-                       " logits x " + S(p.m) + " samples, the core has " + S(sram));
+                       " logits x " + S(p.m) + " samples, the core has " + S(sram) +
+                       (p.any_conv() ? std::string("; a root keeps every convolution's output planes of its samples (before and after "
+                                                   "the pooling) for the backward pass: use fewer channels or smaller planes, or a larger "
+                                                   "core.sram_kb")
+                                     : std::string()));
   }
   if (m > kMaxDsdStride) {
     throw CompileError("weight-streaming: " + S(p.m) + " samples per column; a root reads its logits with a stride of the " +
@@ -824,16 +857,12 @@ namespace {
 // The mapping of the best estimate among the candidates o allows (place_ws without its check
 // of a user's ws.dw_block).
 WsPlan place_ws_search(const KernelGraph& g, const HwConfig& hw, const WsOptions& o) {
-  if (const int l = g.first_conv(); l >= 0 && (o.grid || o.auto_layout || o.rows != 1)) {
-    // A convolution runs on one feature row: each column's PE holds its samples' planes whole.
+  if (const int l = g.first_conv(); l >= 0 && (o.grid || o.auto_layout)) {
+    // Convolutions run on the rows layout: their channels split over the feature rows.
     const std::string what = "the convolution '" + g.layers[static_cast<size_t>(l)].name + "'";
     if (o.grid && !o.auto_layout) throw CompileError(what + " runs on the rows layout so far; use ws.layout rows (or auto)");
-    if (o.rows > 1) {
-      throw CompileError(what + " runs on one feature row so far (each column's PE holds its samples' planes whole); use ws.rows 1 (or 0)");
-    }
     WsOptions r = o;
     r.grid = r.auto_layout = false;
-    r.rows = 1;
     return place_ws_search(g, hw, r);
   }
   if (!g.layers.empty() && g.layers.back().ln.on) {

@@ -197,9 +197,30 @@ struct WsPlan {
     const PoolParams& q = pool[static_cast<size_t>(l)];
     return q.kind == PoolParams::kNone ? oplane(l) : q.hq * q.wq;
   }
-  // Row a's part of a weight row of layer l: from woff, wlen long.
-  int woff(int l, int a) const { return is_conv(l) ? 0 : off[static_cast<size_t>(l)][static_cast<size_t>(a)]; }
-  int wlen(int l, int a) const { return is_conv(l) ? (a == 0 ? wcols[static_cast<size_t>(l)] : 0) : len(l, a); }
+  // The features of one unit of boundary j, which the rows' slices hold whole: a convolution's
+  // input or output plane (its channels split over the rows), else 1.
+  int unit(int j) const {
+    if (j < layers && is_conv(j)) return conv[static_cast<size_t>(j)].h * conv[static_cast<size_t>(j)].w;
+    if (j >= 1 && is_conv(j - 1)) return qplane(j - 1);
+    return 1;
+  }
+  // A convolution's input channels in row a's slice (from channel ch0).
+  int chans(int l, int a) const { return len(l, a) / unit(l); }
+  int ch0(int l, int a) const { return off[static_cast<size_t>(l)][static_cast<size_t>(a)] / unit(l); }
+  // Row a's part of a weight row of layer l: from woff, wlen long (a convolution's: the taps of
+  // the row's channels).
+  int woff(int l, int a) const {
+    return is_conv(l) ? ch0(l, a) * conv[static_cast<size_t>(l)].kh * conv[static_cast<size_t>(l)].kw : off[static_cast<size_t>(l)][static_cast<size_t>(a)];
+  }
+  int wlen(int l, int a) const {
+    return is_conv(l) ? chans(l, a) * conv[static_cast<size_t>(l)].kh * conv[static_cast<size_t>(l)].kw : len(l, a);
+  }
+  // Row a's slice of convolution l: its channels (ConvParams::c) and their taps.
+  ConvParams conv_slice(int l, int a) const {
+    ConvParams c = conv[static_cast<size_t>(l)];
+    c.c = chans(l, a);
+    return c;
+  }
   long row_bytes = 0, root_bytes = 0;       // SRAM need of a feature-row PE and of a root PE
   // The roots keep every layer's db and send each layer's west in one asynchronous send (where
   // SRAM holds them), else they send each output's db as it is summed (ws_codegen.cc).

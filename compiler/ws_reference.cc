@@ -23,19 +23,27 @@ std::vector<float> conv_forward(const WsPlan& p, int l, const std::vector<float>
   const int P = c.ho * c.wo, Pq = p.qplane(l), T = c.taps();
   const std::vector<ConvTap> taps = conv_taps(c);
   ys->assign(static_cast<size_t>(c.co) * P, 0.0f);
-  std::vector<float> acc(static_cast<size_t>(P)), out(static_cast<size_t>(c.co) * Pq);
+  std::vector<float> acc(static_cast<size_t>(P)), part(static_cast<size_t>(P)), out(static_cast<size_t>(c.co) * Pq);
+  const int per_ch = c.kh * c.kw;
   for (int co = 0; co < c.co; ++co) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int t = 0; t < T; ++t) {
-      const ConvTap& tp = taps[static_cast<size_t>(t)];
-      const float wv = W[static_cast<size_t>(co) * T + t];
-      for (int oy = tp.oy0; oy < tp.oy1; ++oy) {
-        const int x0 = (tp.ci * c.h + oy * c.sh - c.pt + tp.ky) * c.w - c.pl + tp.kx;
-        for (int ox = tp.ox0; ox < tp.ox1; ++ox) {
-          float& a = acc[static_cast<size_t>(oy * c.wo + ox)];
-          a = std::fma(wv, in[static_cast<size_t>(x0 + ox * c.sw)], a);
+    // Each feature row's channels from 0 (their taps in order), the planes of partial sums
+    // added down the column in row order; rows past the channels pass them on.
+    for (int a = 0; a < p.rows; ++a) {
+      const int c0 = p.ch0(l, a), c1 = c0 + p.chans(l, a);
+      if (c1 == c0) continue;
+      std::fill(part.begin(), part.end(), 0.0f);
+      for (int t = c0 * per_ch; t < c1 * per_ch; ++t) {
+        const ConvTap& tp = taps[static_cast<size_t>(t)];
+        const float wv = W[static_cast<size_t>(co) * T + t];
+        for (int oy = tp.oy0; oy < tp.oy1; ++oy) {
+          const int x0 = (tp.ci * c.h + oy * c.sh - c.pt + tp.ky) * c.w - c.pl + tp.kx;
+          for (int ox = tp.ox0; ox < tp.ox1; ++ox) {
+            float& e = part[static_cast<size_t>(oy * c.wo + ox)];
+            e = std::fma(wv, in[static_cast<size_t>(x0 + ox * c.sw)], e);
+          }
         }
       }
+      for (int i = 0; i < P; ++i) acc[static_cast<size_t>(i)] = a == 0 ? part[static_cast<size_t>(i)] : acc[static_cast<size_t>(i)] + part[static_cast<size_t>(i)];
     }
     const Activation act = p.act[static_cast<size_t>(l)];
     float* kept = &(*ys)[static_cast<size_t>(co) * P];

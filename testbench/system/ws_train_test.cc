@@ -466,7 +466,8 @@ TEST(WsTraining, GeluMatchesTheReference) {
   check_ws(MlpSpec{{12, 7, 5, 3}, "Gelu", 5, 13}, 12, 20, 4, o, 3, "ws_gelu");
 }
 
-// Convolutions (weight streaming's one feature row, docs/weight-streaming.md#convolutions):
+// Convolutions (weight streaming's feature rows, channels split over them: here 2 rows,
+// docs/weight-streaming.md#convolutions):
 // a CNN of a padded strided convolution with MaxPool, one with AveragePool and one with
 // GlobalAveragePool, two samples a column; bit for bit against ws_reference.cc.
 TEST(WsTraining, ConvolutionsMatchTheReference) {
@@ -479,6 +480,23 @@ TEST(WsTraining, ConvolutionsMatchTheReference) {
   o.batch = 6;
   o.columns = 3;
   check_ws(spec, 8, 12, 4, o, 3, "ws_conv");
+}
+
+// Channels over four feature rows (since 2026-11-29, the fourth session): one input channel
+// (rows 1 to 3 take no input), 5 channels split 1, 1, 1, 2, then 3 (the last row's slice
+// empty: it passes the planes of partial sums on); each row sums its channels' taps and the
+// planes add down the column in row order. Bit for bit against ws_reference.cc.
+TEST(WsTraining, ConvolutionChannelsSplitOverFeatureRows) {
+  SKIP_IF_KERNEL_STARTED();
+  CnnSpec spec;
+  spec.c = 1, spec.h = 10, spec.w = 9;
+  spec.convs = {{5, 3, 1, 1, "MaxPool", 2}, {3, 3, 1, 1, ""}, {4, 2, 1, 0, "AveragePool", 2}};
+  spec.dense = {6, 3};
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  o.rows = 4;
+  check_ws(spec, 8, 20, 4, o, 3, "ws_conv_rows4");
 }
 
 // A CNN of batch 8 on two columns of a 8 x 12 fabric, three steps, bit for bit against

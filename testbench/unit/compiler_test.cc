@@ -372,7 +372,7 @@ TEST(Compiler, ConvolutionRefusalsNameTheNode) {
   // 64 channels of 62 x 62: 984 KB of gradient for one sample.
   r = compile({cnn("conv_big", 64, 64, 1, "MaxPool", 2, 2, 0), "--mode", "weight-streaming", "--compile-only"});
   EXPECT_EQ(r.rc, kExitUsage);
-  EXPECT_TRUE(contains(r.err, "holds a sample's planes whole")) << r.err;
+  EXPECT_TRUE(contains(r.err, "feature rows hold their channels' planes whole, and each the whole gradient")) << r.err;
   EXPECT_TRUE(contains(r.err, "the gradient of the output of '/conv/Conv', 64 x 62 x 62")) << r.err;
   // 16 channels of 30 x 30 from one: each PE holds whole planes, so the output channels spread
   // until a PE's share fits (the search once stopped at 4 slices of 16 channels, where 5 left
