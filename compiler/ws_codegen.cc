@@ -114,7 +114,10 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as.data(".align 16");  // sample rows start at 0 mod 16: see wbdw
     as.data(".space X" + S(l) + ", fp32, " + S(std::max(1LL, static_cast<long long>(p.len(l, a)) * m)));
     if (l > 0) maxdx = std::max(maxdx, p.len(l, a) * m);
-    maxdy = std::max(maxdy, p.outs[static_cast<size_t>(l)] * p.oplane(l) * m);
+    // A convolution's dz (not the last layer's) comes output by output into two buffers, and this
+    // row's slice of its outputs at the buffer's start.
+    maxdy = std::max(maxdy, (p.dz_streamed(l) ? 2 : p.outs[static_cast<size_t>(l)]) * p.oplane(l) * m);
+    if (p.is_conv(l) && l + 1 < L) maxdy = std::max(maxdy, p.len(l + 1, a) * m);
     maxni = std::max(maxni, p.wlen(l, a));  // the weight and dW rows' (a dense layer's slice)
     if (l + 1 < L && (needs_ones(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)]) || p.rows_act(l)) && p.len(l + 1, a) > 0) ones = true;
   }
@@ -186,6 +189,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   as.data(".space nupd, fp32, 1");
   as.data(".space joinf, i32, 1");  // 1: the next forward pass's input slice is in, its start waits
   as.data(".space rbase, i32, 1");  // exact windows: the return stream's count at this minibatch's start
+  as.data(".space dzb, i32, 1");    // a convolution's dz by outputs: the buffer of the current output's
   // dW blocks (WsPlan::dw_block): two blocks of K rows, each row as long as the layer's slice,
   // 4 bytes past a 16-byte line as the weight rows; the next row's address, the rows in this
   // block and which block.
@@ -293,6 +297,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   auto need = [&](int sct) {
     return sct < L - 1 ? p.len(sct + 1, a) > 0 : p.len(2 * L - 2 - sct, a) > 0;
   };
+  // A section read output by output (a convolution's dz, WsPlan::dz_streamed): its pass starts
+  // at once and each output waits for its own dz (conv_dz below).
+  auto streamed = [&](int sct) { return sct >= L && p.dz_streamed(2 * L - 2 - sct); };
   bool exact = false;
   for (int sct = L - 1; sct <= 2 * L - 2; ++sct) exact = exact || !need(sct);
   bool any_need = false;
@@ -337,7 +344,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // place in dy; then the dy of layers L-1 .. 0, whole.
   auto issue = [&](int q) {
     const int j = q < L - 1 ? q + 1 : L - (q - (L - 1));  // the boundary whose values come back
-    const long long at = q < L - 1 ? 4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m : 0;
+    // (A convolution's outputs: at dy's start; its rows' dz may take less than the layer's width.)
+    const long long at = q < L - 1 && !p.is_conv(q) ? 4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m : 0;
     const long long n = q < L - 1 ? static_cast<long long>(p.len(j, a)) * m : static_cast<long long>(p.outs[static_cast<size_t>(j) - 1]) * p.oplane(j - 1) * m;
     as << "li r9, " + S(q) << "li r13, dy+" + S(at) << "dbase " + dRetBuf + ", r13" << "li r13, " + S(n)
        << "dlen " + dRetBuf + ", r13" << "dlen " + dRet + ", r13" << "vmov.fp32 " + dRetBuf + ", " + dRet + ", async=1, done=activate:2";
@@ -422,7 +430,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       // This row's channels of them (its slice, at its place in dy).
       const int Pq = p.qplane(q), co = p.len(j, a) / Pq;
       as << "li r13, " + S(Pq) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13" << "li r13, 1" << "dstride " + dTrD + ", r13"
-         << "li r5, dy+" + S(4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m) << "dbase " + dTr + ", r5" << "li r6, X" + S(j)
+         << "li r5, dy" << "dbase " + dTr + ", r5" << "li r6, X" + S(j)
          << "li r8, 0" << "tc_" + S(q) + ":" << "mov r7, r6" << "li r14, 0"
          << "tcs_" + S(q) + ":" << "dbase " + dTrD + ", r7" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * Pq)
          << "addi r7, r7, " + S(4LL * p.len(j, a)) << "addi r14, r14, 1" << "li r13, " + S(m) << "bne r14, r13, tcs_" + S(q)
@@ -628,8 +636,16 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     auto read_next = [&] {
       if (!need(ph)) return;
       if (exact) window(ph);
+      if (streamed(ph)) {
+        // The next pass's first output's dz into the first buffer (microthread 1, no task).
+        const long long n = static_cast<long long>(m) * p.oplane(2 * L - 2 - ph);
+        as << "li r13, dy" << "st32 [r0+dzb], r13" << "dbase " + dRetBuf + ", r13" << "li r13, " + S(n) << "dlen " + dRetBuf + ", r13"
+           << "dlen " + dRet + ", r13" << "vmov.fp32 " + dRetBuf + ", " + dRet + ", async=1";
+        return;
+      }
       issue(ph);
     };
+    auto starts_now = [&] { return !need(ph) || streamed(ph); };
     if (nI == 0) {
       // An empty slice of this layer (grid): no weights, no dW, no dx; only the gather of layer
       // l-1's dy passes through.
@@ -643,7 +659,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       gather_above();
       as << "li r1, " + S(ph + 1);
       set_layer(l - 1);
-      if (!need(ph)) as << "activate " + work_task(ph + 1);
+      if (starts_now()) as << "activate " + work_task(ph + 1);
       as << "exit";
       continue;
     }
@@ -654,6 +670,15 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
     }
     if (p.is_conv(l)) {
+      if (streamed(ph - 1)) {
+        // This output's dz: its read done (a one-element op on microthread 1 waits it out), the
+        // next output's read into the other buffer, r4 at this one's.
+        const long long n = static_cast<long long>(m) * p.oplane(l);
+        as << "vmov.fp32 " + dFence + ", " + dFence + ", async=1" << "ld32 r4, [r0+dzb]" << "li r13, dy" << "bne r4, r13, zb_" + P
+           << "li r13, dy+" + S(4 * n) << "zb_" + P + ":" << "st32 [r0+dzb], r13" << "addi r14, r3, 1" << "beq r14, r11, zn_" + P
+           << "dbase " + dRetBuf + ", r13" << "li r14, " + S(n) << "dlen " + dRetBuf + ", r14" << "dlen " + dRet + ", r14"
+           << "vmov.fp32 " + dRetBuf + ", " + dRet + ", async=1" << "zn_" + P + ":";
+      }
       conv_backward(l);
     } else if (p.by_feature(l, a)) {
       as << "li r14, " + S(nI) << "li r13, X" + S(l) << "dbase " + dXk + ", r13" << "dstride " + dXk + ", r14";
@@ -736,7 +761,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
          << "bne r14, r13, gcs_" + P << "addi r6, r6, " + S(4LL * Pq) << "addi r8, r8, 1" << "li r13, " + S(co) << "bne r8, r13, gc_" + P;
       as << "li r13, " + S(static_cast<long long>(nI) * m) << "dlen " + dAll + ", r13" << "vfill.fp32 " + dAll + ", r0" << "li r1, " + S(ph + 1);
       set_layer(l - 1);
-      if (!need(ph)) as << "activate " + work_task(ph + 1);
+      if (starts_now()) as << "activate " + work_task(ph + 1);
       as << "exit";
     } else {
       // dy of layer l-1 for this row's slice: dx times the derivative of layer l-1's activation,
@@ -776,7 +801,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
          << "vmov.fp32 " + dGO + ", " + dGx << "drows " + dGx + ", r0, r0";
       as << "vfill.fp32 " + dAll + ", r0" << "li r1, " + S(ph + 1);
       set_layer(l - 1);
-      if (!need(ph)) as << "activate " + work_task(ph + 1);
+      if (starts_now()) as << "activate " + work_task(ph + 1);
       as << "exit";
     }
     as << "bm_" + P + ":";
@@ -1206,10 +1231,17 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       if (pre_sum) as << "vmov.fp32 " + dRa + ", " + dZp;
       if (rk >= 0) as << "daddb " + dRa + ", " + S(4 * m * P);
       if (keep) as << "daddb " + dRb + ", " + S(4 * m * Pq);
-      as << "vmov.fp32 " + dRetO + ", " + dZp << "vsum.fp32 r13, " + dZp;
+      // dz up to every row, or (WsPlan::dz_streamed) kept in YK's place until the rows' gather,
+      // which this pass reads, is all in: the rows read it output by output.
+      const bool hold = p.dz_streamed(l);
+      as << "vmov.fp32 " + (hold ? dCY : dRetO) + ", " + dZp << "vsum.fp32 r13, " + dZp;
       db_out();
       as << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq) << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)])
          << "bne r10, r13, gb_" + L_;
+      if (hold) {
+        as << "li r1, YK" + L_ << "li r10, 0" << "gz_" + L_ + ":" << "dbase " + dCY + ", r1" << "vmov.fp32 " + dRetO + ", " + dCY
+           << "addi r1, r1, " + S(4 * m * P) << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)]) << "bne r10, r13, gz_" + L_;
+      }
       out_lengths(m);
       layer_sent(l);
       continue;

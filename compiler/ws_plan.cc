@@ -372,7 +372,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
           gelu_scratch = 0;
         }
         if (l > 0) dx = std::max(dx, p.len(l, a) * m);
-        dy = std::max(dy, static_cast<long>(p.outs[static_cast<size_t>(l)]) * p.oplane(l) * m);
+        dy = std::max(dy, static_cast<long>(p.dz_streamed(l) ? 2 : p.outs[static_cast<size_t>(l)]) * p.oplane(l) * m);
+        if (p.is_conv(l) && l + 1 < L) dy = std::max(dy, p.len(l + 1, a) * m);  // its outputs' slice (ws_codegen.cc)
         ni = std::max(ni, static_cast<long>(p.wlen(l, a)));
         // A convolution: its taps' table (4 words each) and the plane of one output's sums.
         if (p.is_conv(l)) x += 4L * p.wlen(l, a) + p.oplane(l) + 8;

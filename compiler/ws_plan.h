@@ -178,6 +178,10 @@ struct WsPlan {
     return false;
   }
   bool is_conv(int l) const { return l >= 0 && l < static_cast<int>(conv.size()) && conv[static_cast<size_t>(l)].on; }
+  // A convolution's dz (but the last layer's) goes to the rows output by output once the roots
+  // have all of it, and each row reads one output's at a time into two buffers: a row holds two
+  // outputs' planes of it, not the layer's (ws_codegen.cc).
+  bool dz_streamed(int l) const { return is_conv(l) && l + 1 < layers; }
   // Whether the feature rows apply layer l's activation to the z its roots return (its
   // derivative is taken at z, which they keep: act_needs_pre). A convolution's roots apply
   // theirs before the pooling, keeping z themselves.

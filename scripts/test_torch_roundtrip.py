@@ -156,6 +156,7 @@ CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c
         "zeropad_op17": ("z1.2.1.0,4c3s2,m3s2p1c,z1,5c3,a2", [1, 14, 13]), "ws_sgd_zeropad": ("z2.1.0.1,4c3,m2,5c3", [1, 12, 12]),
         "conv1d_op13": ("4c5p2,m3s2p1,6c3,a2", [1, 64]), "ws_sgd_conv1d": ("z2.1.0.0,4c5,m2,5c3p1,A3s2p1c", [2, 50]),
         "ws_sgd_resnet": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "ws_sgd_resnet_gelu": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12]),
+        "ws_sgd_tanh_unpooled": ("4c3p1,5c3,g", [2, 8, 7]),
         "resnet_op13": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "resnet_silu_op17": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
@@ -180,6 +181,9 @@ WS_CASES += [
     # after the activation), pooled after the sum: at the roots.
     ("ws_sgd_resnet", [10], "relu", 13, 36, "sgd", 0.05, 0.9),
     ("ws_sgd_resnet_gelu", [10], "gelu", 17, 37, "sgd", 0.05, 0.9),
+    # Unpooled convolutions (their outputs' slice and their dz, output by output, in the rows'
+    # dy buffer, which is no longer the layer's width).
+    ("ws_sgd_tanh_unpooled", [3], "tanh", 14, 40, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual, post or pre).
