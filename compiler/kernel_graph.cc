@@ -52,7 +52,7 @@ struct Flow {
   bool pending_matmul = false;  // output of a MatMul still waiting for its Add
   size_t rank = 2;      // of the value: the input's rank, then [batch, features]
   bool residual = false;  // the output of a residual Add
-  bool residual_raw = false;  // of one of a layer's output before any activation (act may follow)
+  bool residual_raw = false;  // that Add took a layer output before any activation (one may follow)
   int c = 0, h = 0, w = 0;  // rank 4: the NCHW planes (channels, height, width)
   bool pooled = false;    // a convolution's pooled output
   // A Pad of zeros around the planes (top, left, bottom, right), taken as the pads of the Conv

@@ -298,7 +298,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     return sct < L - 1 ? p.len(sct + 1, a) > 0 : p.len(2 * L - 2 - sct, a) > 0;
   };
   // A section read output by output (a convolution's dz, WsPlan::dz_streamed): its pass starts
-  // at once and each output waits for its own dz (conv_dz below).
+  // at once and each output waits for its own dz (at the start of its work, below).
   auto streamed = [&](int sct) { return sct >= L && p.dz_streamed(2 * L - 2 - sct); };
   bool exact = false;
   for (int sct = L - 1; sct <= 2 * L - 2; ++sct) exact = exact || !need(sct);
@@ -427,7 +427,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (p.is_conv(q)) {
       // A convolution's pooled outputs come output by output, sample by sample ([co][s][plane]):
       // each plane to its sample's place ([s][co][plane]).
-      // This row's channels of them (its slice, at its place in dy).
+      // This row's channels of them (its slice, at dy's start).
       const int Pq = p.qplane(q), co = p.len(j, a) / Pq;
       as << "li r13, " + S(Pq) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13" << "li r13, 1" << "dstride " + dTrD + ", r13"
          << "li r5, dy" << "dbase " + dTr + ", r5" << "li r6, X" + S(j)
