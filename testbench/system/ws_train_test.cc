@@ -499,12 +499,12 @@ TEST(WsTraining, ConvolutionChannelsSplitOverFeatureRows) {
   check_ws(spec, 8, 20, 4, o, 3, "ws_conv_rows4");
 }
 
-// A CNN of batch 8 on two columns of a 8 x 12 fabric, three steps, bit for bit against
-// ws_reference.cc (the pooling tests below).
-void check_ws_pooling(const CnnSpec& spec, const std::string& name) {
+// A CNN of batch 8 on `columns` columns (two: 4 samples a column) of a 8 x 12 fabric, three
+// steps, bit for bit against ws_reference.cc (the pooling and residual tests below).
+void check_ws_pooling(const CnnSpec& spec, const std::string& name, int columns = 2) {
   WsOptions o;
   o.batch = 8;
-  o.columns = 2;
+  o.columns = columns;
   check_ws(spec, 8, 12, 4, o, 3, name);
 }
 
@@ -540,17 +540,11 @@ TEST(WsTraining, ConvolutionsWithPreActivationsMatchTheReference) {
 // Residual connections around convolutions (ResNet's blocks), at the roots: the sum before the
 // activation and after it, pooled after it, a block's sum the next one's source; ReLU (its
 // derivative at y) and HardSwish (at z, which the root keeps). Bit for bit against
-// ws_reference.cc.
-void check_ws_conv_residual(const CnnSpec& spec, const std::string& name) {
-  WsOptions o;
-  o.batch = 8;
-  o.columns = 4;
-  check_ws(spec, 8, 12, 4, o, 3, name);
-}
+// ws_reference.cc, 2 samples a column (the planes of 7 convolutions fit a PE so).
 
 TEST(WsTraining, ConvolutionResidualBlocksMatchTheReference) {
   SKIP_IF_KERNEL_STARTED();
-  check_ws_conv_residual(residual_conv_spec(9, 10, "Relu"), "ws_conv_residual");
+  check_ws_pooling(residual_conv_spec(9, 10, "Relu"), "ws_conv_residual", 4);
 }
 
 // Tanh after an unpooled convolution: the rows fill a vector of ones at init (hundreds of
@@ -571,7 +565,7 @@ TEST(WsTraining, ConvolutionResidualBlocksWithPreActivations) {
   SKIP_IF_KERNEL_STARTED();
   CnnSpec spec = residual_conv_spec(8, 7, "HardSwish");
   spec.opset = 14;
-  check_ws_conv_residual(spec, "ws_conv_residual_hswish");
+  check_ws_pooling(spec, "ws_conv_residual_hswish", 4);
 }
 
 // LayerNorm before each hidden activation (ReLU; GELU, which the rows apply to the normalised
