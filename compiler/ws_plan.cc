@@ -222,7 +222,11 @@ WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long w
   // Padded: only the taps inside the plane, over the windows that have them, each with its
   // lengths and bases set (codegen.cc emit_pool_fwd/bwd's padded form).
   double tap_ops = 0, tap_elems = 0;
-  if (q.kind != PoolParams::kNone && !q.padded()) {
+  const bool whole = q.kind != PoolParams::kNone && whole_plane(c, q);
+  if (whole) {
+    // The whole plane's pooling (GlobalAveragePool's): forward one vsum over it, backward one
+    // vfill of it (codegen.cc emit_pool_fwd/bwd), not a window tap each.
+  } else if (q.kind != PoolParams::kNone && !q.padded()) {
     tap_ops = static_cast<double>(q.hq) * q.kh * q.kw, tap_elems = tap_ops * q.wq;
   } else if (q.kind != PoolParams::kNone) {
     for (int ky = 0; ky < q.kh; ++ky) {
@@ -235,6 +239,7 @@ WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long w
   }
   double root_f = m * (4.0 * P + Pq) + m * (tap_elems + tap_ops * kRootOp) + kRootOp * 6;
   double root_b = m * (4.0 * P + Pq) + m * (4.0 * tap_elems + tap_ops * 4 * kRootOp) + kRootOp * 6;
+  if (whole) root_f += m * (P + 2 * kRootOp), root_b += m * (P + 2 * kRootOp);
   // A residual connection at the root: forward the sum (a vadd over m P) and the kept planes (a
   // vmov over m Pq); backward the sum's gradient added (m Pq) and the source's share kept (m P).
   if (p.root_sum(l + 1)) root_f += m * P + kRootOp, root_b += m * P + kRootOp;
