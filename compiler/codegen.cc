@@ -581,6 +581,14 @@ void emit_pool_fwd(kernels::PeAsm& a, const ConvParams& cv, const PoolParams& q,
   } else if (whole_plane(cv, q)) {
     a << "li r13, " + S(P) << "dlen " + d.py + ", r13" << "li r13, 1" << "dstride " + d.py + ", r13" << "dbase " + d.py + ", r3"
       << "vsum.fp32 r13, " + d.py << "lif r14, " + inv << "fmul r13, r13, r14" << "st32 [r4], r13";
+  } else if (whole_plane_max(cv, q)) {
+    // The taps in element order, as the unrolled form's (the same vmax's).
+    a << "li r13, 1" << "dlen " + d.pq + ", r13" << "dlen " + d.py + ", r13" << "dbase " + d.pq + ", r4" << "dbase " + d.py + ", r3"
+      << "vmov.fp32 " + d.pq + ", " + d.py;
+    if (P > 1) {
+      a << "li r8, 1" << "pmx_" + L_ + ":" << "daddb " + d.py + ", 4" << "vmax.fp32 " + d.pq + ", " + d.pq + ", " + d.py << "addi r8, r8, 1"
+        << "li r13, " + S(P) << "bne r8, r13, pmx_" + L_;
+    }
   } else {
     a << "li r13, " + S(q.wq) << "dlen " + d.pq + ", r13" << "dlen " + d.py + ", r13" << "li r13, " + S(q.sw) << "dstride " + d.py + ", r13"
       << "li r13, 1" << "dstride " + d.pq + ", r13" << "mov r6, r3" << "mov r7, r4" << "li r8, 0" << "ppr_" + L_ + ":" << "dbase " + d.pq + ", r7";
@@ -609,6 +617,15 @@ void emit_pool_bwd(kernels::PeAsm& a, const ConvParams& cv, const PoolParams& q,
   } else if (whole_plane(cv, q)) {
     a << "li r13, " + S(P) << "dlen " + d.zp + ", r13" << "dbase " + d.zp + ", r15" << "ld32 r13, [r11]" << "lif r14, " + inv
       << "fmul r13, r13, r14" << "vfill.fp32 " + d.zp + ", r13";
+  } else if (whole_plane_max(cv, q)) {
+    // The gradient to the first largest element, tap after tap as the unrolled form's.
+    a << "li r13, 1";
+    for (const std::string& x : {d.pq, d.py, d.gq, d.dt, d.rr, d.cm, d.tt, d.zero}) a << "dlen " + x + ", r13";
+    a << "dbase " + d.pq + ", r4" << "dbase " + d.gq + ", r11" << "vmov.fp32 " + d.rr + ", " + d.gq << "dbase " + d.py + ", r3"
+      << "dbase " + d.dt + ", r15" << "li r8, 0" << "pbx_" + L_ + ":" << "vcmpgt.fp32 " + d.cm + ", " + d.pq + ", " + d.py
+      << "vsel.fp32 " + d.tt + ", " + d.cm + ", " + d.zero + ", " + d.rr << "vadd.fp32 " + d.dt + ", " + d.dt + ", " + d.tt
+      << "vsel.fp32 " + d.rr + ", " + d.cm + ", " + d.rr + ", " + d.zero << "daddb " + d.py + ", 4" << "daddb " + d.dt + ", 4"
+      << "addi r8, r8, 1" << "li r13, " + S(P) << "bne r8, r13, pbx_" + L_;
   } else {
     a << "li r13, " + S(q.wq);
     for (const std::string& x : {d.pq, d.py, d.gq, d.dt}) a << "dlen " + x + ", r13";

@@ -274,6 +274,11 @@ void pool_forward(const ConvParams& c, const PoolParams& q, const float* y, floa
 inline bool whole_plane(const ConvParams& c, const PoolParams& q) {
   return q.kind == PoolParams::kAvg && !q.padded() && q.kh == c.ho && q.kw == c.wo && q.hq == 1 && q.wq == 1;
 }
+// A MaxPool over the whole plane (torch's AdaptiveMaxPool2d(1)): its taps run in a loop, one
+// element each, not unrolled (a 28 x 28 plane's 784 taps would not fit the code's SRAM).
+inline bool whole_plane_max(const ConvParams& c, const PoolParams& q) {
+  return q.kind == PoolParams::kMax && !q.padded() && q.kh == c.ho && q.kw == c.wo && q.hq == 1 && q.wq == 1;
+}
 // A padded pooling's window tap (ky, kx): the pooled rows [y0, y1) and columns [x0, x1) whose
 // window has that element inside the plane (the others see padding there).
 struct PoolSpan {

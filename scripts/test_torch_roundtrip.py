@@ -82,6 +82,8 @@ SHAPES = [
     ("leaky_avg_op17", [10], "leaky_relu", 17, 19, 0.05, 0.9),
     # Residual blocks of convolutions (ResNet's act(conv(act(conv(x))) + x), and the sum after
     # the activation), pooled after the sum: the roots' residual streams.
+    # A MaxPool over the whole plane (torch's AdaptiveMaxPool2d(1) exports so).
+    ("gmp_op13", [10], "relu", 13, 42, 0.05, 0.9),
     ("resnet_op13", [10], "relu", 13, 38, 0.05, 0.9),
     ("resnet_silu_op17", [10], "silu", 17, 39, 0.05, 0.9),
     # The activations written as programs (compiler/activations/): ONNX ops (Elu, Selu, Softplus,
@@ -157,6 +159,7 @@ CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c
         "conv1d_op13": ("4c5p2,m3s2p1,6c3,a2", [1, 64]), "ws_sgd_conv1d": ("z2.1.0.0,4c5,m2,5c3p1,A3s2p1c", [2, 50]),
         "ws_sgd_resnet": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "ws_sgd_resnet_gelu": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12]),
         "ws_sgd_tanh_unpooled": ("4c3p1,5c3,g", [2, 8, 7]),
+        "gmp_op13": ("4c3p1,m20", [1, 20, 20]), "ws_sgd_gmp": ("4c3p1,m2,6c3p1,m14", [1, 28, 28]),
         "resnet_op13": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "resnet_silu_op17": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
@@ -184,6 +187,8 @@ WS_CASES += [
     # Unpooled convolutions (their outputs' slice and their dz, output by output, in the rows'
     # dy buffer, which is no longer the layer's width).
     ("ws_sgd_tanh_unpooled", [3], "tanh", 14, 40, "sgd", 0.05, 0.9),
+    # A MaxPool over the whole plane (AdaptiveMaxPool2d(1)): its taps in a loop at the roots.
+    ("ws_sgd_gmp", [10], "relu", 13, 41, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual, post or pre).

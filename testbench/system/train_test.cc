@@ -283,6 +283,16 @@ TEST(Training, ConvolutionResidualBlocksMatchReference) {
   check_against_reference(hs, 40, 6, 90, 2, "lp_conv_residual_split");
 }
 
+// A MaxPool over the whole plane (torch's AdaptiveMaxPool2d(1)): its taps in a loop, not
+// unrolled; bit for bit against reference.cc.
+TEST(Training, WholePlaneMaxPoolMatchesReference) {
+  CnnSpec spec;
+  spec.c = 2, spec.h = 9, spec.w = 9;
+  spec.convs = {{4, 3, 1, 1, "MaxPool", 9}};
+  spec.dense = {3};
+  check_against_reference(spec, 20, 4, 0, 3, "lp_conv_gmp");
+}
+
 // GlobalAveragePool after a LeakyReLU convolution, Tanh on three channels with no pooling.
 TEST(Training, ConvolutionsWithGlobalPoolingLeakyReluAndTanh) {
   CnnSpec spec;

@@ -522,6 +522,16 @@ TEST(WsTraining, PaddedPoolingMatchesTheReference) {
 }
 
 // ceil_mode's last windows past the plane (testbench/mlp_model.h ceil_pool_spec).
+// A MaxPool over the whole plane (torch's AdaptiveMaxPool2d(1)), its taps in a loop at the roots.
+TEST(WsTraining, WholePlaneMaxPoolMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  CnnSpec spec;
+  spec.c = 2, spec.h = 9, spec.w = 9;
+  spec.convs = {{4, 3, 1, 1, "MaxPool", 9}};
+  spec.dense = {3};
+  check_ws_pooling(spec, "ws_conv_gmp");
+}
+
 TEST(WsTraining, CeilModePoolingMatchesTheReference) {
   SKIP_IF_KERNEL_STARTED();
   check_ws_pooling(ceil_pool_spec(), "ws_conv_ceilpool");
