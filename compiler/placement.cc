@@ -840,7 +840,10 @@ Plan place_copy(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& op
       // Slices of whole channels (a convolution's boundaries): a count that leaves the largest
       // slice as it was buys nothing (16 channels in 4 or 5 slices: 4 in the largest), and the
       // search would stop there; take the fewest more that shrink it.
-      if (unit_of(g, k) > 1) {
+      // (Also where a convolution's planes pool to one element each: the unit is 1 but the
+      // slices are still whole channels, 4 channels in 3 slices as large as in 2.)
+      const bool chans = (k < L && g.layers[static_cast<size_t>(k)].conv.on) || (k > 0 && g.layers[static_cast<size_t>(k) - 1].conv.on);
+      if (unit_of(g, k) > 1 || chans) {
         while (v < lim && max_slice(g, k, v) >= max_slice(g, k, pk)) ++v;
       }
       tie(*q);

@@ -897,6 +897,18 @@ TEST(Compiler, ConvolutionRootsOverSramSplitTogether) {
   const CmdResult r = compile({path, "--mode", "layer-pipelined", "--compile-only", "--train.batch", "16"});
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "/Conv_0: 1x8 tiles")) << r.out;
+  // 4 channels pooled to one element each (a MaxPool over the whole 28 x 28 plane): the slices
+  // are still whole channels, 3 of them as large as 2, so the search goes on to 4 (it stopped at 2
+  // roots of 55,540 bytes until 2026-11-29).
+  CnnSpec gmp;
+  gmp.c = 1, gmp.h = 28, gmp.w = 28;
+  gmp.convs = {{4, 3, 1, 1, "MaxPool", 28}};
+  gmp.dense = {10};
+  const std::string gpath = tmp_path("conv_roots_gmp.onnx");
+  write_cnn(gpath, gmp);
+  const CmdResult rg = compile({gpath, "--mode", "layer-pipelined", "--compile-only", "--train.batch", "8"});
+  EXPECT_EQ(rg.rc, 0) << rg.err;
+  EXPECT_TRUE(contains(rg.out, "/Conv_0: 1x4 tiles")) << rg.out;
 }
 
 // 784-w-w-w-10 with ReLU and residual connections around fc2 and fc3 (h = h + relu(fc(h))).
