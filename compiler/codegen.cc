@@ -444,6 +444,12 @@ int intern_fitting(FabricProgram& prog, const std::string& prefix, const std::st
     return kernels::intern_image(prog, prefix, source, t);
   } catch (const AsmError& e) {
     const std::string msg = e.what();
+    if (msg.find("expected a descriptor register") != std::string::npos) {
+      // A kernel whose roles add up to more descriptors than the core has (a convolution's root
+      // with residual streams, replicas' sums and a long activation program, say).
+      throw CompileError(what + ": its PE's program needs more descriptor registers than core.dsd_regs (" + msg +
+                         "); use compile.replicas 1, or a larger core.dsd_regs");
+    }
     if (msg.find("does not fit in SRAM") == std::string::npos) throw;
     throw CompileError(what + ": its PE's program does not fit core.sram_kb (" + msg +
                        "); use a larger core.sram_kb, or a smaller model: fewer channels, smaller planes or pooling windows");
@@ -1240,8 +1246,11 @@ std::string conv_root_source(const ConvParams& cv, const PoolParams& q, int cq, 
   if (pooled) {
     dQs = a.mem("qring", uQ);
     dGq = a.mem("gq", uQ);
-    pd = PoolDsd{a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), a.mem("rr", 1), a.mem("cm", 1), a.mem("tt", 1),
-                 a.mem("zw", 1, 0), a.mem("tm", 1), "pdv"};
+    // A max's running gradient, compare and select scratch and zero; an average's table (cm)
+    // where it has one: an average needs none of the others (the root's 44 registers are few).
+    const bool max = q.kind == PoolParams::kMax, table = !max && !pool_uniform(q);
+    pd = PoolDsd{a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), a.mem("tm", 1), max ? a.mem("rr", 1) : "", max || table ? a.mem("cm", 1) : "",
+                 max ? a.mem("tt", 1) : "", max ? a.mem("zw", 1, 0) : "", a.mem("tm", 1), "pdv"};
   }
   sk.descriptors(c);
   const std::string dXs = post_sum ? a.mem("xs", uP) : "";
