@@ -153,7 +153,7 @@ double test_accuracy(const KernelGraph& g, const Plan& plan, const TrainConfig& 
   long long right = 0;
   std::vector<float> x(test.features);
   for (size_t i = 0; i < test.count; ++i) {
-    for (size_t k = 0; k < x.size(); ++k) x[k] = c.norm.apply(test.sample(i)[k]);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = c.norm.apply(test.sample(i)[k], k);
     const auto z = ref.forward(x.data());
     right += static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin()) == test.labels[i];
   }
@@ -215,6 +215,7 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     const KernelGraph g = validate_model(m, c.compile);
     print_graph(g, out);
     require_supported(g);
+    c.norm.graph = g.input_prep;  // the model's own preprocessing, in the input workers
     if (c.validate_only) return kExitOk;
     if (resolve_mode(c, g, out) == "weight-streaming") {
       return ws_train(c, m, g, model_path, out);

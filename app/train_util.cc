@@ -28,6 +28,15 @@ std::string fixed(double v, int prec) {
 void print_graph(const KernelGraph& g, std::ostream& out) {
   out << "kernel graph: input '" << g.input_name << "' (" << g.in_features << " features), " << g.layers.size()
       << (g.first_conv() >= 0 ? " kernel" : " dense kernel") << (g.layers.size() == 1 ? "" : "s") << ", " << g.parameters() << " parameters\n";
+  if (!g.input_prep.empty()) {
+    // The model's own preprocessing of its input (compiler/input_prep.h), as the input workers apply it.
+    out << "  input preprocessing (input workers): x";
+    for (const InputPrep& p : g.input_prep) {
+      const std::string c = p.c.size() == 1 ? exact(p.c[0]) : "c[" + std::to_string(p.c.size()) + "]";
+      out << " -> " << (p.const_first ? c + " " + p.symbol() + " x" : std::string("x ") + p.symbol() + " " + c);
+    }
+    out << "\n";
+  }
   for (const auto& l : g.layers) {
     std::string kind = "dense " + std::to_string(l.out) + " x " + std::to_string(l.in);
     if (l.conv.on) {

@@ -408,7 +408,7 @@ int ws_train(const TrainConfig& c, const OnnxModel& m, const KernelGraph& g, con
     std::vector<float> xn(test.count * test.features);
     std::vector<const float*> xs(test.count);
     for (size_t i = 0; i < test.count; ++i) {
-      for (size_t k = 0; k < test.features; ++k) xn[i * test.features + k] = c.norm.apply(test.sample(i)[k]);
+      for (size_t k = 0; k < test.features; ++k) xn[i * test.features + k] = c.norm.apply(test.sample(i)[k], k);
       xs[i] = &xn[i * test.features];
     }
     // The roots' tensors hold a LayerNorm's gamma and beta after the bias.

@@ -366,6 +366,60 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     f.pooled = true;
     return "";
   };
+  // An Add, Sub, Mul or Div of the model input (before any layer) by a constant that broadcasts
+  // over one sample: the input workers' step (input_prep.h). "" if taken, else why not.
+  auto take_input_prep = [&](const OnnxNode& n) -> std::string {
+    if (!f.pad.empty()) return "follows a Pad of zeros (" + f.pad_node + "), taken only before a Conv or an AveragePool";
+    const bool first = n.inputs[1] == f.value;  // the constant comes first: c - x, c / x
+    const std::string& cname = n.inputs[first ? 0 : 1];
+    const OnnxTensor* t = float_init(m, cname, n);
+    if (!t) {
+      return "an " + n.op_type + " of the model input is taken as preprocessing with a constant operand only; '" + cname +
+             "' is computed (elementwise ops between activations are not supported yet)";
+    }
+    // The sample's dimensions (the batch left out) and the constant's, right-aligned.
+    std::vector<int64_t> dims = f.rank == 4   ? std::vector<int64_t>{f.c, f.h, f.w}
+                                : f.rank == 3 ? std::vector<int64_t>{f.c, f.w}
+                                              : std::vector<int64_t>{f.features};
+    const std::vector<int64_t>& cd = t->dims;
+    const size_t r = dims.size() + 1;
+    bool ok = cd.size() <= r && (cd.size() < r || cd[0] == 1);
+    for (size_t i = 0; ok && i < cd.size() && i < dims.size(); ++i) {
+      const int64_t c = cd[cd.size() - 1 - i], d = dims[dims.size() - 1 - i];
+      ok = c == 1 || c == d;
+    }
+    if (!ok || t->numel() < 1) {
+      return "its constant '" + cname + "' of shape " + dims_str(cd) + " does not broadcast over one sample of the input (" + dims_str(dims) + ")";
+    }
+    InputPrep p;
+    p.node = n.name;
+    p.kind = n.op_type == "Add" ? InputPrep::kAdd : n.op_type == "Sub" ? InputPrep::kSub : n.op_type == "Mul" ? InputPrep::kMul : InputPrep::kDiv;
+    p.const_first = first;
+    if (t->numel() == 1) {
+      p.c = {t->f32[0]};
+    } else {
+      // Expanded to one value per feature: feature k's index in the constant, dimension by dimension.
+      p.c.resize(static_cast<size_t>(f.features));
+      for (int64_t k = 0; k < f.features; ++k) {
+        int64_t rest = k, idx = 0, stride = 1;
+        for (size_t i = 0; i < dims.size(); ++i) {
+          const size_t di = dims.size() - 1 - i;
+          const int64_t pos = rest % dims[di];
+          rest /= dims[di];
+          if (i < cd.size() && cd[cd.size() - 1 - i] != 1) idx += pos * stride;
+          if (i < cd.size()) stride *= cd[cd.size() - 1 - i];
+        }
+        p.c[static_cast<size_t>(k)] = t->f32[static_cast<size_t>(idx)];
+      }
+    }
+    if (p.kind == InputPrep::kDiv && !p.const_first && std::any_of(p.c.begin(), p.c.end(), [](float v) { return v == 0.0f; })) {
+      return "divides the model input by zero ('" + cname + "')";
+    }
+    g.input_prep.push_back(std::move(p));
+    g.notes.push_back(node_ref(n) + " of the model input by a constant: preprocessing, applied by the input workers as they feed each sample (after data.scale, data.mean and data.std)");
+    f.value = n.outputs[0];
+    return "";
+  };
   const OnnxNode* softmax_node = nullptr;  // a Softmax/LogSoftmax, absorbed only after the last layer
   size_t softmax_layers = 0;
 
@@ -409,6 +463,13 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     if (!n.domain.empty() && n.domain != "ai.onnx") {
       unsupported(n, "domain '" + n.domain + "' is not supported");
+      continue;
+    }
+    if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && f.known && f.dense < 0 && g.layers.empty() && n.inputs.size() == 2 &&
+        (n.inputs[0] == f.value || n.inputs[1] == f.value) && n.inputs[0] != n.inputs[1]) {
+      // The model's own preprocessing of its input (input_prep.h): a constant operand.
+      std::string why = take_input_prep(n);
+      if (!why.empty()) unsupported(n, why);
       continue;
     }
     if (!uses_flow(n) && op != "SoftmaxCrossEntropyLoss" && op != "NegativeLogLikelihoodLoss") {

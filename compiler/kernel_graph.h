@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/input_prep.h"
 #include "compiler/onnx_model.h"
 
 namespace wafersim::compiler {
@@ -120,6 +121,7 @@ struct Unsupported {
 struct KernelGraph {
   std::string input_name;
   int in_features = 0;
+  std::vector<InputPrep> input_prep;  // the model's own preprocessing of its input (input_prep.h)
   std::vector<DenseKernel> layers;
   std::string loss_node;       // the graph's loss node; "" when the loss was chosen by option
   bool output_softmax = false; // the graph ends in Softmax/LogSoftmax, absorbed by the loss kernel

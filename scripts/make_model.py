@@ -3,6 +3,7 @@
 
 Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu|gelu|...] [--seed 1]
                              [--opset 13] [--batch 1] [--loss none|graph] [--residual [post|pre]]
+                             [--input-norm]
                              [--conv 8c5,m2,16c5,m2 [--image 1x28x28]] [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
   --act     activation between Linear layers (none after the last): relu, sigmoid, tanh,
@@ -27,6 +28,8 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
             AdaptiveAvgPool2d(1) (GlobalAveragePool); then Flatten and
             Linear layers to the widths of --layers, whose first is taken from the planes
             (--layers 10: one Linear to 10 classes)
+  --input-norm  the model normalises its own input first: (x - mean) / std with constants
+            (per channel over --conv's planes), exported as Sub and Div of constants
   --seed    torch.manual_seed before the layers are built, so the initial weights repeat
   --opset   ONNX opset_version of the export
   --batch   batch size of the example input; the batch axis is exported as the symbol "batch"
@@ -201,6 +204,32 @@ def build(layers, act, residual=False, layernorm=False):
     return nn.Sequential(mods)
 
 
+class InputNorm(nn.Module):
+    """(x - mean) / std inside the model, as a model that normalises its own input exports it
+    (Sub and Div of constants): per channel over planes (mean 0.25 + 0.125 c, std 0.5 + 0.25 c),
+    one scalar pair over features. No parameters: the state dict keeps the network's names."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.planes = len(shape) > 1
+        self.c = shape[0]
+
+    def forward(self, x):
+        if not self.planes:
+            return (x - 0.25) / 0.5
+        view = [1, self.c] + [1] * (x.dim() - 2)
+        mean = torch.tensor([0.25 + 0.125 * c for c in range(self.c)]).view(*view)
+        std = torch.tensor([0.5 + 0.25 * c for c in range(self.c)]).view(*view)
+        return (x - mean) / std
+
+
+def with_input_norm(net, shape):
+    """`net` (a Sequential) after an InputNorm over samples of `shape` (C x H x W, C x L, or [features])."""
+    if not isinstance(net, nn.Sequential):
+        raise ValueError("--input-norm needs a Sequential network (not --residual)")
+    return nn.Sequential(collections.OrderedDict([("prep", InputNorm(shape))] + list(net.named_children())))
+
+
 class WithLoss(nn.Module):
     """(x, labels) -> mean cross entropy of the network's logits. Its parameters keep the
     network's names (fc1.weight, ...) because the network is not wrapped in a submodule."""
@@ -245,6 +274,7 @@ def main():
     ap.add_argument("--loss", choices=["none", "graph"], default="none")
     ap.add_argument("--residual", nargs="?", const="post", choices=["post", "pre"], default=None)
     ap.add_argument("--layernorm", action="store_true")
+    ap.add_argument("--input-norm", action="store_true")
     ap.add_argument("--conv", default="")
     ap.add_argument("--image", type=image, default=[1, 28, 28])
     ap.add_argument("--out", default="models/fc_mnist.onnx")
@@ -270,6 +300,10 @@ def main():
     else:
         net = build(a.layers, a.act, a.residual, a.layernorm)
         x = torch.zeros(a.batch, a.layers[0])
+    if a.input_norm:
+        if a.residual:
+            ap.error("--input-norm with --residual is not built yet")
+        net = with_input_norm(net, a.image if a.conv else [a.layers[0]])
     if a.loss == "graph":
         model, args = WithLoss(net), (x, torch.zeros(a.batch, dtype=torch.int64))
         names_in, names_out = ["input", "labels"], ["loss"]

@@ -77,6 +77,8 @@ SHAPES = [
     # Two LayerNorms of one width: torch exports the second's scale and bias (equal to the
     # first's at export) as Identity nodes of the first's; each is a parameter of its own.
     ("layernorm_shared_op13", [20, 12, 12, 5], "silu", 13, 33, 0.1, 0.9),
+    # The model normalises its own input ((x - mean) / std, constants): the input workers' step.
+    ("input_norm_op13", [20, 12, 5], "relu", 13, 42, 0.1, 0.9),
     # CNNs (CONV below): a LeNet-style one and one with LeakyReLU and AveragePool.
     ("lenet_op13", [10], "relu", 13, 18, 0.05, 0.9),
     ("leaky_avg_op17", [10], "leaky_relu", 17, 19, 0.05, 0.9),
@@ -86,6 +88,7 @@ SHAPES = [
     ("gmp_op13", [10], "relu", 13, 42, 0.05, 0.9),
     ("resnet_op13", [10], "relu", 13, 38, 0.05, 0.9),
     ("resnet_silu_op17", [10], "silu", 17, 39, 0.05, 0.9),
+    ("input_norm_conv_op17", [10], "tanh", 17, 44, 0.05, 0.9),
     # The activations written as programs (compiler/activations/): ONNX ops (Elu, Selu, Softplus,
     # HardSigmoid, Clip from Hardtanh and ReLU6, HardSwish at opset 17) and patterns the pass
     # fuse_activations finds (SiLU, Mish, Softsign, HardSwish below opset 17).
@@ -160,7 +163,8 @@ CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c
         "ws_sgd_resnet": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "ws_sgd_resnet_gelu": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12]),
         "ws_sgd_tanh_unpooled": ("4c3p1,5c3,g", [2, 8, 7]),
         "gmp_op13": ("4c3p1,m20", [1, 20, 20]), "ws_sgd_gmp": ("4c3p1,m2,6c3p1,m14", [1, 28, 28]),
-        "resnet_op13": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "resnet_silu_op17": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12])}
+        "resnet_op13": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]),
+        "input_norm_conv_op17": ("4c3p1,m2,5c3", [3, 10, 10]), "ws_sgd_input_norm_conv": ("4c3p1,m2", [3, 10, 10]), "resnet_silu_op17": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
@@ -189,11 +193,15 @@ WS_CASES += [
     ("ws_sgd_tanh_unpooled", [3], "tanh", 14, 40, "sgd", 0.05, 0.9),
     # A MaxPool over the whole plane (AdaptiveMaxPool2d(1)): its taps in a loop at the roots.
     ("ws_sgd_gmp", [10], "relu", 13, 41, "sgd", 0.05, 0.9),
+    # The model normalises its own input per channel ((x - mean) / std): the input workers' step.
+    ("ws_sgd_input_norm_conv", [10], "relu", 17, 43, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual, post or pre).
 RESIDUAL = {"residual_op14": "post", "ws_sgd_residual": "post", "residual_pre_gelu_op17": "pre", "ws_sgd_residual_pre": "pre"}
 # Cases built with a LayerNorm before each hidden activation (make_model.py --layernorm).
+# Cases whose model normalises its own input first (make_model.py --input-norm).
+INPUT_NORM = {"input_norm_op13", "input_norm_conv_op17", "ws_sgd_input_norm_conv"}
 LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17", "layernorm_replicas3", "layernorm_shared_op13", "ws_sgd_layernorm_shared", "ws_sgd_layernorm_gelu", "ws_adam_layernorm_relu"}
 WS_SYSTEMS = 2
 WS_STEPS = 3
@@ -248,6 +256,16 @@ def check_weights(name, got, sd32, sd64, net):
           f"training moved them by up to {moved:.2e}")
 
 
+def build_net(name, layers, act):
+    """Case `name`'s network (make_model.py's), initialised from torch's current seed."""
+    shape = CONV[name][1] if name in CONV else None
+    if name in CONV:
+        net = make_model.build_cnn(CONV[name][0], shape, layers, act)
+    else:
+        net = make_model.build(layers, act, RESIDUAL.get(name, False), name in LAYERNORM)
+    return make_model.with_input_norm(net, shape or [layers[0]]) if name in INPUT_NORM else net
+
+
 def make_case(workdir, name, layers, act, opset, seed):
     """A case's directory, its model (built and exported here) and B random samples with integer
     labels covering the classes (x.npy, y.npy there), and the generator that drew them."""
@@ -255,10 +273,7 @@ def make_case(workdir, name, layers, act, opset, seed):
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(seed)
     shape = CONV[name][1] if name in CONV else None
-    if name in CONV:
-        net = make_model.build_cnn(CONV[name][0], shape, layers, act)
-    else:
-        net = make_model.build(layers, act, RESIDUAL.get(name, False), name in LAYERNORM)
+    net = build_net(name, layers, act)
     model_path = os.path.join(d, "model.onnx")
     export(net, layers, opset, model_path, shape)
     rng = np.random.default_rng(seed)
@@ -503,8 +518,7 @@ def test_shape(wafersim, workdir, shape):
     xin = torch.from_numpy(xs.reshape(xs.shape[0], *shape) if shape else xs)
     with torch.no_grad():
         want = t_net(xin).numpy()
-        ck_net = (make_model.build_cnn(CONV[name][0], shape, layers, act) if shape
-                  else make_model.build(layers, act, RESIDUAL.get(name, False), name in LAYERNORM))
+        ck_net = build_net(name, layers, act)
         ck_net.load_state_dict(loaded)
         via_torch = ck_net(xin).numpy()
     a = maxdiff(run_onnx(ck, xs), want) if not shape else 0.0

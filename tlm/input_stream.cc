@@ -36,7 +36,7 @@ void InputStream::run() {
     for (int s = m_cfg.index; s < m_cfg.shard; s += m_cfg.workers) {
       const size_t idx = m_order.sample_at(first + s);
       const float* x = m_data.sample(idx);
-      for (size_t k = 0; k < n; ++k) m_buf[k] = m_order.normalize().apply(x[k]);
+      for (size_t k = 0; k < n; ++k) m_buf[k] = m_order.normalize().apply(x[k], k);
       const int32_t label = m_data.labels[idx];
       std::memcpy(&m_buf.back(), &label, 4);
       d += per_sample;

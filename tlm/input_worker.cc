@@ -49,7 +49,7 @@ void InputWorker::enqueue(long long first, long long count) {
     for (int k = 0; k < longest; ++k) {
       for (const auto& s : route.slices) {
         if (k >= s.len) continue;
-        const float v = m_norm.apply(x[s.off + k]);
+        const float v = m_norm.apply(x[s.off + k], static_cast<size_t>(s.off + k));
         uint32_t bits;
         std::memcpy(&bits, &v, 4);
         m_pending[static_cast<size_t>(s.channel)].push_back(Wavelet{bits, static_cast<uint8_t>(s.color), false});

@@ -8,6 +8,7 @@
 #include <deque>
 #include <vector>
 
+#include "compiler/input_prep.h"
 #include "hw/wavelet.h"
 #include "tlm/dataset.h"
 
@@ -31,9 +32,12 @@ struct InputRoute {
   int batch = 1;
 };
 
+// What the input workers do to each feature k of a sample: x' = (x * scale - mean) / std, then
+// the model's own preprocessing of its input (`graph`: compiler/input_prep.h), in its order.
 struct Normalize {
-  float scale = 1.0f / 255.0f, mean = 0.2860f, std = 0.3530f;  // x' = (x * scale - mean) / std
-  float apply(float x) const { return (x * scale - mean) / std; }
+  float scale = 1.0f / 255.0f, mean = 0.2860f, std = 0.3530f;
+  std::vector<compiler::InputPrep> graph;
+  float apply(float x, size_t k) const { return compiler::apply_input_prep(graph, (x * scale - mean) / std, k); }
 };
 
 class InputWorker {

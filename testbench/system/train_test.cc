@@ -88,7 +88,7 @@ uint64_t check_against_reference(const Spec& spec, int fabric, int batch, int ma
     for (int j = 0; j < batch; ++j) {
       const size_t i = order.sample_at(static_cast<long long>(s) * batch + j);
       std::vector<float> x(r.data.features);
-      for (size_t k = 0; k < x.size(); ++k) x[k] = r.norm.apply(r.data.sample(i)[k]);
+      for (size_t k = 0; k < x.size(); ++k) x[k] = r.norm.apply(r.data.sample(i)[k], k);
       xs.push_back(std::move(x));
       labels.push_back(r.data.labels[i]);
     }

@@ -137,7 +137,7 @@ void check_ws(const Spec& spec, int width, int height, int spacing, const WsOpti
       for (int j = 0; j < p.shard; ++j) {
         const size_t idx = order.sample_at(static_cast<long long>(s) * p.batch + i * p.shard + j);
         std::vector<float> x(r.data.features);
-        for (size_t k = 0; k < x.size(); ++k) x[k] = r.norm.apply(r.data.sample(idx)[k]);
+        for (size_t k = 0; k < x.size(); ++k) x[k] = r.norm.apply(r.data.sample(idx)[k], k);
         xs.push_back(std::move(x));
         labels.push_back(r.data.labels[idx]);
       }

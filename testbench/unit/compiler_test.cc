@@ -736,6 +736,60 @@ TEST(Compiler, ReshapeIdentityAndTrailingSoftmaxAreAccepted) {
   EXPECT_TRUE(contains(r.out, "every node is supported")) << r.out;
 }
 
+// The model's own preprocessing of its input ((x - mean) / std inside forward()): Add, Sub,
+// Mul and Div of the model input by constants that broadcast over a sample, before any layer,
+// become the input workers' steps (compiler/input_prep.h), in the graph's order; a constant
+// first (c - x) stays first.
+TEST(Compiler, ModelInputPreprocessingGoesToTheInputWorkers) {
+  Graph g;
+  g.input("input", onnx::TensorProto::FLOAT, {-1, 3, 2, 2});
+  g.init("mean", {3, 1, 1}, onnx::TensorProto::FLOAT, 0.25f);  // per channel: 0.25, 1.25, 2.25
+  g.init("two", {}, onnx::TensorProto::FLOAT, 2.0f);
+  g.node("Sub", "/prep/Sub", {"input", "mean"}, "centred");
+  g.node("Sub", "/prep/Neg", {"two", "centred"}, "flipped");  // 2 - x: the constant first
+  g.node("Flatten", "/Flatten", {"flipped"}, "flat");
+  g.linear("fc1", "flat", "logits", 12, 4);
+  g.output("logits", 4);
+  const std::string path = g.save("input_prep");
+  const CmdResult r = compile({path, "--validate-only"});
+  EXPECT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_TRUE(contains(r.out, "input preprocessing (input workers): x -> x - c[12] -> 2 - x\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "node '/prep/Sub' (Sub) of the model input by a constant")) << r.out;
+  const compiler::KernelGraph kg = compiler::build_kernel_graph(compiler::import_onnx(path), "softmax_xent");
+  ASSERT_EQ(kg.input_prep.size(), 2u);
+  const compiler::InputPrep& sub = kg.input_prep[0];
+  ASSERT_EQ(sub.c.size(), 12u);
+  for (size_t k = 0; k < 12; ++k) EXPECT_EQ(sub.c[k], 0.25f + static_cast<float>(k / 4)) << k;  // channel k / (2 x 2)
+  EXPECT_EQ(sub.apply(1.0f, 5), 1.0f - 1.25f);
+  EXPECT_TRUE(kg.input_prep[1].const_first);
+  EXPECT_EQ(compiler::apply_input_prep(kg.input_prep, 3.0f, 11), 2.0f - (3.0f - 2.25f));
+
+  // Refused by name: a constant that does not broadcast over a sample, a division by zero, and
+  // the same ops after a layer (elementwise ops between activations are not built).
+  auto refused = [&](const std::string& op, const std::vector<int64_t>& dims, float v, bool after_layer) {
+    Graph b;
+    b.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+    b.init("k", dims, onnx::TensorProto::FLOAT, v);
+    if (after_layer) {
+      b.linear("fc0", "input", "h", 16, 16);
+      b.node(op, "/" + op, {"h", "k"}, "a");
+    } else {
+      b.node(op, "/" + op, {"input", "k"}, "a");
+    }
+    b.linear("fc1", "a", "logits", 16, 4);
+    b.output("logits", 4);
+    const CmdResult e = compile({b.save("input_prep_" + op), "--validate-only"});
+    EXPECT_EQ(e.rc, kExitUsage) << e.err;
+    return e.err;
+  };
+  std::string e = refused("Sub", {2, 16}, 1.0f, false);  // one value per sample of a batch of 2
+  EXPECT_TRUE(contains(e, "its constant 'k' of shape [2, 16] does not broadcast over one sample of the input ([16]): node '/Sub'")) << e;
+  e = refused("Div", {}, 0.0f, false);
+  EXPECT_TRUE(contains(e, "divides the model input by zero ('k'): node '/Div'")) << e;
+  e = refused("Mul", {16}, 1.0f, true);
+  EXPECT_TRUE(contains(e, "Mul (1 node): op Mul is not in the kernel library: node '/Mul'")) << e;
+}
+
 // --- regressions: graphs the compiler once accepted or crashed on ---
 
 // Reshape (compiler/kernel_graph.cc): a target shape that is not a constant (here a graph

@@ -82,7 +82,7 @@ struct Starter : sc_core::sc_module {
 // The documented expectation: sample bytes (normalised features, then the label's bits).
 std::vector<unsigned char> expected_bytes(const Dataset& d, InputWorker& order, size_t idx) {
   std::vector<float> v;
-  for (size_t k = 0; k < d.features; ++k) v.push_back(order.normalize().apply(d.sample(idx)[k]));
+  for (size_t k = 0; k < d.features; ++k) v.push_back(order.normalize().apply(d.sample(idx)[k], k));
   v.push_back(0.0f);
   std::memcpy(&v.back(), &d.labels[idx], 4);
   std::vector<unsigned char> b(v.size() * 4);
