@@ -61,8 +61,8 @@ void print_graph(const KernelGraph& g, std::ostream& out) {
                             : l.residual == 0 ? std::string(" + the model input (residual)")
                                               : " + the input of " + g.layers[static_cast<size_t>(l.residual)].name + " (residual)";
     const std::string act = l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "";
-    out << "  " << l.name << ": " << kind << (l.bias.empty() ? "" : " + bias") << (l.ln.on ? " + layernorm" : "")
-        << (l.residual_pre ? res + act : act + res) << pool << "\n";
+    out << "  " << l.name << ": " << kind << (l.bias.empty() ? "" : " + bias") << (l.ln.on && !l.ln.post ? " + layernorm" : "")
+        << (l.residual_pre ? res + act : act + res) << (l.ln.on && l.ln.post ? " + layernorm" : "") << pool << "\n";
   }
   out << "  loss: softmax cross-entropy" << (g.loss_node.empty() ? " (chosen by --train.loss)" : " (node '" + g.loss_node + "')")
       << (g.output_softmax ? ", absorbing the graph's softmax" : "") << "\n";

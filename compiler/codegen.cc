@@ -827,7 +827,10 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
   // With a residual connection into it or a GELU, xring (the sums, or y) follows yring: slot i
   // at yring + X.
   const bool pre_sum = target && c.skip_pre;  // the sum before the activation: in acc
-  const bool xring = (target && !pre_sum) || gelu;
+  // A LayerNorm after the activation (ln->post) normalises a copy of y in xring's slot: y (or a
+  // GELU's z) stays for the derivative.
+  const bool ln_post = ln && ln->post;
+  const bool xring = (target && !pre_sum) || gelu || ln_post;
   if (!last) a.data(".space yring, fp32, " + S(static_cast<long long>(ln ? 4 : xring ? 2 : 1) * depth * no));
   if (ln) {
     a.data(".space lng, fp32, " + N + "\n.space lnb, fp32, " + N + "\n.space lnvg, fp32, " + N + "\n.space lnvb, fp32, " + N);
@@ -964,6 +967,13 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
     // The sum's gradient to the source, from sgo once the last send from it is through: before
     // the derivative, or after it where the sum is the activation's input.
     if (target && !pre_sum) sk.send_grad(dG);
+    auto ln_bwd = [&] {
+      // The LayerNorm's gradients, then its input's: g = r (g gamma - S1 / n - x^ S2 / n).
+      a << "addi r13, r11, " + S(2 * xoff) << "dbase " + dXh + ", r13" << "vfmac.fp32 " + dGLg + ", " + dG + ", " + dXh + ", " + dGLg
+        << "vadd.fp32 " + dGLb + ", " + dGLb + ", " + dG;
+      emit_ln_bwd(a, no, dG, dXh, dL1, dL2, dLg, dOnes, "r9", "r10", [&] { a << "addi r14, r11, " + S(3 * xoff) << "ld32 r13, [r14]"; });
+    };
+    if (ln_post) ln_bwd();  // the gradient at u, then at y
     if (gelu) {
       t4[0] = dT;
       emit_pre_act_bwd(a, act, alpha, dG, dYb, t4, dOnes);
@@ -971,12 +981,7 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
       emit_act_bwd(a, act, alpha, dG, dYb, dT, dOnes);
     }
     if (pre_sum) sk.send_grad(dG);
-    if (ln) {
-      // The LayerNorm's gradients, then its input's: g = r (g gamma - S1 / n - x^ S2 / n).
-      a << "addi r13, r11, " + S(2 * xoff) << "dbase " + dXh + ", r13" << "vfmac.fp32 " + dGLg + ", " + dG + ", " + dXh + ", " + dGLg
-        << "vadd.fp32 " + dGLb + ", " + dGLb + ", " + dG;
-      emit_ln_bwd(a, no, dG, dXh, dL1, dL2, dLg, dOnes, "r9", "r10", [&] { a << "addi r14, r11, " + S(3 * xoff) << "ld32 r13, [r14]"; });
-    }
+    if (ln && !ln_post) ln_bwd();
     a << "addi r11, r11, " + S(4LL * no) << "bne r11, r12, dx_nw" << "li r11, yring" << "dx_nw:" << "dbase " + dYb + ", r11";
     a << "jmp gcommon";
   }
@@ -984,7 +989,7 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
   a << "fwdgot:";
   if (!last) {
     std::string dSend = dYf;
-    if (ln) {
+    if (ln && !ln_post) {
       // u = gamma (z - mean) r + beta into acc, x^ and r kept (regions 3 and 4 of the ring).
       a << "addi r14, r3, " + S(2 * xoff) << "dbase " + dXh + ", r14";
       emit_ln_fwd(a, no, ln->eps, dAcc, dXh, dL1, dLs, "lsc", dOnes, dLg, dLb, [&] { a << "addi r14, r3, " + S(3 * xoff) << "st32 [r14], r13"; });
@@ -1003,6 +1008,14 @@ std::string root_source(int no, Activation act, const ActParams& alpha, bool las
       dSend = dXf;
     } else {
       emit_act_fwd(a, act, alpha, dYf, dAcc, dT, dOnes);
+    }
+    if (ln_post) {
+      // u = gamma (y - mean) r + beta in xring's slot (y copied there unless a GELU's is
+      // already), x^ and r kept (regions 3 and 4 of the ring); u is sent.
+      if (!gelu) a << "addi r13, r3, " + S(xoff) << "dbase " + dXf + ", r13" << "vmov.fp32 " + dXf + ", " + dYf;
+      a << "addi r14, r3, " + S(2 * xoff) << "dbase " + dXh + ", r14";
+      emit_ln_fwd(a, no, ln->eps, dXf, dXh, dL1, dLs, "lsc", dOnes, dLg, dLb, [&] { a << "addi r14, r3, " + S(3 * xoff) << "st32 [r14], r13"; });
+      dSend = dXf;
     }
     if (target && !pre_sum) {
       // X = X_k + R into xring's slot (waiting for the source's slice if need be), sent on.

@@ -192,16 +192,20 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   // taken, else why not.
   auto take_layernorm = [&](const OnnxNode& n, const FusedOp& fa) -> std::string {
     if (f.residual && f.residual_raw) return "a LayerNorm of a residual sum (post-norm, LayerNorm(h + W h + b)) is not supported yet";
-    if (f.dense < 0 || f.activated || f.pending_matmul || f.residual || g.layers[static_cast<size_t>(f.dense)].ln.on ||
-        g.layers[static_cast<size_t>(f.dense)].conv.on) {
-      return "a LayerNorm is supported on a dense layer's output (after its bias, before its activation)";
+    if (f.dense < 0 || f.pending_matmul || f.residual || g.layers[static_cast<size_t>(f.dense)].ln.on ||
+        g.layers[static_cast<size_t>(f.dense)].conv.on || f.pooled) {
+      return "a LayerNorm is supported on a dense layer's output (after its bias, before or after its activation)";
     }
+    // After the activation (nn.Sequential(Linear, GELU, LayerNorm)): the activation is taken
+    // before the normalisation at the layer's root(s).
+    const bool post = f.activated;
     if (fa.axis != -1) return "a LayerNorm over axis " + std::to_string(fa.axis) + "; only the feature axis (-1)";
     if (!(fa.eps > 0) || !std::isfinite(fa.eps)) return "epsilon = " + num(fa.eps) + " must be a positive number";
     if (fa.scale.empty() || fa.bias.empty()) return "a LayerNorm without its scale and bias (elementwise_affine=False) is not supported yet";
     DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
     LayerNormParams ln;
     ln.on = true;
+    ln.post = post;
     ln.node = n.name;
     ln.eps = fa.eps;
     ln.scale = fa.scale;
@@ -213,7 +217,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     d.ln = std::move(ln);
     g.notes.push_back("LayerNorm (" + std::to_string(fa.nodes.size()) + " node" + (fa.nodes.size() == 1 ? "" : "s") + " from " + node_ref(n) +
-                      ") fused into " + d.name);
+                      ") fused into " + d.name + (post ? " after its activation" : ""));
     return "";
   };
   // A Conv (with its bias) as a convolution kernel: "" if taken, else why not.
@@ -674,6 +678,10 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
           }
         }
         if (f.residual) { unsupported(n, "a second Add after a residual connection; each layer output takes one"); continue; }
+        if (d.ln.on && d.ln.post) {
+          unsupported(n, "a residual Add after a LayerNorm of the activated output (h + LayerNorm(act(W h + b))) is not supported yet");
+          continue;
+        }
         if (std::any_of(g.layers.begin(), g.layers.end(), [&](const DenseKernel& e) { return e.residual == k; })) {
           unsupported(n, "'" + other + "' already feeds a residual connection; each layer input feeds at most one");
           continue;

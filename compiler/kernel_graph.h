@@ -44,9 +44,12 @@ struct FusedOp {
 };
 
 // Layer normalisation of a dense kernel's output over its features, between the bias and the
-// activation: u = gamma (z - mean) / sqrt(var + eps) + beta, per sample.
+// activation: u = gamma (z - mean) / sqrt(var + eps) + beta, per sample; or (`post`) of the
+// activated output, after the activation: u = LayerNorm(act(z)) (nn.Sequential(Linear, GELU,
+// LayerNorm)), the activation's derivative then taken after the normalisation's backward.
 struct LayerNormParams {
   bool on = false;
+  bool post = false;
   std::string node;                    // the first ONNX node of the pattern
   std::string scale, bias;             // initializer names ("": none, gamma 1 or beta 0, not trained)
   float eps = 1e-5f;
@@ -93,7 +96,7 @@ struct DenseKernel {
   int in = 0, out = 0;
   Activation act = Activation::kNone;
   ActParams act_par;        // the activation's parameters (LeakyRelu's slope, Clip's bounds, ...)
-  LayerNormParams ln;       // a LayerNorm between the bias and the activation
+  LayerNormParams ln;       // a LayerNorm between the bias and the activation (or after it: ln.post)
   std::string act_node;     // the fused activation's node name
   // A residual connection: the activated output plus boundary `residual`'s values (0: the
   // model input, l: layer l's input; at most this layer's own), which have this layer's width:

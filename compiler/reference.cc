@@ -191,18 +191,25 @@ std::vector<float> Reference::run_forward(const float* x, std::vector<std::vecto
     const DenseKernel& dk = m_g.layers[static_cast<size_t>(l.index)];
     std::vector<float> xh;
     float rs = 0;
-    if (dk.ln.on) layer_norm(&z, st.lg[static_cast<size_t>(l.index)], st.lb[static_cast<size_t>(l.index)], dk.ln.eps, &xh, &rs);
+    if (dk.ln.on && !dk.ln.post) layer_norm(&z, st.lg[static_cast<size_t>(l.index)], st.lb[static_cast<size_t>(l.index)], dk.ln.eps, &xh, &rs);
     if (l.residual >= 0 && l.residual_pre) {
       // The target root's vadd before the activation: the source's value plus z.
       const auto& src = kept[static_cast<size_t>(l.residual)];
       for (size_t i = 0; i < z.size(); ++i) z[i] = src[i] + z[i];
     }
     for (int o = 0; o < l.out; ++o) y[static_cast<size_t>(o)] = last ? z[static_cast<size_t>(o)] : act_fwd(dk.act, z[static_cast<size_t>(o)], dk.act_par);
+    // A LayerNorm after the activation: of a copy of y, which stays for the derivative.
+    std::vector<float> u;
+    if (dk.ln.on && dk.ln.post) {
+      u = y;
+      layer_norm(&u, st.lg[static_cast<size_t>(l.index)], st.lb[static_cast<size_t>(l.index)], dk.ln.eps, &xh, &rs);
+    }
     if (xhats) xhats->push_back(std::move(xh));
     if (rstds) rstds->push_back(rs);
     if (inputs) inputs->push_back(cur);
     if (outputs) outputs->push_back(y);  // the activated output: its derivative is taken there
     if (pres) pres->push_back(std::move(z));  // the pre-activation: the GELUs' derivatives are taken there
+    if (dk.ln.on && dk.ln.post) y = std::move(u);
     if (l.residual >= 0 && !l.residual_pre) {
       // The target root's vadd: the source's value plus the activated output.
       const auto& src = kept[static_cast<size_t>(l.residual)];
@@ -350,17 +357,20 @@ std::vector<float> Reference::step(const std::vector<const float*>& xs, const st
         const ActParams alpha = m_g.layers[static_cast<size_t>(li) - 1].act_par;
         const auto& yprev = out[static_cast<size_t>(li) - 1];
         const auto& zprev = pre[static_cast<size_t>(li) - 1];
-        g.assign(dx.size(), 0.0f);
-        for (size_t k = 0; k < dx.size(); ++k) {
-          g[k] = act_grad(act, yprev[k], zprev[k], dx[k], alpha);
-        }
-        if (m_g.layers[static_cast<size_t>(li) - 1].ln.on) {
+        const LayerNormParams& ln = m_g.layers[static_cast<size_t>(li) - 1].ln;
+        auto ln_grad = [&](std::vector<float>* v) {
           const size_t lp = static_cast<size_t>(li) - 1;
           // With replicas the copy's own buffers, summed over the copies before the update.
           auto& vg = R > 1 ? GLG[static_cast<size_t>(s % R)][lp] : m_s.lvg[lp];
           auto& vbeta = R > 1 ? GLB[static_cast<size_t>(s % R)][lp] : m_s.lvb[lp];
-          layer_norm_grad(&g, xhat[lp], rstd[lp], m_s.lg[lp], &vg, &vbeta);
+          layer_norm_grad(v, xhat[lp], rstd[lp], m_s.lg[lp], &vg, &vbeta);
+        };
+        if (ln.on && ln.post) ln_grad(&dx);  // after the activation: its gradient first
+        g.assign(dx.size(), 0.0f);
+        for (size_t k = 0; k < dx.size(); ++k) {
+          g[k] = act_grad(act, yprev[k], zprev[k], dx[k], alpha);
         }
+        if (ln.on && !ln.post) ln_grad(&g);
         // A sum before the activation: the source's share is the gradient after the derivative.
         if (prev.residual >= 0 && prev.residual_pre) skip[static_cast<size_t>(li)] = g;
       }

@@ -768,7 +768,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       // taken at its output (this row's input of layer l); then through the root to every row.
       const long long n = static_cast<long long>(nI) * m;
       const int src = p.residual_source(l), tgt = p.residual_target(l);
-      const Activation act = p.act[static_cast<size_t>(l) - 1];
+      const Activation act = p.rows_bwd_act(l - 1);
       as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13"
          << std::string("li r14, ") + (act_needs_pre(act) ? "Z" : src >= 0 && !p.res_pre(l - 1) ? "R" : "X") + S(l) << "dbase " + dAllY + ", r14";
       // Residual connections: boundary l's gradient adds that of the sum it feeds (kept in
@@ -873,6 +873,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     const long long n = p.outs[static_cast<size_t>(l)];
     lnmax = std::max(lnmax, static_cast<int>(n));
     for (const char* b : {"LZ", "LX"}) as.data(".space " + std::string(b) + S(l) + ", fp32, " + S(n * m));
+    if (p.has_ln_post(l)) as.data(".space LY" + S(l) + ", fp32, " + S(n * m));  // y (or z) for the derivative
     as.data(".space LR" + S(l) + ", fp32, " + S(m));
     for (const char* b : {"LGM", "LBT", "LDG", "LDB"}) as.data(".space " + std::string(b) + S(l) + ", fp32, " + S(n));
   }
@@ -880,6 +881,11 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     for (const char* b : {"lt1", "lt2", "lones"}) as.data(".space " + std::string(b) + ", fp32, " + S(lnmax));
     as.data(".space lsc, fp32, 1");
   }
+  // A LayerNorm after an activation whose derivative is taken at z: the activation's fourth
+  // scratch vector (m long) at the root (tmp, tm and bb are the first three).
+  bool ln_pre_act = false;
+  for (int l = 0; l + 1 < L; ++l) ln_pre_act = ln_pre_act || (p.has_ln_post(l) && act_needs_pre(p.act[static_cast<size_t>(l)]));
+  if (ln_pre_act) as.data(".space lpt, fp32, " + S(m));
   as.data(".space lab, i32, " + S(m));
   as.data(".space cfg, i32, 2");
   as.data(".space tm, fp32, " + S(mv));
@@ -1113,13 +1119,33 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
          << "vmov.fp32 " + dLo + ", " + dB1 << "dbase " + dLo + ", r2" << "vmov.fp32 " + dLo + ", " + dB1 << "dbase " + dLzo + ", r3"
          << "vadd.fp32 " + dLzo + ", " + dChI + ", " + dBB << "addi r1, r1, 4" << "addi r2, r2, 4" << "addi r3, r3, " + S(M4)
          << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lay_" + L_;
+      const bool post = p.has_ln_post(l), pre = act_needs_pre(p.act[static_cast<size_t>(l)]);
+      const Activation lact = p.act[static_cast<size_t>(l)];
+      const ActParams& lpar = p.act_par[static_cast<size_t>(l)];
+      if (post) {
+        // The activation first, per output: y into LZ (normalised next), and into LY for the
+        // derivative, or z there where the derivative is taken at z.
+        per_output(1);
+        if (pre) as << "dmem " + dLt2 + ", lpt, " + S(m) + ", 1";
+        as << "li r3, LZ" + L_ << "li r4, LY" + L_ << "li r10, 0" << "lpa_" + L_ + ":" << "dbase " + dLzo + ", r3" << "dbase " + dLxo + ", r4";
+        if (pre) {
+          const std::string t[4] = {dTmp, dTm, dBB, dLt2};
+          as << "vmov.fp32 " + dLxo + ", " + dLzo;
+          emit_pre_act_fwd(as, lact, lpar, dLzo, dLxo, t, dOnes);
+        } else {
+          emit_act_fwd(as, lact, lpar, dLxo, dLzo, dTmp, dOnes);
+          as << "vmov.fp32 " + dLzo + ", " + dLxo;
+        }
+        as << "addi r3, r3, " + S(M4) << "addi r4, r4, " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lpa_" + L_;
+        if (pre) as << "dmem " + dLt2 + ", lt2, 1, 1";
+      }
       ln_lengths(l);
       as << "li r11, 0" << "li r15, 0" << "lns_" + L_ + ":" << "li r13, LZ" + L_ << "add r13, r13, r15" << "dbase " + dLz + ", r13"
          << "li r13, LX" + L_ << "add r13, r13, r15" << "dbase " + dLx + ", r13";
       emit_ln_fwd(as, nO, p.ln_eps[static_cast<size_t>(l)], dLz, dLx, dLt1, dLs, "lsc", dLones, dLg, dLb,
                   [&] { as << "li r14, LR" + L_ << "add r14, r14, r15" << "st32 [r14], r13"; });
       as << "addi r15, r15, 4" << "addi r11, r11, 1" << "li r13, " + S(m) << "bne r11, r13, lns_" + L_;
-      const Activation act = l + 1 < L && !p.rows_act(l) ? p.act[static_cast<size_t>(l)] : Activation::kNone;
+      const Activation act = l + 1 < L && !p.rows_act(l) && !post ? p.act[static_cast<size_t>(l)] : Activation::kNone;
       per_output(1);
       as << "li r3, LZ" + L_ << "li r10, 0" << "lno_" + L_ + ":" << "dbase " + dLzo + ", r3";
       emit_act_fwd(as, act, p.act_par[static_cast<size_t>(l)], dY, dLzo, dTmp, dOnes);
@@ -1269,10 +1295,29 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
                   [&] { as << "li r14, LR" + L_ << "add r14, r14, r15" << "ld32 r13, [r14]"; });
       as << "addi r15, r15, 4" << "addi r11, r11, 1" << "li r13, " + S(m) << "bne r11, r13, gs_" + L_;
       per_output(m);
-      as << "li r3, LZ" + L_ << "li r10, 0" << "gz_" + L_ + ":" << "dbase " + dLzo + ", r3" << "vmov.fp32 " + dRetO + ", " + dLzo
-         << "vsum.fp32 r13, " + dLzo;
+      // After the activation (ln_post): its derivative, per output, at y or z (LY).
+      const bool post = p.has_ln_post(l), pre = post && act_needs_pre(p.act[static_cast<size_t>(l)]);
+      if (pre) as << "dmem " + dLt2 + ", lpt, " + S(m) + ", 1";
+      as << "li r3, LZ" + L_ << "li r10, 0";
+      if (post) as << "li r4, LY" + L_;
+      as << "gz_" + L_ + ":" << "dbase " + dLzo + ", r3";
+      if (post) {
+        as << "dbase " + dLxo + ", r4";
+        const Activation act = p.act[static_cast<size_t>(l)];
+        const ActParams& par = p.act_par[static_cast<size_t>(l)];
+        if (pre) {
+          const std::string t[4] = {dTmp, dTm, dBB, dLt2};
+          emit_pre_act_bwd(as, act, par, dLzo, dLxo, t, dOnes);
+        } else {
+          emit_act_bwd(as, act, par, dLzo, dLxo, dTmp, dOnes);
+        }
+      }
+      as << "vmov.fp32 " + dRetO + ", " + dLzo << "vsum.fp32 r13, " + dLzo;
       db_out();
-      as << "addi r3, r3, " + S(M4) << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, gz_" + L_;
+      as << "addi r3, r3, " + S(M4);
+      if (post) as << "addi r4, r4, " + S(M4);
+      as << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, gz_" + L_;
+      if (pre) as << "dmem " + dLt2 + ", lt2, 1, 1";
       for (const char* b : {"LDG", "LDB"}) {
         as << "li r3, " + std::string(b) + L_ << "li r10, 0" << std::string(b) + "o_" + L_ + ":" << "ld32 r13, [r3]";
         db_out();

@@ -324,6 +324,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     p.outs.push_back(d.w_out());
     p.wcols.push_back(d.w_in());
     p.ln_on.push_back(d.ln.on ? 1 : 0);
+    p.ln_post.push_back(d.ln.on && d.ln.post ? 1 : 0);
     p.ln_eps.push_back(d.ln.eps);
     p.act.push_back(d.act);
     p.act_par.push_back(d.act_par);
@@ -441,7 +442,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   // A LayerNorm's root keeps the layer's outputs and x^ of its samples (2 n m), r (m), gamma,
   // beta and their gradients (4 n), and scratch of the widest (3 n).
   long ln_m = 0;
-  for (int l = 0; l < L; ++l) ln_m += p.has_ln(l) ? 2L * p.outs[static_cast<size_t>(l)] + 1 : 0;
+  // After the activation also y (or z) for its derivative (LY: n m).
+  for (int l = 0; l < L; ++l) ln_m += p.has_ln(l) ? (p.has_ln_post(l) ? 3L : 2L) * p.outs[static_cast<size_t>(l)] + 1 : 0;
   auto root_bytes = [&](long m, bool db = false) {
     return kCodeBytes + kLayerCode * L + 4 * (2 * nl * m + 6 * nl + (6 + pre_planes) * m * plane + conv_kept * m + conv_table + ln_m * m + ln_words +
                                               (ln_widest ? 3 * ln_widest + 4 : 0) + 16 + (db ? widths : 0));
@@ -761,6 +763,26 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       const double n = d.out, per = hw.core.decode_latency - 1 + 2;
       e.fwd_cycles += m * (9.0 * n + 60) + n * (2.0 * m + 14 + per);
       e.bwd_cycles += n * (3.0 * m + 16 + per) + m * (8.0 * n + 60) + n * (2.0 * m + 14 + per) + 2.0 * n * (8 + per);
+      if (p.has_ln_post(l)) {
+        // After the activation: the roots run its program per output over the m samples (each
+        // step an op's issue and its elements at the unit's rate) and a copy, forward before
+        // the normalisation and backward after it (ws_codegen.cc), in series with the rows.
+        auto ops = [&](bool fwd) {
+          const ActivationDef& def = activation(d.act);
+          const ActProgram prog = fwd ? def.fwd(d.act_par) : def.bwd(d.act_par);
+          double c = 0;
+          for (const ActProgram::Step& st : prog.steps()) {
+            const int rate = st.op == Op::kVmul || st.op == Op::kVmuls ? hw.core.mul_fp32
+                             : st.op == Op::kVexp || st.op == Op::kVrecip || st.op == Op::kVlog ? hw.core.special
+                             : st.op == Op::kVfmac || st.op == Op::kVfmacs ? hw.core.fmac_fp32
+                                                                            : hw.core.add_fp32;
+            c += per + m / std::max(1, rate);
+          }
+          return c;
+        };
+        e.fwd_cycles += n * (ops(true) + per + m + 6);
+        e.bwd_cycles += n * (ops(false) + 4);
+      }
     }
     if (l + 1 == L) {
       // The loss at the roots before the backward passes (ws_codegen.cc root_source): per sample

@@ -164,9 +164,16 @@ struct WsPlan {
   std::vector<int> outs, wcols;
   // Per layer: a LayerNorm after the bias, before the activation (at the roots, which hold every
   // output of their samples: docs/weight-streaming.md#layernorm), and its epsilon.
-  std::vector<int> ln_on;
+  // ln_post: after the activation (LayerNormParams::post): the roots apply the activation,
+  // keeping y (or z where its derivative is taken there: LY), then normalise; backward the
+  // normalisation's gradient, then the derivative, at the roots (the rows take none for it).
+  std::vector<int> ln_on, ln_post;
   std::vector<float> ln_eps;
   bool has_ln(int l) const { return l >= 0 && l < static_cast<int>(ln_on.size()) && ln_on[static_cast<size_t>(l)] != 0; }
+  bool has_ln_post(int l) const { return has_ln(l) && l < static_cast<int>(ln_post.size()) && ln_post[static_cast<size_t>(l)] != 0; }
+  // The activation whose derivative the feature rows take at boundary l + 1 (none where the
+  // roots take it: a LayerNorm after it).
+  Activation rows_bwd_act(int l) const { return has_ln_post(l) ? Activation::kNone : act[static_cast<size_t>(l)]; }
   // The values per output a layer's roots take with the weights (the bias; with a LayerNorm also
   // gamma and beta: MemoryX holds them as one tensor, b then gamma then beta) and give back
   // (db; d gamma and d beta).
@@ -186,7 +193,8 @@ struct WsPlan {
   // derivative is taken at z, which they keep: act_needs_pre). A convolution's roots apply
   // theirs before the pooling, keeping z themselves.
   // So do they where the residual sum comes before the activation (res_pre): they hold both.
-  bool rows_act(int l) const { return (act_needs_pre(act[static_cast<size_t>(l)]) || res_pre(l)) && !is_conv(l); }
+  // Not where a LayerNorm follows the activation: the roots apply it.
+  bool rows_act(int l) const { return (act_needs_pre(act[static_cast<size_t>(l)]) || res_pre(l)) && !is_conv(l) && !has_ln_post(l); }
   bool any_conv() const {
     for (const ConvParams& c : conv) {
       if (c.on) return true;

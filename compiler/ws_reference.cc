@@ -138,6 +138,7 @@ void conv_dx(const WsPlan& p, int l, const std::vector<float>& W, const std::vec
 struct LnKept {
   std::vector<std::vector<float>> xhat;
   std::vector<float> r;
+  std::vector<std::vector<float>> y;  // a LayerNorm after the activation: y, for the derivative
 };
 
 std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<std::vector<float>>& w,
@@ -145,7 +146,7 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
                                             std::vector<std::vector<float>>* outs = nullptr,
                                             std::vector<std::vector<float>>* pres = nullptr, const WsNorms& norms = {},
                                             LnKept* kept = nullptr) {
-  if (kept) kept->xhat.assign(static_cast<size_t>(p.layers) + 1, {}), kept->r.assign(static_cast<size_t>(p.layers) + 1, 0.0f);
+  if (kept) kept->xhat.assign(static_cast<size_t>(p.layers) + 1, {}), kept->r.assign(static_cast<size_t>(p.layers) + 1, 0.0f), kept->y.assign(static_cast<size_t>(p.layers) + 1, {});
   if (outs) outs->assign(static_cast<size_t>(p.layers) + 1, {});
   if (pres) pres->assign(static_cast<size_t>(p.layers) + 1, {});
   const int L = p.layers;
@@ -183,8 +184,14 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
       // activation.
       std::vector<float> xh;
       float r = 0;
-      layer_norm(&z, norms.g[static_cast<size_t>(l)], norms.b[static_cast<size_t>(l)], p.ln_eps[static_cast<size_t>(l)], &xh, &r);
-      for (int o = 0; o < no; ++o) y[static_cast<size_t>(o)] = act_fwd(p.act[static_cast<size_t>(l)], z[static_cast<size_t>(o)], p.act_par[static_cast<size_t>(l)]);
+      if (p.has_ln_post(l)) {
+        // After the activation: y (computed above) normalised; y and z stay for the derivative.
+        if (kept) kept->y[static_cast<size_t>(l) + 1] = y;
+        layer_norm(&y, norms.g[static_cast<size_t>(l)], norms.b[static_cast<size_t>(l)], p.ln_eps[static_cast<size_t>(l)], &xh, &r);
+      } else {
+        layer_norm(&z, norms.g[static_cast<size_t>(l)], norms.b[static_cast<size_t>(l)], p.ln_eps[static_cast<size_t>(l)], &xh, &r);
+        for (int o = 0; o < no; ++o) y[static_cast<size_t>(o)] = act_fwd(p.act[static_cast<size_t>(l)], z[static_cast<size_t>(o)], p.act_par[static_cast<size_t>(l)]);
+      }
       if (kept) kept->xhat[static_cast<size_t>(l) + 1] = std::move(xh), kept->r[static_cast<size_t>(l) + 1] = r;
     }
     if (const int k = p.residual_source(l + 1); k >= 0 && p.res_pre(l)) {
@@ -351,6 +358,17 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
           dbe[k] = c == C - 1 ? vb[k] : dbe[k] + vb[k];
         }
       }
+      if (p.has_ln_post(l)) {
+        // After the activation: its derivative at the roots, at y (or z), once normalised back.
+        for (int s = 0; s < S; ++s) {
+          const auto& y = lnk[static_cast<size_t>(s)].y[static_cast<size_t>(l) + 1];
+          const auto& z = pres[static_cast<size_t>(s)][static_cast<size_t>(l) + 1];
+          for (int o = 0; o < no; ++o) {
+            const size_t k = static_cast<size_t>(o);
+            dy[static_cast<size_t>(s)][k] = act_grad(p.act[static_cast<size_t>(l)], y[k], z[k], dy[static_cast<size_t>(s)][k], p.act_par[static_cast<size_t>(l)]);
+          }
+        }
+      }
     }
     if (p.is_conv(l)) {
       conv_grads(p, l, acts, dy, &dw, &db);
@@ -438,7 +456,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
       const bool post_sum = p.residual_source(l) >= 0 && !p.res_pre(l - 1);
       if (post_sum) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dx;
       const auto& y = post_sum ? outs[static_cast<size_t>(s)][static_cast<size_t>(l)] : acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
-      const Activation act = p.act[static_cast<size_t>(l) - 1];
+      const Activation act = p.rows_bwd_act(l - 1);  // none where the roots take it (ln_post)
       const auto& z = pres[static_cast<size_t>(s)][static_cast<size_t>(l)];
       for (int k = 0; k < ni; ++k) {
         const size_t i = static_cast<size_t>(k);

@@ -2,7 +2,7 @@
 """Builds a fully connected network with PyTorch and exports it to ONNX, the compiler's input.
 
 Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu|gelu|...] [--seed 1]
-                             [--opset 13] [--batch 1] [--loss none|graph] [--residual [post|pre]]
+                             [--opset 13] [--batch 1] [--loss none|graph] [--residual [post|pre]] [--layernorm [pre|post]]
                              [--input-norm]
                              [--conv 8c5,m2,16c5,m2 [--image 1x28x28]] [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
@@ -13,7 +13,8 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
             activated output: h = h + act(fc(h)) (a residual MLP; the same parameter names);
             --residual pre adds it before the activation: h = act(fc(h) + h), as ResNet's blocks
   --layernorm  each hidden layer normalises its output before the activation: act(norm(fc(h)))
-            (nn.LayerNorm, parameters normN.weight and normN.bias)
+            (nn.LayerNorm, parameters normN.weight and normN.bias); --layernorm post after it:
+            norm(act(fc(h)))
   --conv    a CNN: convolutions and pooling over --image (C x H x W; C x L: one-dimensional,
             Conv1d and its pools) before the Linear layers,
             comma-separated: NcK[sS][pP] a Conv2d of N channels, K x K, stride S, padding P
@@ -191,16 +192,19 @@ def build_cnn(spec, img, layers, act):
 
 
 def build(layers, act, residual=False, layernorm=False):
-    """residual: False, True or "post" (h + act(fc(h))), or "pre" (act(fc(h) + h))."""
+    """residual: False, True or "post" (h + act(fc(h))), or "pre" (act(fc(h) + h)); layernorm:
+    False, True or "pre" (act(norm(fc(h)))), or "post" (norm(act(fc(h))))."""
     if residual:
         return ResidualMlp(layers, act, residual == "pre")
     mods = collections.OrderedDict(flatten=nn.Flatten())
     for i in range(len(layers) - 1):
         mods[f"fc{i + 1}"] = nn.Linear(layers[i], layers[i + 1])
         if i < len(layers) - 2:
-            if layernorm:
+            if layernorm and layernorm != "post":
                 mods[f"norm{i + 1}"] = nn.LayerNorm(layers[i + 1])
             mods[f"act{i + 1}"] = ACTIVATIONS[act]()
+            if layernorm == "post":
+                mods[f"norm{i + 1}"] = nn.LayerNorm(layers[i + 1])
     return nn.Sequential(mods)
 
 
@@ -273,7 +277,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--loss", choices=["none", "graph"], default="none")
     ap.add_argument("--residual", nargs="?", const="post", choices=["post", "pre"], default=None)
-    ap.add_argument("--layernorm", action="store_true")
+    ap.add_argument("--layernorm", nargs="?", const="pre", choices=["pre", "post"], default=None)
     ap.add_argument("--input-norm", action="store_true")
     ap.add_argument("--conv", default="")
     ap.add_argument("--image", type=image, default=[1, 28, 28])

@@ -46,6 +46,8 @@ struct MlpSpec {
   // A LayerNormalization (opset 17) on each hidden layer's output, before its activation, with
   // scale and bias initializers near 1 and 0 (scripts/make_model.py --layernorm).
   bool layernorm = false;
+  // The LayerNorm after the activation instead (scripts/make_model.py --layernorm post).
+  bool layernorm_post = false;
 };
 
 inline float lcg_uniform(uint64_t* s) {  // in [-1, 1)
@@ -106,7 +108,7 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
     tb->set_type(onnx::AttributeProto::INT);
     tb->set_i(1);
     cur = "/" + fc + "/Gemm_output_0";
-    if (l + 1 < L && spec.layernorm) {
+    auto layernorm = [&] {
       const std::string nm = "norm" + std::to_string(l + 1);
       add_init(nm + ".weight", {out}, static_cast<size_t>(out));  // scale * u(-1, 1), then moved to near 1
       for (auto& v : *g->mutable_initializer(g->initializer_size() - 1)->mutable_float_data()) v = 1.0f + 0.25f * v / scale;
@@ -123,7 +125,8 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       ax->set_name("axis");
       ax->set_type(onnx::AttributeProto::INT);
       ax->set_i(-1);
-    }
+    };
+    if (l + 1 < L && spec.layernorm && !spec.layernorm_post) layernorm();
     // A residual block ending at layer l adds its input here (before the activation: pre) or
     // after the activation (post).
     auto residual_add = [&] {
@@ -180,6 +183,7 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       cur = "/act" + std::to_string(l + 1) + "/" + spec.act + "_output_0";
       a->add_output(cur);
     }
+    if (l + 1 < L && spec.layernorm && spec.layernorm_post) layernorm();
     if (l + 1 < L && !spec.residual_pre) residual_add();
   }
   g->mutable_node(g->node_size() - 1)->set_output(0, "logits");

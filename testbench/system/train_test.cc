@@ -223,6 +223,17 @@ TEST(Training, LayerNormMatchesReference) {
   check_against_reference(spec, 40, 6, 60, 3, "layernorm");
 }
 
+// LayerNorm after each hidden activation (nn.Sequential(Linear, act, LayerNorm)): the root
+// normalises a copy of y (a GELU's z kept), backward the norm's gradient before the derivative;
+// with 2 replicas too. Bit for bit, 3 steps.
+TEST(Training, PostActivationLayerNormMatchesReference) {
+  MlpSpec spec{{24, 16, 12, 5}, "Gelu", 7, 17};
+  spec.layernorm = spec.layernorm_post = true;
+  check_against_reference(spec, 40, 6, 60, 3, "layernorm_post");
+  spec.act = "Tanh";
+  check_against_reference(spec, 48, 6, 0, 3, "layernorm_post_replicas2", 1, {}, 2);
+}
+
 // Copies of an MLP with LayerNorm: each copy's LayerNorm roots add gamma's and beta's
 // gradients into the same segment of the column's sum as the bias's; and GELU with replicas
 // (its scratch once shared a symbol with the sum's buffer).
@@ -402,6 +413,19 @@ TEST(Training, LayerNormRefusalsNameTheNode) {
   const KernelGraph gw = validate_model(import_onnx(wpath), co);
   EXPECT_NE(message([&] { place_layers(gw, hw, po); }).find("in the one slice the LayerNorm '/norm1/LayerNormalization' leaves it"),
             std::string::npos);
+  // A LayerNorm after the activation is taken (ln.post); a residual Add after it is not yet.
+  MlpSpec post{{16, 16, 16, 4}, "Relu", 7, 17};
+  post.layernorm = post.layernorm_post = true;
+  const std::string ppath = tmp_path("layernorm_post.onnx");
+  write_mlp(ppath, post);
+  const KernelGraph gp = validate_model(import_onnx(ppath), co);
+  ASSERT_TRUE(gp.unsupported.empty());
+  EXPECT_TRUE(gp.layers[0].ln.on && gp.layers[0].ln.post && gp.layers[1].ln.post && !gp.layers[2].ln.on);
+  post.residual = true;
+  write_mlp(ppath, post);
+  const KernelGraph gr = validate_model(import_onnx(ppath), co);
+  ASSERT_FALSE(gr.unsupported.empty());
+  EXPECT_EQ(gr.unsupported[0].why, "a residual Add after a LayerNorm of the activated output (h + LayerNorm(act(W h + b))) is not supported yet");
 }
 
 // The same with two copies of the model (each its own residual streams).

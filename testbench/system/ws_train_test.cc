@@ -595,6 +595,29 @@ TEST(WsTraining, LayerNormMatchesTheReference) {
   check_ws(ln_spec({12, 9, 7, 3}, "Relu"), 12, 20, 4, o, 3, "ws_ln");
 }
 
+// LayerNorm after each hidden activation: the roots apply the activation (keeping y, or a
+// GELU's z), normalise, and backward take the norm's gradient, then the derivative; the rows
+// take none. Bit for bit against ws_reference.cc.
+TEST(WsTraining, PostActivationLayerNormMatchesTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  MlpSpec spec = ln_spec({12, 9, 7, 3}, "Sigmoid");
+  spec.layernorm_post = true;
+  check_ws(spec, 12, 20, 4, o, 3, "ws_ln_post");
+}
+
+TEST(WsTraining, PostActivationLayerNormWithGelu) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 6;
+  o.columns = 3;
+  MlpSpec spec = ln_spec({14, 10, 8, 4}, "Gelu");
+  spec.layernorm_post = true;
+  check_ws(spec, 14, 20, 4, o, 3, "ws_ln_post_gelu");
+}
+
 TEST(WsTraining, GridLayerNormWithGelu) {
   SKIP_IF_KERNEL_STARTED();
   WsOptions o;
