@@ -60,7 +60,7 @@ void print_graph(const KernelGraph& g, std::ostream& out) {
     const std::string res = l.residual < 0 ? std::string()
                             : l.residual == 0 ? std::string(" + the model input (residual)")
                                               : " + the input of " + g.layers[static_cast<size_t>(l.residual)].name + " (residual)";
-    const std::string act = l.act != Activation::kNone ? std::string(" + ") + activation_name(l.act) : "";
+    const std::string act = l.act != Activation::kNone ? " + " + activation_text(l.act, l.act_par) : "";
     out << "  " << l.name << ": " << kind << (l.bias.empty() ? "" : " + bias") << (l.ln.on && !l.ln.post ? " + layernorm" : "")
         << (l.residual_pre ? res + act : act + res) << (l.ln.on && l.ln.post ? " + layernorm" : "") << pool << "\n";
   }

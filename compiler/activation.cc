@@ -1,5 +1,7 @@
 #include "compiler/activation.h"
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -81,6 +83,19 @@ ActProgram& ActProgram::op(Op o, Slot d, std::initializer_list<Slot> src, float 
   return *this;
 }
 
+ActProgram& ActProgram::append(const ActProgram& other, const std::array<Slot, kSlots>& to) {
+  for (const Step& st : other.steps()) {
+    auto r = [&](Slot x) { return to[static_cast<size_t>(x)]; };
+    switch (st.nsrc) {
+      case 0: op(st.op, r(st.d), {}, st.s); break;
+      case 1: op(st.op, r(st.d), {r(st.a)}, st.s); break;
+      case 2: op(st.op, r(st.d), {r(st.a), r(st.b)}, st.s); break;
+      default: op(st.op, r(st.d), {r(st.a), r(st.b), r(st.c)}, st.s); break;
+    }
+  }
+  return *this;
+}
+
 bool ActProgram::uses(Slot s) const {
   for (const Step& st : m_steps) {
     const Slot src[3] = {st.a, st.b, st.c};
@@ -148,6 +163,21 @@ const ActivationDef* activation_by_name(const std::string& name) {
 
 bool act_needs_pre(Activation a) { return activation(a).pre; }
 const char* activation_name(Activation a) { return activation(a).name; }
+
+std::string activation_text(Activation a, const ActParams& p) {
+  if (a != Activation::kChain) return activation_name(a);
+  std::string s = p.base == Activation::kNone ? "x" : activation_name(p.base);
+  auto num = [](float v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.9g", static_cast<double>(v));
+    return std::string(b);
+  };
+  for (int i = 0; i < p.posts; ++i) {
+    if (p.mul[i] != 1.0f) s += " * " + num(p.mul[i]);
+    if (p.add[i] != 0.0f) s += (p.add[i] < 0 ? " - " : " + ") + num(std::fabs(p.add[i]));
+  }
+  return s;
+}
 
 namespace {
 

@@ -64,6 +64,9 @@ class ActProgram {
   ActProgram& fmacs(Slot d, Slot a, Slot b, float s) { return op(Op::kVfmacs, d, {a, b}, s); }
   ActProgram& fill(Slot d, float s) { return op(Op::kVfill, d, {}, s); }
 
+  // Every step of `other` with its slots renamed by `to` (to[s] for slot s).
+  ActProgram& append(const ActProgram& other, const std::array<Slot, kSlots>& to);
+
   const std::vector<Step>& steps() const { return m_steps; }
   bool uses(Slot s) const;  // read or written by a step
   int temps() const;        // scratch vectors used (T0.. in order)

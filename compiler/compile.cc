@@ -214,7 +214,7 @@ nlohmann::json compile_report(const KernelGraph& g, const Plan& plan, const Rout
     total_macs += l.macs();
     const DenseKernel& d = g.layers[static_cast<size_t>(l.index)];
     k.push_back({{"name", d.name},
-                 {"kernel", std::string(d.conv.on ? "conv" : "dense") + (d.act != Activation::kNone ? "+" + std::string(activation_name(d.act)) : "") +
+                 {"kernel", std::string(d.conv.on ? "conv" : "dense") + (d.act != Activation::kNone ? "+" + activation_text(d.act, d.act_par) : "") +
                                 (d.pool.kind == PoolParams::kMax ? "+maxpool" : d.pool.kind == PoolParams::kAvg ? "+avgpool" : "") +
                                 (l.index + 1 == static_cast<int>(plan.layers.size()) ? "+softmax_xent" : "")},
                  {"shape", d.conv.on ? std::to_string(d.conv.co) + "x" + std::to_string(d.conv.c) + "x" + std::to_string(d.conv.kh) + "x" +

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -424,6 +425,58 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     f.value = n.outputs[0];
     return "";
   };
+  // A Mul, Div, Add, Sub of the flow by a one-element float constant, or a Neg of it: the step
+  // (y mul + add), or nothing. Sets `first` where the constant comes first.
+  struct ScalarStep {
+    float mul = 1, add = 0;
+    std::string why;  // a step the kernels cannot take
+  };
+  auto scalar_operand = [&](const OnnxNode& n) -> std::optional<ScalarStep> {
+    const std::string& op = n.op_type;
+    if (op == "Neg" && n.inputs.size() == 1 && n.inputs[0] == f.value) return ScalarStep{-1, 0, ""};
+    if ((op != "Mul" && op != "Div" && op != "Add" && op != "Sub") || n.inputs.size() != 2) return std::nullopt;
+    const bool first = n.inputs[1] == f.value;
+    if (!first && n.inputs[0] != f.value) return std::nullopt;
+    auto it = m.initializers.find(n.inputs[first ? 0 : 1]);
+    if (it == m.initializers.end() || it->second.elem_type != kOnnxFloat || it->second.numel() != 1 || it->second.f32.size() != 1) return std::nullopt;
+    const float c = it->second.f32[0];
+    ScalarStep st;
+    if (!std::isfinite(c)) st.why = "its constant is not a finite number";
+    if (op == "Mul") st.mul = c;
+    if (op == "Add") st.add = c;
+    if (op == "Sub") st.mul = first ? -1.0f : 1.0f, st.add = first ? c : -c;
+    if (op == "Div") {
+      if (first) st.why = "c / x (a reciprocal of the activations) is not supported yet";
+      else if (c == 0.0f) st.why = "divides by zero";
+      else st.mul = 1.0f / c;  // a multiplication by the reciprocal (activations/chain.cc)
+    }
+    return st;
+  };
+  // Takes step `st` of node `n` into the dense kernel's activation: "" if taken, else why not.
+  auto take_scalar_step = [&](const OnnxNode& n, const ScalarStep& st) -> std::string {
+    if (!st.why.empty()) return st.why;
+    if (f.pending_matmul) return "a MatMul needs its bias Add before the next op";
+    if (f.residual) return "a scalar step of a residual sum is not supported yet (it is taken on a layer's activated output)";
+    if (f.pooled) return "a scalar step after pooling is not supported yet; put it before the pooling";
+    DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+    if (d.ln.on && d.ln.post) return "a scalar step after a LayerNorm of the activated output is not supported yet";
+    if (d.act != Activation::kChain) {
+      ActParams p;
+      p.a = d.act_par.a, p.b = d.act_par.b;
+      p.base = d.act;
+      d.act_par = p;
+      d.act = Activation::kChain;
+      if (d.act_node.empty()) d.act_node = n.name;
+    }
+    ActParams& p = d.act_par;
+    if (p.posts == ActParams::kMaxPosts) return "more than " + std::to_string(ActParams::kMaxPosts) + " scalar steps after one activation";
+    p.mul[p.posts] = st.mul, p.add[p.posts] = st.add;
+    ++p.posts;
+    g.notes.push_back(node_ref(n) + " fused into " + d.name + "'s activation (y * " + num(st.mul) + " + " + num(st.add) + ")");
+    f.activated = true;
+    f.value = n.outputs[0];
+    return "";
+  };
   const OnnxNode* softmax_node = nullptr;  // a Softmax/LogSoftmax, absorbed only after the last layer
   size_t softmax_layers = 0;
 
@@ -467,6 +520,12 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     }
     if (!n.domain.empty() && n.domain != "ai.onnx") {
       unsupported(n, "domain '" + n.domain + "' is not supported");
+      continue;
+    }
+    if (auto sc = f.known && f.dense >= 0 && !f.pending_matmul ? scalar_operand(n) : std::nullopt; sc) {
+      // A scalar step of a layer's activated output (activations/chain.cc).
+      std::string why = take_scalar_step(n, *sc);
+      if (!why.empty()) unsupported(n, why);
       continue;
     }
     if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && f.known && f.dense < 0 && g.layers.empty() && n.inputs.size() == 2 &&
@@ -799,8 +858,12 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   } else if (f.known && !g.layers.empty() && g.layers.back().act != Activation::kNone) {
     const std::string& act = g.layers.back().act_node;
     auto it = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const OnnxNode& n) { return n.name == act; });
+    const DenseKernel& d = g.layers.back();
+    const bool scaled = d.act == Activation::kChain && d.act_par.base == Activation::kNone;
     g.unsupported.push_back({act, it == m.nodes.end() ? std::string("?") : it->op_type,
-                             "the last layer feeds softmax cross-entropy and must not have an activation"});
+                             scaled ? "a scalar step of the logits (a temperature) is not supported yet; the last layer feeds softmax "
+                                      "cross-entropy directly"
+                                    : "the last layer feeds softmax cross-entropy and must not have an activation"});
   }
   return g;
 }

@@ -19,7 +19,8 @@ namespace wafersim::compiler {
 // The dense kernels' activations, each defined in compiler/activations/ (activation.h). kGelu:
 // x Phi(x) (torch's default, the Erf form); kGeluTanh: its tanh approximation. Some take their
 // derivative at the pre-activation (act_needs_pre: the GELUs), the others at the output.
-enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu, kGelu, kGeluTanh, kElu, kSelu, kSoftplus, kSoftsign, kHardSigmoid, kClip, kSilu, kHardSwish, kMish };
+// kChain: an activation followed by scalar steps (compiler/activations/chain.cc).
+enum class Activation { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu, kGelu, kGeluTanh, kElu, kSelu, kSoftplus, kSoftsign, kHardSigmoid, kClip, kSilu, kHardSwish, kMish, kChain };
 const char* activation_name(Activation a);
 bool act_needs_pre(Activation a);
 
@@ -27,7 +28,16 @@ bool act_needs_pre(Activation a);
 // (a, b); Clip's min and max (a, b).
 struct ActParams {
   float a = 0, b = 0;
+  // Activation::kChain: the activation `base` (its parameters a and b), then `posts` scalar
+  // steps y = y mul[i] + add[i]: a Mul, Div, Add, Sub or Neg of the activated output by a
+  // constant, which the kernel graph fuses (0.5 * relu(fc(h)), 2 * sigmoid(z) - 1).
+  static constexpr int kMaxPosts = 4;
+  Activation base = Activation::kNone;
+  int posts = 0;
+  float mul[kMaxPosts] = {1, 1, 1, 1}, add[kMaxPosts] = {0, 0, 0, 0};
 };
+// "relu", or a chain's "relu * 0.5 + 1" (reports).
+std::string activation_text(Activation a, const ActParams& p);
 
 // A pattern the rewrite passes recognised (fuse_gelu, fuse_layernorm): its ONNX nodes, the value
 // it reads and the value it writes. The kernel graph takes a GELU as one activation and a

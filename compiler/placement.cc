@@ -40,7 +40,13 @@ constexpr double kCoupling = 0.2, kCoupleFromConsumer = 0.5, kCoupleFromProducer
 constexpr double kInfeasible = 1e12;
 
 // Vector ops per element a root's activation costs (ActivationDef::cost).
-double act_cost(Activation a) { return activation(a).cost; }
+// A chain (activations/chain.cc): its activation's, a step each, and backward the activation's
+// y again from z where it takes its derivative at y.
+double act_cost(Activation a, const ActParams& p) {
+  if (a != Activation::kChain) return activation(a).cost;
+  const ActivationDef& d = activation(p.base);
+  return d.cost * (d.pre ? 1.0 : 1.5) + p.posts;
+}
 
 // n features in p slices of whole units (a convolution's channel planes; 1 elsewhere).
 std::vector<int> split(int n, int p, int unit = 1) {
@@ -334,7 +340,7 @@ struct Search {
     // With replicas, V += the summed gradients and the buffer cleared (adder rate).
     if (grad) e.update_per_batch += 2.0 * ni * no / hw.core.add_fp32;
     const bool last = l + 1 == static_cast<int>(g.layers.size());
-    e.root = kRootFixed + no * (2 + 2 * act_cost(d.act)) + (last ? kLossFixed + 8.0 * no : 0);
+    e.root = kRootFixed + no * (2 + 2 * act_cost(d.act, d.act_par)) + (last ? kLossFixed + 8.0 * no : 0);
     // A residual connection's target root adds the source's values (a vadd) and keeps and sends
     // the sum's gradient (a vmov, a send); the source's root adds that gradient (a vadd) and
     // sends its values once more.

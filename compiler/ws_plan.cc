@@ -721,7 +721,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // at y (after a residual sum, res_pre) its program's ops and the sum's vadd.
       auto rows_ops = [&](int k, bool fwd) {
         const Activation act = p.act[static_cast<size_t>(k)];
-        if (act_needs_pre(act)) return act == Activation::kGelu ? (fwd ? 26.0 : 31.0) : (fwd ? 12.0 : 18.0);
+        if (act_needs_pre(act) && act != Activation::kChain) return act == Activation::kGelu ? (fwd ? 26.0 : 31.0) : (fwd ? 12.0 : 18.0);
         const ActivationDef& def = activation(act);
         const ActParams& par = p.act_par[static_cast<size_t>(k)];
         double c = 0;  // each step at its unit's rate (elements a cycle)

@@ -3,7 +3,7 @@
 
 Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu|gelu|...] [--seed 1]
                              [--opset 13] [--batch 1] [--loss none|graph] [--residual [post|pre]] [--layernorm [pre|post]]
-                             [--input-norm]
+                             [--input-norm] [--post-act MUL,ADD]
                              [--conv 8c5,m2,16c5,m2 [--image 1x28x28]] [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
   --act     activation between Linear layers (none after the last): relu, sigmoid, tanh,
@@ -29,6 +29,7 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
             AdaptiveAvgPool2d(1) (GlobalAveragePool); then Flatten and
             Linear layers to the widths of --layers, whose first is taken from the planes
             (--layers 10: one Linear to 10 classes)
+  --post-act MUL,ADD  each activation followed by * MUL + ADD (Mul and Add of constants)
   --input-norm  the model normalises its own input first: (x - mean) / std with constants
             (per channel over --conv's planes), exported as Sub and Div of constants
   --seed    torch.manual_seed before the layers are built, so the initial weights repeat
@@ -63,6 +64,27 @@ ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "leaky_r
                "mish": nn.Mish}
 
 
+# --post-act MUL,ADD: each activation followed by * MUL + ADD (exported as Mul and Add of
+# constants, which the kernel graph fuses into the layer's activation); None: none.
+POST_ACT = None
+
+
+class Affine(nn.Module):
+    def __init__(self, mul, add):
+        super().__init__()
+        self.mul, self.add = mul, add
+
+    def forward(self, x):
+        return x * self.mul + self.add
+
+
+def make_act(act):
+    """The activation module `act`, followed by POST_ACT's step where set."""
+    if POST_ACT is None:
+        return ACTIVATIONS[act]()
+    return nn.Sequential(ACTIVATIONS[act](), Affine(*POST_ACT))
+
+
 def widths(text):
     try:
         w = [int(x) for x in text.split(",")]
@@ -86,7 +108,7 @@ class ResidualMlp(nn.Module):
         for i in range(len(layers) - 1):
             setattr(self, f"fc{i + 1}", nn.Linear(layers[i], layers[i + 1]))
             if i < len(layers) - 2:
-                setattr(self, f"act{i + 1}", ACTIVATIONS[act]())
+                setattr(self, f"act{i + 1}", make_act(act))
 
     def forward(self, x):
         x = self.flatten(x)
@@ -111,8 +133,8 @@ class ConvBlock(nn.Module):
     def __init__(self, c, k, act, pre, one_d):
         super().__init__()
         conv = nn.Conv1d if one_d else nn.Conv2d
-        self.conv1, self.act1 = conv(c, c, k, padding=k // 2), ACTIVATIONS[act]()
-        self.conv2, self.act2 = conv(c, c, k, padding=k // 2), ACTIVATIONS[act]()
+        self.conv1, self.act1 = conv(c, c, k, padding=k // 2), make_act(act)
+        self.conv2, self.act2 = conv(c, c, k, padding=k // 2), make_act(act)
         self.pre = pre
 
     def forward(self, x):
@@ -160,7 +182,7 @@ def build_cnn(spec, img, layers, act):
             n, k, st, pd = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1), int(m.group(4) or 0)
             n_conv += 1
             mods[f"conv{n_conv}"] = (nn.Conv1d if one_d else nn.Conv2d)(c, n, k, stride=st, padding=pd)
-            mods[f"cact{n_conv}"] = ACTIVATIONS[act]()
+            mods[f"cact{n_conv}"] = make_act(act)
             c, h, w = n, 1 if one_d else (h + 2 * pd - k) // st + 1, (w + 2 * pd - k) // st + 1
         elif m.group(5):
             k = int(m.group(6))
@@ -187,7 +209,7 @@ def build_cnn(spec, img, layers, act):
     for i in range(len(widths_) - 1):
         mods[f"fc{i + 1}"] = nn.Linear(widths_[i], widths_[i + 1])
         if i < len(widths_) - 2:
-            mods[f"act{i + 1}"] = ACTIVATIONS[act]()
+            mods[f"act{i + 1}"] = make_act(act)
     return nn.Sequential(mods)
 
 
@@ -202,7 +224,7 @@ def build(layers, act, residual=False, layernorm=False):
         if i < len(layers) - 2:
             if layernorm and layernorm != "post":
                 mods[f"norm{i + 1}"] = nn.LayerNorm(layers[i + 1])
-            mods[f"act{i + 1}"] = ACTIVATIONS[act]()
+            mods[f"act{i + 1}"] = make_act(act)
             if layernorm == "post":
                 mods[f"norm{i + 1}"] = nn.LayerNorm(layers[i + 1])
     return nn.Sequential(mods)
@@ -279,6 +301,7 @@ def main():
     ap.add_argument("--residual", nargs="?", const="post", choices=["post", "pre"], default=None)
     ap.add_argument("--layernorm", nargs="?", const="pre", choices=["pre", "post"], default=None)
     ap.add_argument("--input-norm", action="store_true")
+    ap.add_argument("--post-act", default=None)
     ap.add_argument("--conv", default="")
     ap.add_argument("--image", type=image, default=[1, 28, 28])
     ap.add_argument("--out", default="models/fc_mnist.onnx")
@@ -288,6 +311,14 @@ def main():
     if a.loss == "graph" and a.opset < 12:
         ap.error("--loss graph needs --opset 12 or later (SoftmaxCrossEntropyLoss)")
 
+    if a.post_act:
+        global POST_ACT
+        try:
+            POST_ACT = tuple(float(v) for v in a.post_act.split(","))
+        except ValueError:
+            POST_ACT = ()
+        if len(POST_ACT) != 2:
+            ap.error("--post-act needs MUL,ADD, e.g. 0.5,0.1")
     torch.manual_seed(a.seed)
     if a.residual and a.layernorm:
         ap.error("--residual and --layernorm together are not built yet")

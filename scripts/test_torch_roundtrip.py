@@ -82,6 +82,9 @@ SHAPES = [
     # A LayerNorm after each hidden activation (nn.Sequential(Linear, GELU, LayerNorm)).
     ("layernorm_post_gelu_op17", [20, 12, 8, 5], "gelu", 17, 45, 0.1, 0.9),
     ("layernorm_post_tanh_op13", [16, 10, 8, 4], "tanh", 13, 46, 0.1, 0.9),
+    # Scalar steps after each activation (2 sigmoid(z) - 1; 0.5 gelu(z) + 0.125 on a CNN).
+    ("post_act_sigmoid_op13", [20, 12, 8, 5], "sigmoid", 13, 49, 0.1, 0.9),
+    ("post_act_gelu_conv_op17", [10], "gelu", 17, 50, 0.05, 0.9),
     # CNNs (CONV below): a LeNet-style one and one with LeakyReLU and AveragePool.
     ("lenet_op13", [10], "relu", 13, 18, 0.05, 0.9),
     ("leaky_avg_op17", [10], "leaky_relu", 17, 19, 0.05, 0.9),
@@ -167,7 +170,8 @@ CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c
         "ws_sgd_tanh_unpooled": ("4c3p1,5c3,g", [2, 8, 7]),
         "gmp_op13": ("4c3p1,m20", [1, 20, 20]), "ws_sgd_gmp": ("4c3p1,m2,6c3p1,m14", [1, 28, 28]),
         "resnet_op13": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]),
-        "input_norm_conv_op17": ("4c3p1,m2,5c3", [3, 10, 10]), "ws_sgd_input_norm_conv": ("4c3p1,m2", [3, 10, 10]), "resnet_silu_op17": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12])}
+        "input_norm_conv_op17": ("4c3p1,m2,5c3", [3, 10, 10]),
+        "post_act_gelu_conv_op17": ("4c3p1,m2,5c3", [2, 10, 10]), "ws_sgd_post_act_relu_conv": ("4c3p1,m2,5c3", [2, 10, 10]), "ws_sgd_input_norm_conv": ("4c3p1,m2", [3, 10, 10]), "resnet_silu_op17": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
@@ -201,11 +205,17 @@ WS_CASES += [
     # A LayerNorm after each hidden activation (at the roots: the activation, then the norm).
     ("ws_sgd_layernorm_post_gelu", [20, 12, 8, 5], "gelu", 17, 47, "sgd", 0.1, 0.9),
     ("ws_sgd_layernorm_post_relu", [16, 10, 8, 4], "relu", 13, 48, "sgd", 0.1, 0.9),
+    # Scalar steps after each activation (-0.75 tanh(z) + 0.25; 1.5 relu(z) - 0.5 on a CNN).
+    ("ws_sgd_post_act_tanh", [20, 12, 8, 5], "tanh", 13, 51, "sgd", 0.1, 0.9),
+    ("ws_sgd_post_act_relu_conv", [10], "relu", 13, 52, "sgd", 0.05, 0.9),
 ]
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual, post or pre).
 RESIDUAL = {"residual_op14": "post", "ws_sgd_residual": "post", "residual_pre_gelu_op17": "pre", "ws_sgd_residual_pre": "pre"}
 # Cases built with a LayerNorm before each hidden activation (make_model.py --layernorm).
+# Cases whose activations are each followed by * MUL + ADD (make_model.py --post-act).
+POST_ACT = {"post_act_sigmoid_op13": (2.0, -1.0), "post_act_gelu_conv_op17": (0.5, 0.125),
+            "ws_sgd_post_act_tanh": (-0.75, 0.25), "ws_sgd_post_act_relu_conv": (1.5, -0.5)}
 # Cases whose model normalises its own input first (make_model.py --input-norm).
 INPUT_NORM = {"input_norm_op13", "input_norm_conv_op17", "ws_sgd_input_norm_conv"}
 # Cases with a LayerNorm after each hidden activation (make_model.py --layernorm post).
@@ -268,6 +278,7 @@ def check_weights(name, got, sd32, sd64, net):
 
 def build_net(name, layers, act):
     """Case `name`'s network (make_model.py's), initialised from torch's current seed."""
+    make_model.POST_ACT = POST_ACT.get(name)
     shape = CONV[name][1] if name in CONV else None
     if name in CONV:
         net = make_model.build_cnn(CONV[name][0], shape, layers, act)

@@ -48,6 +48,9 @@ struct MlpSpec {
   bool layernorm = false;
   // The LayerNorm after the activation instead (scripts/make_model.py --layernorm post).
   bool layernorm_post = false;
+  // Each hidden activation followed by * post_mul + post_add (Mul and Add of scalar constants,
+  // scripts/make_model.py --post-act), where post_mul != 1 or post_add != 0.
+  float post_mul = 1, post_add = 0;
 };
 
 inline float lcg_uniform(uint64_t* s) {  // in [-1, 1)
@@ -182,6 +185,22 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       if (spec.act == "Clip") add_clip_bounds(g, a, "/act" + std::to_string(l + 1));
       cur = "/act" + std::to_string(l + 1) + "/" + spec.act + "_output_0";
       a->add_output(cur);
+    }
+    if (l + 1 < L && (spec.post_mul != 1.0f || spec.post_add != 0.0f)) {
+      for (const auto& [op, v] : {std::pair<const char*, float>{"Mul", spec.post_mul}, {"Add", spec.post_add}}) {
+        const std::string nm = "/post" + std::to_string(l + 1) + "/" + op;
+        auto* t = g->add_initializer();
+        t->set_name(nm + "_c");
+        t->set_data_type(onnx::TensorProto::FLOAT);
+        t->add_float_data(v);
+        auto* o = g->add_node();
+        o->set_name(nm);
+        o->set_op_type(op);
+        o->add_input(cur);
+        o->add_input(nm + "_c");
+        cur = nm + "_output_0";
+        o->add_output(cur);
+      }
     }
     if (l + 1 < L && spec.layernorm && spec.layernorm_post) layernorm();
     if (l + 1 < L && !spec.residual_pre) residual_add();

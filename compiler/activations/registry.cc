@@ -5,13 +5,13 @@
 namespace wafersim::compiler {
 
 namespace act_defs {
-extern const ActivationDef kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kGelu, kGeluTanh, kElu, kSelu, kSoftplus, kSoftsign, kHardSigmoid, kClip, kSilu, kHardSwish, kMish;
+extern const ActivationDef kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kGelu, kGeluTanh, kElu, kSelu, kSoftplus, kSoftsign, kHardSigmoid, kClip, kSilu, kHardSwish, kMish, kChain;
 }  // namespace act_defs
 
 const std::vector<const ActivationDef*>& activations() {
   using namespace act_defs;
   static const std::vector<const ActivationDef*> all = {
-      &kNone, &kRelu, &kLeakyRelu, &kSigmoid, &kTanh, &kGelu, &kGeluTanh, &kElu, &kSelu, &kSoftplus, &kSoftsign, &kHardSigmoid, &kClip, &kSilu, &kHardSwish, &kMish,
+      &kNone, &kRelu, &kLeakyRelu, &kSigmoid, &kTanh, &kGelu, &kGeluTanh, &kElu, &kSelu, &kSoftplus, &kSoftsign, &kHardSigmoid, &kClip, &kSilu, &kHardSwish, &kMish, &kChain,
   };
   return all;
 }

@@ -234,6 +234,18 @@ TEST(Training, PostActivationLayerNormMatchesReference) {
   check_against_reference(spec, 48, 6, 0, 3, "layernorm_post_replicas2", 1, {}, 2);
 }
 
+// Scalar steps after each hidden activation (2 sigmoid(z) - 1; 0.5 relu(z) into residual sums,
+// with 2 replicas), fused into a chain activation whose derivative the roots take at z. Bit for
+// bit, 3 steps.
+TEST(Training, ScalarStepsAfterActivationsMatchReference) {
+  MlpSpec spec{{24, 16, 12, 5}, "Sigmoid", 7, 13};
+  spec.post_mul = 2.0f, spec.post_add = -1.0f;
+  check_against_reference(spec, 40, 6, 60, 3, "post_act_sigmoid");
+  MlpSpec res = residual_spec();
+  res.post_mul = 0.5f;
+  check_against_reference(res, 48, 6, 0, 3, "post_act_residual_r2", 1, {}, 2);
+}
+
 // Copies of an MLP with LayerNorm: each copy's LayerNorm roots add gamma's and beta's
 // gradients into the same segment of the column's sum as the bias's; and GELU with replicas
 // (its scratch once shared a symbol with the sum's buffer).

@@ -618,6 +618,18 @@ TEST(WsTraining, PostActivationLayerNormWithGelu) {
   check_ws(spec, 14, 20, 4, o, 3, "ws_ln_post_gelu");
 }
 
+// Scalar steps after each hidden activation (-0.75 tanh(z) + 0.25): the rows apply the chain
+// to the z the roots return and keep z for its derivative. Bit for bit against ws_reference.cc.
+TEST(WsTraining, ScalarStepsAfterActivationsMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  MlpSpec spec{{12, 9, 7, 3}, "Tanh", 5, 13};
+  spec.post_mul = -0.75f, spec.post_add = 0.25f;
+  check_ws(spec, 12, 20, 4, o, 3, "ws_post_act");
+}
+
 TEST(WsTraining, GridLayerNormWithGelu) {
   SKIP_IF_KERNEL_STARTED();
   WsOptions o;

@@ -85,10 +85,10 @@ TEST(Activations, ProgramsComputeTheirFunctions) {
 
 TEST(Activations, EveryProgramKeepsToTheScratchTheKernelsGive) {
   // Every value of the enum up to its last has its definition.
-  for (int i = 0; i <= static_cast<int>(Activation::kMish); ++i) {
+  for (int i = 0; i <= static_cast<int>(Activation::kChain); ++i) {
     EXPECT_NO_THROW(compiler::activation(static_cast<Activation>(i))) << i;
   }
-  EXPECT_EQ(compiler::activations().size(), static_cast<size_t>(Activation::kMish) + 1);
+  EXPECT_EQ(compiler::activations().size(), static_cast<size_t>(Activation::kChain) + 1);
   for (const compiler::ActivationDef* d : compiler::activations()) {
     const ActParams p{0.25f, 0.75f};
     const int limit = d->pre ? 4 : 1;
@@ -101,6 +101,43 @@ TEST(Activations, EveryProgramKeepsToTheScratchTheKernelsGive) {
       EXPECT_EQ(compiler::activation_by_onnx(d->onnx), d);
     }
   }
+}
+
+// A chain (activations/chain.cc): every activation, then steps y mul + add, is that function to
+// the element (forward: the activation's program, then one rounding a step), its derivative the
+// product of the steps' factors and the activation's at z, within the kernels' four scratch
+// vectors, and its backward reads z only (it is `pre` whatever the activation).
+TEST(Activations, ChainsAreTheActivationThenTheirSteps) {
+  for (const compiler::ActivationDef* d : compiler::activations()) {
+    if (d->act == Activation::kChain) continue;
+    ActParams p;
+    p.a = 0.25f, p.b = 0.75f;
+    if (d->act == Activation::kClip) p.a = -0.5f;
+    p.base = d->act;
+    p.posts = 2;
+    p.mul[0] = 0.5f, p.add[0] = 0.125f, p.mul[1] = -3.0f, p.add[1] = 0.0f;
+    ActParams bp;
+    bp.a = p.a, bp.b = p.b;
+    const compiler::ActivationDef& c = compiler::activation(Activation::kChain);
+    EXPECT_LE(c.fwd(p).temps(), 4) << d->name;
+    EXPECT_LE(c.bwd(p).temps(), 4) << d->name;
+    EXPECT_FALSE(c.bwd(p).uses(compiler::Slot::kY)) << d->name;
+    for (float z : {-1.5f, -0.25f, 0.375f, 2.0f}) {
+      const float y0 = compiler::act_fwd(d->act, z, bp);
+      const float want = ((y0 * 0.5f + 0.125f) * -3.0f);
+      EXPECT_EQ(compiler::act_fwd(Activation::kChain, z, p), want) << d->name << " at " << z;
+      const float g = 0.75f;
+      const float gs = (g * -3.0f) * 0.5f;  // the steps' factors in reverse
+      const float dwant = d->pre ? compiler::act_bwd_pre(d->act, z, gs, bp) : compiler::act_bwd(d->act, y0, gs, bp);
+      EXPECT_EQ(compiler::act_bwd_pre(Activation::kChain, z, g, p), dwant) << d->name << " at " << z;
+    }
+  }
+  EXPECT_EQ(compiler::activation_text(Activation::kChain, [] {
+              ActParams p;
+              p.base = Activation::kSigmoid, p.posts = 1, p.mul[0] = 2.0f, p.add[0] = -1.0f;
+              return p;
+            }()),
+            "sigmoid * 2 - 1");
 }
 
 TEST(Activations, AMissingSlotOrAnUnwrittenScratchIsACompileError) {

@@ -790,6 +790,58 @@ TEST(Compiler, ModelInputPreprocessingGoesToTheInputWorkers) {
   EXPECT_TRUE(contains(e, "Mul (1 node): op Mul is not in the kernel library: node '/Mul'")) << e;
 }
 
+// Scalar steps of a layer's activated output (a Mul, Div, Add, Sub of a one-element constant,
+// or a Neg) fuse into its activation as a chain (activations/chain.cc), in the graph's order; a
+// Div by c is a multiplication by fp32(1 / c); c - x is x * -1 + c. Refused by name: c / x,
+// a step of the logits (a temperature), of a residual sum.
+TEST(Compiler, ScalarStepsFuseIntoTheActivation) {
+  Graph g;
+  g.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+  g.init("two", {}, onnx::TensorProto::FLOAT, 2.0f);
+  g.init("four", {1}, onnx::TensorProto::FLOAT, 4.0f);
+  g.linear("fc1", "input", "z", 16, 8);
+  g.node("Sigmoid", "/act1/Sigmoid", {"z"}, "y");
+  g.node("Mul", "/Mul", {"two", "y"}, "y2");
+  g.node("Sub", "/Sub", {"four", "y2"}, "y3");  // 4 - 2 y
+  g.node("Div", "/Div", {"y3", "four"}, "y4");
+  g.node("Neg", "/Neg", {"y4"}, "y5");
+  g.linear("fc2", "y5", "logits", 8, 4);
+  g.output("logits", 4);
+  const std::string path = g.save("scalar_steps");
+  const CmdResult r = compile({path, "--validate-only"});
+  EXPECT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_TRUE(contains(r.out, "/fc1/Gemm: dense 8 x 16 + bias + sigmoid * 2 * -1 + 4 * 0.25 * -1\n")) << r.out;
+  const compiler::KernelGraph kg = compiler::build_kernel_graph(compiler::import_onnx(path), "softmax_xent");
+  ASSERT_EQ(kg.layers[0].act, compiler::Activation::kChain);
+  const compiler::ActParams& p = kg.layers[0].act_par;
+  EXPECT_EQ(p.base, compiler::Activation::kSigmoid);
+  ASSERT_EQ(p.posts, 4);
+  EXPECT_EQ(p.mul[1], -1.0f);
+  EXPECT_EQ(p.add[1], 4.0f);
+  EXPECT_EQ(p.mul[2], 0.25f);
+
+  auto refused = [&](const std::string& op, bool first, bool on_logits, const std::string& want) {
+    Graph b;
+    b.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+    b.init("k", {}, onnx::TensorProto::FLOAT, 2.0f);
+    b.linear("fc1", "input", "z", 16, 8);
+    b.node("Relu", "/Relu", {"z"}, "y");
+    std::string cur = "y";
+    if (!on_logits) {
+      b.node(op, "/" + op, first ? Args{"k", cur} : Args{cur, "k"}, "s");
+      cur = "s";
+    }
+    b.linear("fc2", cur, on_logits ? "z2" : "logits", 8, 4);
+    if (on_logits) b.node(op, "/" + op, first ? Args{"k", "z2"} : Args{"z2", "k"}, "logits");
+    b.output("logits", 4);
+    const CmdResult e = compile({b.save("scalar_" + op), "--validate-only"});
+    EXPECT_EQ(e.rc, kExitUsage) << e.err;
+    EXPECT_TRUE(contains(e.err, want)) << e.err;
+  };
+  refused("Div", true, false, "Div (1 node): c / x (a reciprocal of the activations) is not supported yet: node '/Div'");
+  refused("Div", false, true, "Div (1 node): a scalar step of the logits (a temperature) is not supported yet");
+}
+
 // --- regressions: graphs the compiler once accepted or crashed on ---
 
 // Reshape (compiler/kernel_graph.cc): a target shape that is not a constant (here a graph
