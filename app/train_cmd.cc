@@ -215,6 +215,16 @@ int train_command(const std::vector<std::string>& args, std::ostream& out, std::
     const KernelGraph g = validate_model(m, c.compile);
     print_graph(g, out);
     require_supported(g);
+    // A Gemm's alpha and beta are folded into its weights and bias (kernel_graph.cc), which
+    // computes the graph's outputs but not its training: the gradient of W is alpha times that of
+    // alpha W (and a bias that beta = 0 removes would train).
+    for (const DenseKernel& d : g.layers) {
+      if (d.alpha != 1.0f || (!d.bias.empty() && d.beta != 1.0f)) {
+        throw CompileError(d.name + ": Gemm alpha = " + exact(d.alpha) + ", beta = " + exact(d.beta) +
+                           ": training such a layer as the graph defines it is not supported yet (compile and validate take it; "
+                           "torch exports nn.Linear with alpha = beta = 1)");
+      }
+    }
     c.norm.graph = g.input_prep;  // the model's own preprocessing, in the input workers
     if (c.validate_only) return kExitOk;
     if (resolve_mode(c, g, out) == "weight-streaming") {

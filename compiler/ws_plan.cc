@@ -563,7 +563,9 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
                        " logits x " + S(p.m) + " samples, the core has " + S(sram) +
                        (p.any_conv() ? std::string("; a root keeps every convolution's output planes of its samples (before and after "
                                                    "the pooling) for the backward pass: use fewer channels or smaller planes, or a larger "
-                                                   "core.sram_kb")
+                                                   "core.sram_kb; layer-pipelined mode (--mode layer-pipelined; --mode auto picks it "
+                                                   "where the model fits) trains such CNNs (docs/graph-compiler.md: the rows keeping "
+                                                   "the planes is planned)")
                                      : std::string()));
   }
   if (m > kMaxDsdStride) {
