@@ -117,7 +117,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     // A convolution's dz (not the last layer's) comes output by output into two buffers, and this
     // row's slice of its outputs at the buffer's start.
     maxdy = std::max(maxdy, (p.dz_streamed(l) ? 2 : p.outs[static_cast<size_t>(l)]) * p.oplane(l) * m);
-    if (p.is_conv(l) && l + 1 < L) maxdy = std::max(maxdy, p.len(l + 1, a) * m);
+    if (p.is_conv(l) && l + 1 < L) maxdy = std::max(maxdy, p.chans(l + 1, a) * p.ret_unit(l) * m);
     maxni = std::max(maxni, p.wlen(l, a));  // the weight and dW rows' (a dense layer's slice)
     if (l + 1 < L && (needs_ones(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)]) || p.rows_act(l)) && p.len(l + 1, a) > 0) ones = true;
   }
@@ -148,9 +148,17 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // of its first output in the plane of sums, the elements of an output row, all its elements;
   // one plane of sums; the current sample's X and dx and the current dW element.
   int cplane = 0;
+  bool conv_keep = false;
   for (int l = 0; l < L; ++l) {
     if (!p.is_conv(l)) continue;
     cplane = std::max(cplane, p.oplane(l));
+    // This row's channels of the convolution's output: per channel its pooled gradient, then
+    // the plane the backward pass needs, of every sample ([c][dq: s][Pq] [kept: s][P]), sent
+    // down whole at the start of the convolution's backward pass (WsPlan::ret_unit).
+    if (l + 1 < L && p.chans(l + 1, a) > 0) {
+      conv_keep = true;
+      as.data(".space YR" + S(l + 1) + ", fp32, " + S(static_cast<long long>(p.chans(l + 1, a)) * p.ret_unit(l) * m));
+    }
     // This row's channels of the input (their taps, channels from 0 of its slice).
     if (p.chans(l, a) > 0) as.data(conv_tap_table(p.conv_slice(l, a), "ct" + S(l)));
   }
@@ -280,6 +288,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   const std::string dChPI = cplane && a > 0 ? as.fin(chin, 1) : "";  // the plane of sums from the row above
   const std::string dCdx = cplane && maxdx ? as.mem("cacc", 1) : "", dCz = cplane ? as.mem("cacc", 1) : "";
   const std::string dCw0 = cplane ? as.mem("cacc", 1, 0) : "";
+  const std::string dYR = conv_keep ? as.mem("dy", 1) : "";  // a channel's kept planes, or the own part's send
   as << "li r1, 0" << "li r3, 0" << "li r13, wbdw+" + S(3 * B4) << "dbase " + dT + ", r13";
   if (K > 1) as << "li r13, dwblk+" + S(4LL * K * maxni) << "dbase " + dBlkB + ", r13";
   if (ones) as << "li r13, " + S(maxdx) << "dlen " + dOnes + ", r13" << "lif r13, 1.0" << "vfill.fp32 " + dOnes + ", r13";
@@ -346,7 +355,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     const int j = q < L - 1 ? q + 1 : L - (q - (L - 1));  // the boundary whose values come back
     // (A convolution's outputs: at dy's start; its rows' dz may take less than the layer's width.)
     const long long at = q < L - 1 && !p.is_conv(q) ? 4LL * p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] * m : 0;
-    const long long n = q < L - 1 ? static_cast<long long>(p.len(j, a)) * m : static_cast<long long>(p.outs[static_cast<size_t>(j) - 1]) * p.oplane(j - 1) * m;
+    const long long n = q < L - 1 ? static_cast<long long>(p.is_conv(q) ? p.chans(j, a) * p.ret_unit(q) : p.len(j, a)) * m
+                                  : static_cast<long long>(p.outs[static_cast<size_t>(j) - 1]) * p.oplane(j - 1) * m;
     as << "li r9, " + S(q) << "li r13, dy+" + S(at) << "dbase " + dRetBuf + ", r13" << "li r13, " + S(n)
        << "dlen " + dRetBuf + ", r13" << "dlen " + dRet + ", r13" << "vmov.fp32 " + dRetBuf + ", " + dRet + ", async=1, done=activate:2";
   };
@@ -357,14 +367,25 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // Each window is set before the values it passes can arrive: a layer's outputs need this
   // row's part of it, which starts after the previous read (rdone).
   std::vector<long long> B(static_cast<size_t>(L), 0);
-  for (int q = 1; q < L; ++q) B[static_cast<size_t>(q)] = B[static_cast<size_t>(q) - 1] + static_cast<long long>(p.width[static_cast<size_t>(q)]) * m;
+  for (int q = 1; q < L; ++q) {
+    const int l = q - 1;  // a convolution's outputs come with their kept planes (ret_unit)
+    B[static_cast<size_t>(q)] = B[static_cast<size_t>(l)] +
+                               (p.is_conv(l) ? static_cast<long long>(p.outs[static_cast<size_t>(l)]) * p.ret_unit(l) : p.width[static_cast<size_t>(q)]) * m;
+  }
   // Exact windows: section s >= L-1 (dy of layer 2L-2-s) starts at D[s - (L-1)].
   std::vector<long long> D(static_cast<size_t>(L) + 1, B[static_cast<size_t>(L) - 1]);
   for (int i = 0; i < L; ++i) D[static_cast<size_t>(i) + 1] = D[static_cast<size_t>(i)] + static_cast<long long>(p.outs[static_cast<size_t>(L - i - 1)]) * p.oplane(L - i - 1) * m;
+  // This row's part of layer q's outputs in the stream: its slice, or its channels' (each with
+  // its kept planes).
+  auto part = [&](int q, bool start) {
+    const int j = q + 1;
+    if (p.is_conv(q)) return static_cast<long long>(start ? p.ch0(j, a) : p.chans(j, a)) * p.ret_unit(q) * m;
+    return static_cast<long long>(start ? p.off[static_cast<size_t>(j)][static_cast<size_t>(a)] : p.len(j, a)) * m;
+  };
   auto window = [&](int q) {
-    const long long lo = q < L - 1 ? B[static_cast<size_t>(q)] + static_cast<long long>(p.off[static_cast<size_t>(q) + 1][static_cast<size_t>(a)]) * m
+    const long long lo = q < L - 1 ? B[static_cast<size_t>(q)] + part(q, true)
                                    : exact ? D[static_cast<size_t>(q - (L - 1))] : B[static_cast<size_t>(L) - 1];
-    const long long hi = q < L - 1 ? lo + static_cast<long long>(p.len(q + 1, a)) * m
+    const long long hi = q < L - 1 ? lo + part(q, false)
                                    : exact ? D[static_cast<size_t>(q - (L - 1)) + 1] : 0xffffffffLL;
     if (!exact) {
       as << "li r13, " + S(lo) << "li r14, " + S(hi) << "filt " + S(col.ret) + ", r13, r14";
@@ -428,12 +449,18 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       // A convolution's pooled outputs come output by output, sample by sample ([co][s][plane]):
       // each plane to its sample's place ([s][co][plane]).
       // This row's channels of them (its slice, at dy's start).
+      // Each channel's kept planes (y or z of its m samples) follow its pooled ones: into
+      // YR{j}'s second part of the channel (r5).
       const int Pq = p.qplane(q), co = p.len(j, a) / Pq;
+      const long long kp = static_cast<long long>(p.oplane(q)) * m, unitb = 4LL * p.ret_unit(q) * m;
       as << "li r13, " + S(Pq) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13" << "li r13, 1" << "dstride " + dTrD + ", r13"
-         << "li r5, dy" << "dbase " + dTr + ", r5" << "li r6, X" + S(j)
+         << "li r5, dy" << "dbase " + dTr + ", r5" << "li r6, X" + S(j) << "li r5, YR" + S(j) + "+" + S(4LL * Pq * m)
+         << "li r13, " + S(kp) << "dlen " + dYR + ", r13"
          << "li r8, 0" << "tc_" + S(q) + ":" << "mov r7, r6" << "li r14, 0"
          << "tcs_" + S(q) + ":" << "dbase " + dTrD + ", r7" << "vmov.fp32 " + dTrD + ", " + dTr << "daddb " + dTr + ", " + S(4LL * Pq)
          << "addi r7, r7, " + S(4LL * p.len(j, a)) << "addi r14, r14, 1" << "li r13, " + S(m) << "bne r14, r13, tcs_" + S(q)
+         << "li r13, " + S(kp) << "dlen " + dTr + ", r13" << "dbase " + dYR + ", r5" << "vmov.fp32 " + dYR + ", " + dTr
+         << "daddb " + dTr + ", " + S(4 * kp) << "li r13, " + S(Pq) << "dlen " + dTr + ", r13" << "addi r5, r5, " + S(unitb)
          << "addi r6, r6, " + S(4LL * Pq) << "addi r8, r8, 1" << "li r13, " + S(co) << "bne r8, r13, tc_" + S(q);
       // The dense transposition's lengths again.
       as << "li r13, " + S(m) << "dlen " + dTr + ", r13" << "dlen " + dTrD + ", r13";
@@ -618,6 +645,36 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     next_forward(l);  // the next layer's slice came in first (rdone): start its pass now
     as << "exit" << "fm_" + L_ + ":" << "exit";  // the prefetch's completion starts the next output
   }
+  // The start of convolution l-1's backward pass (boundary l its output): each row sends its
+  // channels' pooled gradients and kept planes (YR{l}) down the column after those of the rows
+  // above it, which it passes on: on microthread 4, beside the pass, so that no row waits for
+  // the roots, which return each output's dz as soon as its planes are in (the rows read the dz
+  // output by output). The own part goes once the passing on is done: at once where there is
+  // none; else as the pass reaches the row's first channel (conv_own_at: by then the roots have
+  // had every channel above it, so the issue does not wait), or, for a row with no slice of the
+  // pass's input (it does no work in that pass), at the pass's start, waiting for it.
+  auto unit_of = [&](int l) { return static_cast<long long>(p.ret_unit(l - 1)) * m; };
+  auto own_send = [&](int l) {
+    const long long own = static_cast<long long>(p.chans(l, a)) * unit_of(l);
+    as << "li r13, YR" + S(l) << "dbase " + dYR + ", r13" << "li r13, " + S(own) << "dlen " + dYR + ", r13" << "dlen " + dGO + ", r13"
+       << "vmov.fp32 " + dGO + ", " + dYR + ", async=4";
+  };
+  auto conv_send = [&](int l) {
+    const long long above = p.ch0(l, a) * unit_of(l), own = static_cast<long long>(p.chans(l, a)) * unit_of(l);
+    if (above > 0) {
+      as << "li r13, " + S(above) << "dlen " + dGI + ", r13" << "dlen " + dGO + ", r13" << "vmov.fp32 " + dGO + ", " + dGI + ", async=4";
+    } else if (own > 0) {
+      own_send(l);
+    }
+  };
+  // In pass l (convolution l's backward), before output o's work: where output o is this row's
+  // first channel of boundary l + 1 and rows above own channels, its own part.
+  auto conv_own_at = [&](int l, const std::string& tag) {
+    if (l + 1 >= L || !p.is_conv(l) || p.chans(l + 1, a) == 0 || p.ch0(l + 1, a) == 0) return;
+    as << "li r13, " + S(p.ch0(l + 1, a)) << "bne r3, r13, ko_" + tag;
+    own_send(l + 1);
+    as << "ko_" + tag + ":";
+  };
   for (int l = L - 1; l >= 0; --l) {
     const int ph = 2 * L - 1 - l;
     const int nI = p.len(l, a);
@@ -648,7 +705,9 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     auto starts_now = [&] { return !need(ph) || streamed(ph); };
     if (nI == 0) {
       // An empty slice of this layer (grid): no weights, no dW, no dx; only the gather of layer
-      // l-1's dy passes through.
+      // l-1's dy passes through. No work in this pass: the own part of boundary l + 1 after the
+      // passing on (waiting for it).
+      if (l + 1 < L && p.is_conv(l) && p.chans(l + 1, a) > 0 && p.ch0(l + 1, a) > 0) own_send(l + 1);
       if (l == 0) {
         end_minibatch();
         as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
@@ -656,7 +715,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
         continue;
       }
       read_next();
-      gather_above();
+      if (p.is_conv(l - 1)) conv_send(l);  // the channels of the rows above pass on
+      else gather_above();
       as << "li r1, " + S(ph + 1);
       set_layer(l - 1);
       if (starts_now()) as << "activate " + work_task(ph + 1);
@@ -670,6 +730,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "addi r13, r12, " + S(2 * B4) << "dbase " + dDwr + ", r13" << "vfill.fp32 " + dDwr + ", r0";
     }
     if (p.is_conv(l)) {
+      conv_own_at(l, P);
       if (streamed(ph - 1)) {
         // This output's dz: its read done (a one-element op on microthread 1 waits it out), the
         // next output's read into the other buffer, r4 at this one's.
@@ -749,16 +810,19 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "ld32 r13, [r0+nupd]" << "lif r14, 1.0" << "fadd r13, r13, r14" << "st32 [r0+nupd], r13" << "li r1, 0"
          << "activate 1" << "exit";
     } else if (p.is_conv(l - 1)) {
-      // Boundary l is a convolution's pooled output: its gradient goes down to the root as it is,
-      // output by output, sample by sample ([co][s][plane]); the root spreads it over the
-      // pooling windows, takes the activation's derivative and returns dz to every row.
+      // Boundary l is a convolution's pooled output: this row's channels of its gradient go
+      // beside their kept planes (YR{l}: [c][dq: s][plane] [kept]), and the rows send them down
+      // to the roots (conv_send), which spread each output's over the pooling windows, take the
+      // activation's derivative at the kept planes and return dz to every row, output by output.
       const int Pq = p.qplane(l - 1), co = p.len(l, a) / Pq;  // this row's channels of it
+      const long long kp = static_cast<long long>(p.oplane(l - 1)) * m;
+      as << "li r13, " + S(Pq) << "dlen " + dYR + ", r13" << "dlen " + dGx + ", r13" << "li r13, 1" << "dstride " + dGx + ", r13"
+         << "li r5, YR" + S(l) << "li r6, dx" << "li r8, 0" << "gc_" + P + ":" << "mov r7, r6" << "li r14, 0" << "gcs_" + P + ":"
+         << "dbase " + dGx + ", r7" << "dbase " + dYR + ", r5" << "vmov.fp32 " + dYR + ", " + dGx << "addi r5, r5, " + S(4LL * Pq)
+         << "addi r7, r7, " + S(row4) << "addi r14, r14, 1" << "li r13, " + S(m) << "bne r14, r13, gcs_" + P << "addi r5, r5, " + S(4 * kp)
+         << "addi r6, r6, " + S(4LL * Pq) << "addi r8, r8, 1" << "li r13, " + S(co) << "bne r8, r13, gc_" + P;
       read_next();
-      gather_above();
-      as << "li r13, " + S(Pq) << "dlen " + dGO + ", r13" << "dlen " + dGx + ", r13" << "li r13, 1" << "dstride " + dGx + ", r13"
-         << "li r6, dx" << "li r8, 0" << "gc_" + P + ":" << "mov r7, r6" << "li r14, 0" << "gcs_" + P + ":" << "dbase " + dGx + ", r7"
-         << "vmov.fp32 " + dGO + ", " + dGx << "addi r7, r7, " + S(row4) << "addi r14, r14, 1" << "li r13, " + S(m)
-         << "bne r14, r13, gcs_" + P << "addi r6, r6, " + S(4LL * Pq) << "addi r8, r8, 1" << "li r13, " + S(co) << "bne r8, r13, gc_" + P;
+      conv_send(l);
       as << "li r13, " + S(static_cast<long long>(nI) * m) << "dlen " + dAll + ", r13" << "vfill.fp32 " + dAll + ", r0" << "li r1, " + S(ph + 1);
       set_layer(l - 1);
       if (starts_now()) as << "activate " + work_task(ph + 1);
@@ -849,13 +913,18 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     mv = std::max(mv, static_cast<long long>(m) * p.oplane(l));
     gq = std::max(gq, static_cast<long long>(m) * p.qplane(l));
     wqmax = std::max(wqmax, p.pool[static_cast<size_t>(l)].wq);
-    as.data(".space YK" + S(l) + ", fp32, " + S(static_cast<long long>(p.outs[static_cast<size_t>(l)]) * m * p.oplane(l)));
     if (p.pool[static_cast<size_t>(l)].kind != PoolParams::kNone) {
-      as.data(".space QK" + S(l) + ", fp32, " + S(static_cast<long long>(p.outs[static_cast<size_t>(l)]) * m * p.qplane(l)));
       if (const std::string t = pool_div_table(p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], "PDV" + S(l)); !t.empty()) {
         as.data(t);
       }
     }
+  }
+  // One output's planes of its m samples: before the pooling (YK: y, or z where the derivative
+  // is taken at z) and after it (QK); the rows that own the channels keep them between the
+  // passes (WsPlan::ret_unit).
+  if (mv > m) {
+    as.data(".space YK, fp32, " + S(mv));
+    if (gq) as.data(".space QK, fp32, " + S(gq));
   }
   if (gq) {
     as.data(".space gq, fp32, " + S(gq));
@@ -1045,7 +1114,9 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
     d.dv = "PDV" + S(l);  // used only where a table was written
     return d;
   };
-  auto pool_fwd = [&](int l) { emit_pool_fwd(as, p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], m, pool_dsd(l), S(l)); };
+  auto pool_fwd = [&](int l, const std::string& tag = "") {
+    emit_pool_fwd(as, p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], m, pool_dsd(l), tag + S(l));
+  };
   auto pool_bwd = [&](int l) {
     emit_pool_bwd(as, p.conv[static_cast<size_t>(l)], p.pool[static_cast<size_t>(l)], m, pool_dsd(l), "tm", "gq", S(l));
   };
@@ -1071,7 +1142,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       if (rk >= 0) as << "dmem " + dRa + ", SK" + S(rk) + ", " + S(m * P) + ", 1";
       if (keep) as << "dmem " + dRb + ", SK" + S(l + 1) + ", " + S(m * Pq) + ", 1";
       as << "li r13, " + S(m * Pq) << "dlen " + dRetO + ", r13" << "dlen " + dCQ + ", r13" << "li r13, " + S(m * P) << "dlen " + dCY + ", r13"
-         << "li r1, YK" + S(l) << "li r2, " + (pooled ? "QK" + S(l) : "YK" + S(l)) << "li r10, 0" << "lay_" + S(l) + ":";
+         << "li r1, YK" << "li r2, " + std::string(pooled ? "QK" : "YK") << "li r10, 0" << "lay_" + S(l) + ":";
       const bool pre = act_needs_pre(p.act[static_cast<size_t>(l)]);
       if (pre) pre_lengths(m * P);
       as << "vmov.fp32 " + dT1 + ", " + dB1 << "ld32 r13, [r0+t1]" << "vfill.fp32 " + dBB + ", r13"
@@ -1102,8 +1173,10 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       as << "vmov.fp32 " + dRetO + ", " + sent;
       if (keep) as << "vmov.fp32 " + dRb + ", " + sent << "daddb " + dRb + ", " + S(4 * m * Pq);
       if (rk >= 0) as << "daddb " + dRa + ", " + S(4 * m * P);
-      as << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq)
-         << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lay_" + S(l);
+      // Then the planes the backward pass needs (YK), which the channel's row keeps.
+      as << "li r13, " + S(m * P) << "dlen " + dRetO + ", r13" << "vmov.fp32 " + dRetO + ", " + dCY << "li r13, " + S(m * Pq)
+         << "dlen " + dRetO + ", r13";
+      as << "addi r10, r10, 1" << "li r13, " + S(nO) << "bne r10, r13, lay_" + S(l);
       out_lengths(m);
       continue;
     }
@@ -1220,27 +1293,38 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       const bool pre_sum = rk >= 0 && p.res_pre(l), keep = p.root_kept(l + 1);
       if (rk >= 0) as << "dmem " + dRa + ", GK" + S(rk) + ", " + S(m * P) + ", 1";
       if (keep) as << "dmem " + dRb + ", GK" + S(l + 1) + ", " + S(m * Pq) + ", 1";
-      as << "li r1, YK" + L_ << "li r2, " + (pooled ? "QK" + L_ : "YK" + L_) << "li r10, 0" << "gb_" + L_ + ":";
+      as << "li r1, YK" << "li r2, " + std::string(pooled ? "QK" : "YK") << "li r10, 0" << "gb_" + L_ + ":";
       const bool pre = act_needs_pre(p.act[static_cast<size_t>(l)]);
+      // Each output's planes come down the column from the row that owns the channel (its
+      // conv_send): the pooled gradient, then the kept planes (y, or z), into YK.
+      auto kept_in = [&] {
+        as << "li r13, " + S(m * P) << "dlen " + dChI + ", r13" << "dlen " + dCY + ", r13" << "dbase " + dCY + ", r1" << "vmov.fp32 " + dCY + ", " + dChI;
+      };
+      const bool max = p.pool[static_cast<size_t>(l)].kind == PoolParams::kMax;
       if (pooled) {
         as << "li r13, " + S(m * Pq) << "dlen " + dChI + ", r13" << "dlen " + dGq + ", r13" << "li r13, gq" << "dbase " + dGq + ", r13"
            << "li r13, 1" << "dstride " + dGq + ", r13" << "vmov.fp32 " + dGq + ", " + dChI;
+        kept_in();
         if (keep) as << "vadd.fp32 " + dGq + ", " + dGq + ", " + dRb;
-        if (pre && p.pool[static_cast<size_t>(l)].kind == PoolParams::kMax) {  // y again from the kept z, into cpy
+        // A max pooling's outputs again from y (the forward pass's ops: the same values).
+        if (pre && max) {  // y again from the kept z, into cpy
           out_lengths(m * P);
           pre_lengths(m * P);
           as << "dlen " + dCY + ", r13" << "dbase " + dCY + ", r1";
           const std::string t[4] = {dTmp, dBB, dTm, dCpt3};
           emit_pre_act_fwd(as, p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)], dCpy, dCY, t, dOnes);
           as << "st32 [r0+csv], r1" << "li r1, cpy";
+          pool_fwd(l, "b");
           pool_bwd(l);
           as << "ld32 r1, [r0+csv]";
         } else {
+          if (max) pool_fwd(l, "b");
           pool_bwd(l);
         }
       } else {
         as << "li r13, " + S(m * P) << "dlen " + dChI + ", r13" << "dlen " + dZp + ", r13" << "li r13, tm" << "dbase " + dZp + ", r13"
            << "vmov.fp32 " + dZp + ", " + dChI;
+        kept_in();
         if (keep) as << "vadd.fp32 " + dZp + ", " + dZp + ", " + dRb;
       }
       out_lengths(m * P);
@@ -1257,17 +1341,10 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
       if (pre_sum) as << "vmov.fp32 " + dRa + ", " + dZp;
       if (rk >= 0) as << "daddb " + dRa + ", " + S(4 * m * P);
       if (keep) as << "daddb " + dRb + ", " + S(4 * m * Pq);
-      // dz up to every row, or (WsPlan::dz_streamed) kept in YK's place until the rows' gather,
-      // which this pass reads, is all in: the rows read it output by output.
-      const bool hold = p.dz_streamed(l);
-      as << "vmov.fp32 " + (hold ? dCY : dRetO) + ", " + dZp << "vsum.fp32 r13, " + dZp;
+      // dz up to every row at once (they read it output by output: WsPlan::dz_streamed).
+      as << "vmov.fp32 " + dRetO + ", " + dZp << "vsum.fp32 r13, " + dZp;
       db_out();
-      as << "addi r1, r1, " + S(4 * m * P) << "addi r2, r2, " + S(4 * m * Pq) << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)])
-         << "bne r10, r13, gb_" + L_;
-      if (hold) {
-        as << "li r1, YK" + L_ << "li r10, 0" << "gz_" + L_ + ":" << "dbase " + dCY + ", r1" << "vmov.fp32 " + dRetO + ", " + dCY
-           << "addi r1, r1, " + S(4 * m * P) << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)]) << "bne r10, r13, gz_" + L_;
-      }
+      as << "addi r10, r10, 1" << "li r13, " + S(p.outs[static_cast<size_t>(l)]) << "bne r10, r13, gb_" + L_;
       out_lengths(m);
       layer_sent(l);
       continue;

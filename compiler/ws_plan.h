@@ -218,6 +218,12 @@ struct WsPlan {
   }
   // A convolution's input channels in row a's slice (from channel ch0).
   int chans(int l, int a) const { return len(l, a) / unit(l); }
+  // What the roots return per output and sample of layer l: a dense layer's value; a
+  // convolution's pooled plane, then the plane its backward pass needs (y, or z where the
+  // derivative is taken at z), which the row that owns the channel keeps (YR) and sends back down
+  // with the pooled gradient at the start of the convolution's backward pass: the roots hold one
+  // output's planes, not the layer's (docs/weight-streaming.md#convolutions).
+  int ret_unit(int l) const { return is_conv(l) ? qplane(l) + oplane(l) : 1; }
   int ch0(int l, int a) const { return off[static_cast<size_t>(l)][static_cast<size_t>(a)] / unit(l); }
   // Row a's part of a weight row of layer l: from woff, wlen long (a convolution's: the taps of
   // the row's channels).

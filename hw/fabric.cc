@@ -1,6 +1,7 @@
 #include "hw/fabric.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 
@@ -476,6 +477,14 @@ std::string Fabric::describe_stuck() const {
     }
   }
   if (stuck.size() > kShow) os << "\n  ... and " << stuck.size() - kShow << " more PEs";
+  // WAFERSIM_DEADLOCK_CORES=1: every core's task, pc and ops in flight (a debugging aid).
+  if (const char* e = std::getenv("WAFERSIM_DEADLOCK_CORES"); e && *e == '1') {
+    for (const auto& rp : m_routers) {
+      if (!rp || !rp->agent()) continue;
+      const std::string st = rp->agent()->debug_state();
+      if (!st.empty()) os << "\n  core " << pe_name(rp->x(), rp->y()) << ": " << st;
+    }
+  }
   return os.str();
 }
 

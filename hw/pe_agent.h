@@ -40,6 +40,9 @@ class PeAgent {
   virtual uint32_t send_colors() const = 0;
   virtual uint32_t receive_colors() const = 0;
 
+  // What it is doing, for a deadlock's report ("" if nothing to say).
+  virtual std::string debug_state() const { return ""; }
+
   // True while the agent still needs cycles (pending sends, undrained arrivals).
   virtual bool has_work() const = 0;
   // A cycle T such that every evaluate() before T would change nothing but the agent's own busy

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "hw/number_format.h"
@@ -800,6 +801,22 @@ uint32_t PeCore::evaluate(uint64_t now, uint32_t ramp_full, Wavelet* out) {
   }
   update_lazy(now);
   return result;
+}
+
+}  // namespace wafersim
+
+namespace wafersim {
+
+std::string PeCore::debug_state() const {
+  if (m_halted) return "";
+  std::string s = "task " + std::to_string(m_task) + " pc " + std::to_string(m_pc);
+  if (m_main_op.active) s += " main op " + std::to_string(m_main_op.done) + "/" + std::to_string(m_main_op.total);
+  for (int u = 0; u < kMaxMicrothreads; ++u) {
+    if (m_ut[u].active) s += " ut" + std::to_string(u) + " " + std::to_string(m_ut[u].done) + "/" + std::to_string(m_ut[u].total);
+  }
+  char b[64];
+  std::snprintf(b, sizeof b, " activated %llx blocked %llx", static_cast<unsigned long long>(m_activated), static_cast<unsigned long long>(m_blocked));
+  return s + b;
 }
 
 }  // namespace wafersim

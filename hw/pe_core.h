@@ -31,6 +31,7 @@ struct CoreStats {
 //   fabric.attach_agent(7, 0, std::move(core));   // runs from cycle 0
 class PeCore : public PeAgent {
  public:
+  std::string debug_state() const override;
   // Throws ConfigError when the image does not fit this core (SRAM, DSD registers, queues).
   PeCore(const CoreConfig& cfg, const PeImage& image, uint32_t pe_id, std::string name);
   ~PeCore() override;
