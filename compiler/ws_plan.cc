@@ -253,14 +253,20 @@ WsLayerEst conv_estimate(const WsPlan& p, const HwConfig& hw, int l, long long w
     root_f += m * P * (f + 1) + kRootOp * (f + 1);
     root_b += m * P * (b + (q.kind == PoolParams::kMax ? f : 0)) + kRootOp * (b + f);
   }
+  // The planes the backward pass needs (y or z) go up with the pooled ones and come back down
+  // with the pooled gradient (the rows keep them: WsPlan::ret_unit), and a max pooling's
+  // outputs are computed again from them.
+  root_f += m * P + kRootOp;
+  root_b += m * P + kRootOp;
+  if (q.kind == PoolParams::kMax) root_b += m * (tap_elems + tap_ops * kRootOp) + (whole ? m * P : 0.0);
   WsLayerEst e;
   e.weights = weights;
   e.stream_cycles = static_cast<double>(weights) / p.channel_rate;
   e.fwd_stream_cycles = e.bwd_stream_cycles = e.stream_cycles;
   e.fwd_cycles = co * std::max(row_f, root_f) + std::min(row_f, root_f);
-  // Backward, the roots spread every output's gradient before the rows start the pass (they
-  // need the whole dz): in series.
-  e.bwd_cycles = co * (row_b + root_b);
+  // Backward, the roots spread each output's gradient as its planes come down, while the rows
+  // work on the output before: the slower of the two per output.
+  e.bwd_cycles = co * std::max(row_b, root_b) + std::min(row_b, root_b);
   e.egress_cycles = static_cast<double>(weights) / p.channel_rate;
   e.turn_cycles = (p.root_y - p.row_y.front()) * hw.router.hop_latency + kPerOutput;
   return e;
@@ -379,7 +385,13 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         }
         if (l > 0) dx = std::max(dx, p.len(l, a) * m);
         dy = std::max(dy, static_cast<long>(p.dz_streamed(l) ? 2 : p.outs[static_cast<size_t>(l)]) * p.oplane(l) * m);
-        if (p.is_conv(l) && l + 1 < L) dy = std::max(dy, p.len(l + 1, a) * m);  // its outputs' slice (ws_codegen.cc)
+        if (p.is_conv(l) && l + 1 < L) {
+          // Its outputs' slice with their kept planes as they come (in dy), and the kept planes
+          // with the pooled gradient of the row's channels (YR: ws_codegen.cc).
+          const long own = static_cast<long>(p.chans(l + 1, a)) * p.ret_unit(l) * m;
+          dy = std::max(dy, own);
+          x += own + 4;
+        }
         ni = std::max(ni, static_cast<long>(p.wlen(l, a)));
         // A convolution: its taps' table (4 words each) and the plane of one output's sums.
         if (p.is_conv(l)) x += 4L * p.wlen(l, a) + p.oplane(l) + 8;
@@ -420,16 +432,17 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   // (WsPlan::root_db_buffer) where it fits.
   long widths = 0;
   for (int l = 0; l < L; ++l) widths += p.root_params(l);
-  // A convolution's root keeps its outputs before and after the pooling for the backward pass
-  // (the rows keep only the pooled ones), and its per-output vectors hold a plane per sample.
-  long conv_kept = 0, conv_table = 0, plane = 1, ln_words = 0, ln_widest = 0, pre_planes = 0;
+  // A convolution's root holds one output's planes before and after the pooling (the rows keep
+  // the layer's for the backward pass), and its per-output vectors hold a plane per sample.
+  long conv_kept = 0, conv_table = 0, plane = 1, ln_words = 0, ln_widest = 0, pre_planes = 0, kept_one = 0;
   for (int l = 0; l < L; ++l) {
     if (p.has_ln(l)) {
       ln_words += 4L * p.outs[static_cast<size_t>(l)] + 8;
       ln_widest = std::max(ln_widest, static_cast<long>(p.outs[static_cast<size_t>(l)]));
     }
     if (!p.is_conv(l)) continue;
-    conv_kept += static_cast<long>(p.outs[static_cast<size_t>(l)]) * (p.oplane(l) + p.qplane(l)) + 8;
+    // One output's planes before and after the pooling (YK, QK; the rows keep the layer's).
+    kept_one = std::max(kept_one, static_cast<long>(p.oplane(l) + p.qplane(l)));
     // A residual connection's source planes and their gradient (SK, GK: ws_codegen.cc).
     if (p.root_kept(l + 1)) conv_kept += 2L * p.outs[static_cast<size_t>(l)] * p.qplane(l) + 8;
     const PoolParams& q = p.pool[static_cast<size_t>(l)];
@@ -439,6 +452,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       pre_planes = std::max(pre_planes, act_temps(p.act[static_cast<size_t>(l)], p.act_par[static_cast<size_t>(l)]) > 3 ? 2L : 1L);
     }
   }
+  conv_kept += kept_one ? kept_one + 8 : 0;
   // A LayerNorm's root keeps the layer's outputs and x^ of its samples (2 n m), r (m), gamma,
   // beta and their gradients (4 n), and scratch of the widest (3 n).
   long ln_m = 0;
@@ -459,6 +473,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       for (int l = 0; l < L; ++l) n = std::max(n, p.len(l, a) * m);
     }
     for (int l = 0; l < L; ++l) n = std::max(n, static_cast<long>(p.outs[static_cast<size_t>(l)]) * p.oplane(l) * m);
+    // A convolution's planes passed down the column at its backward pass's start (the rows above
+    // the last row's channels: up to every output's, with their kept planes; ws_codegen.cc).
+    for (int l = 0; l + 1 < L; ++l) {
+      if (p.is_conv(l)) n = std::max(n, static_cast<long>(p.outs[static_cast<size_t>(l)]) * p.ret_unit(l) * m);
+    }
     return n;
   };
   // The root reads its logits sample by sample with a stride of m (a 12-bit field of dmem).
