@@ -541,13 +541,13 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       if (p.is_conv(l) && n > most) most = n, widest = l;
     }
     const ConvParams& c = p.conv[static_cast<size_t>(widest)];
-    throw CompileError("weight-streaming: a convolution's feature rows hold their channels' planes whole, and each the whole "
-                       "gradient of a convolution's output (docs/weight-streaming.md#convolutions): with " + S(rows) +
-                       " feature rows and one sample per column a row needs " + S(p.row_bytes) +
-                       " bytes of SRAM, the core has " + S(sram) + "; the largest buffer is the gradient of the output of '" +
+    throw CompileError("weight-streaming: a feature row holds its channels' planes whole, of every boundary (a convolution's "
+                       "with the planes its backward pass needs), two outputs' gradient planes and a plane of sums "
+                       "(docs/weight-streaming.md#convolutions): with " + S(rows) + " feature rows and one sample per column a row needs " +
+                       S(p.row_bytes) + " bytes of SRAM, the core has " + S(sram) + "; the largest output is that of '" +
                        g.layers[static_cast<size_t>(widest)].name + "', " + S(c.co) + " x " + S(c.ho) + " x " + S(c.wo) +
-                       " = " + S(4 * most) + " bytes. Use more feature rows (lower io.spacing), fewer channels or smaller planes (a stride, a "
-                       "pooling earlier), or a larger core.sram_kb");
+                       ". Use more feature rows (lower io.spacing), fewer channels or smaller planes (a stride, a pooling earlier), or a "
+                       "larger core.sram_kb; layer-pipelined mode (--mode layer-pipelined, or --mode auto) trains such CNNs");
   }
   if (p.row_bytes > sram) {
     // A row's PE holds the gathered dy of the widest layer output whole (ws_codegen.cc), however
