@@ -580,11 +580,10 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   if (p.root_bytes > sram) {
     throw CompileError("weight-streaming: a root PE needs " + S(p.root_bytes) + " bytes of SRAM for " + S(nl) +
                        " logits x " + S(p.m) + " samples, the core has " + S(sram) +
-                       (p.any_conv() ? std::string("; a root keeps every convolution's output planes of its samples (before and after "
-                                                   "the pooling) for the backward pass: use fewer channels or smaller planes, or a larger "
-                                                   "core.sram_kb; layer-pipelined mode (--mode layer-pipelined; --mode auto picks it "
-                                                   "where the model fits) trains such CNNs (docs/graph-compiler.md: the rows keeping "
-                                                   "the planes is planned)")
+                       (p.any_conv() ? std::string("; a root holds one output's planes of its samples (before and after the pooling) "
+                                                   "and a residual sum's source planes and their gradient: use fewer channels or smaller "
+                                                   "planes, or a larger core.sram_kb; layer-pipelined mode (--mode layer-pipelined; "
+                                                   "--mode auto picks it where the model fits) trains such CNNs")
                                      : std::string()));
   }
   if (m > kMaxDsdStride) {
