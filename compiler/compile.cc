@@ -302,6 +302,11 @@ std::string report_text(const nlohmann::json& j) {
          std::to_string(j["replica_band_rows"].get<int>()) + " rows, gradients summed on the wafer (" +
          fmt(j["gradient_sum_cycles"].get<double>(), 0) + " cycles a minibatch)\n";
   }
+  if (j.value("ring_depth", 4) < 4) {
+    // placement.cc place_copy_ring: the least auto ring did not fit a convolution's planes.
+    s += "  input ring              " + std::to_string(j["ring_depth"].get<int>()) +
+         " samples a tile (below the automatic 4: a convolution's planes fit no more, or compile.ring_depth)\n";
+  }
   if (j.value("in_flight", 1) > 1) {
     s += "  minibatches in flight   " + std::to_string(j["in_flight"].get<int>()) + " (the next minibatch's first " +
          std::to_string(j["lookahead_samples"].get<int>()) + " samples enter before the update, with layer 0's weights before it)\n";

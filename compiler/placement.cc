@@ -1136,6 +1136,27 @@ void replicate(Plan* c, const HwConfig& hw, const Bands& bands, int R, int band)
 
 }  // namespace
 
+// place_copy, and with compile.ring_depth 0 (auto), where the least auto ring (kMinRing samples)
+// does not fit a convolution's PEs (whole planes of 32 x 32 and more), the deepest shallower
+// ring that does (3, 2, then 1): a mapping that overlaps less beats none. Every error is the
+// auto ring's.
+Plan place_copy_ring(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt, long long budget, bool grad) {
+  try {
+    return place_copy(g, hw, opt, budget, grad);
+  } catch (const CompileError&) {
+    if (opt.ring_depth != 0 || g.first_conv() < 0) throw;
+    for (int d = kMinRing - 1; d >= 1; --d) {
+      PlaceOptions o = opt;
+      o.ring_depth = d;
+      try {
+        return place_copy(g, hw, o, budget, grad);
+      } catch (const CompileError&) {
+      }
+    }
+    throw;
+  }
+}
+
 Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& opt) {
   const int W = hw.fabric.width, H = hw.fabric.height;
   if (g.layers.empty()) throw CompileError("the model has no layers to place");
@@ -1185,7 +1206,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   const long long budget = opt.max_pes > 0 ? opt.max_pes : static_cast<long long>(W) * H;
   // One copy on the whole fabric: today's plan, and every error of a model that does not fit.
   Plan best;
-  if (opt.replicas <= 1) best = place_copy(g, hw, opt, budget, false);
+  if (opt.replicas <= 1) best = place_copy_ring(g, hw, opt, budget, false);
   if (opt.replicas == 1 || (opt.replicas == 0 && opt.in_flight > 1)) return best;
   const Bands bands = bands_of(hw);
   const int s = hw.io.spacing;
@@ -1193,7 +1214,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
     HwConfig h = hw;
     h.fabric.height = band;
     h.io.channels_per_edge = band / s;
-    Plan c = place_copy(g, h, opt, budget / R, true);
+    Plan c = place_copy_ring(g, h, opt, budget / R, true);
     replicate(&c, hw, bands, R, band);
     return c;
   };

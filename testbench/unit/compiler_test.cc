@@ -842,6 +842,28 @@ TEST(Compiler, ScalarStepsFuseIntoTheActivation) {
   refused("Div", false, true, "Div (1 node): a scalar step of the logits (a temperature) is not supported yet");
 }
 
+// Layer-pipelined convolutions over 32 x 32 planes: a tile's ring of the least automatic depth
+// (4 samples' input planes) does not fit 48 KB, so the search takes the deepest shallower ring
+// that does (placement.cc place_copy_ring) and the report says so; an explicit
+// compile.ring_depth 4 is kept and refused as before.
+TEST(Compiler, LargePlanesTakeAShallowerRing) {
+  CnnSpec spec;
+  spec.c = 3, spec.h = spec.w = 32;
+  spec.convs = {{16, 3, 1, 1, ""}, {16, 3, 1, 1, "MaxPool", 2}};
+  spec.dense = {10};
+  const std::string path = model_path("vgg_cifar");
+  write_cnn(path, spec);
+  CmdResult r = compile({path, "--compile-only", "--compile.replicas", "1"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_TRUE(contains(r.out, "  input ring              ")) << r.out;
+  const nlohmann::json rep = nlohmann::json::parse(std::ifstream(test_tmp_dir() + "/out/compile_report.json"));
+  EXPECT_LT(rep["ring_depth"].get<int>(), 4);
+  EXPECT_GE(rep["ring_depth"].get<int>(), 1);
+  r = compile({path, "--compile-only", "--compile.replicas", "1", "--compile.ring_depth", "4"});
+  EXPECT_EQ(r.rc, kExitUsage) << r.out;
+  EXPECT_TRUE(contains(r.err, "does not fit")) << r.err;
+}
+
 // --- regressions: graphs the compiler once accepted or crashed on ---
 
 // Reshape (compiler/kernel_graph.cc): a target shape that is not a constant (here a graph
