@@ -922,10 +922,7 @@ std::string root_source(const WsPlan& p, const WsColors& col, int c) {
   // One output's planes of its m samples: before the pooling (YK: y, or z where the derivative
   // is taken at z) and after it (QK); the rows that own the channels keep them between the
   // passes (WsPlan::ret_unit).
-  if (mv > m) {
-    as.data(".space YK, fp32, " + S(mv));
-    if (gq) as.data(".space QK, fp32, " + S(gq));
-  }
+  if (p.any_conv()) as.data(".space YK, fp32, " + S(mv) + "\n.space QK, fp32, " + S(std::max(1LL, gq)));
   if (gq) {
     as.data(".space gq, fp32, " + S(gq));
     as.data(".space rr, fp32, " + S(std::max(1, wqmax)));
