@@ -425,8 +425,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     f.value = n.outputs[0];
     return "";
   };
-  // A Mul, Div, Add, Sub of the flow by a one-element float constant, or a Neg of it: the step
-  // (y mul + add), or nothing. Sets `first` where the constant comes first.
+  // A Mul, Div, Add, Sub of the flow by a one-element float constant (either operand), or a
+  // Neg of it: the step (y mul + add, or why the kernels cannot take it), or nothing.
   struct ScalarStep {
     float mul = 1, add = 0;
     std::string why;  // a step the kernels cannot take

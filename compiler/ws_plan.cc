@@ -36,6 +36,15 @@ struct RowBwd {
   double outs, per_out, busy, ni, fixed, drain;
 };
 
+// Elements a cycle of an activation program's step on the core's units.
+int step_rate(const CoreConfig& core, Op op) {
+  const int rate = op == Op::kVmul || op == Op::kVmuls                       ? core.mul_fp32
+                   : op == Op::kVexp || op == Op::kVrecip || op == Op::kVlog ? core.special
+                   : op == Op::kVfmac || op == Op::kVfmacs                   ? core.fmac_fp32
+                                                                             : core.add_fp32;
+  return std::max(1, rate);
+}
+
 std::vector<int> split(int n, int p) {
   std::vector<int> off(static_cast<size_t>(p) + 1);
   for (int i = 0; i <= p; ++i) off[static_cast<size_t>(i)] = static_cast<int>(static_cast<long long>(n) * i / p);
@@ -746,13 +755,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         const ActParams& par = p.act_par[static_cast<size_t>(k)];
         double c = 0;  // each step at its unit's rate (elements a cycle)
         const ActProgram prog = fwd ? def.fwd(par) : def.bwd(par);
-        for (const ActProgram::Step& st : prog.steps()) {
-          const int rate = st.op == Op::kVmul || st.op == Op::kVmuls ? hw.core.mul_fp32
-                           : st.op == Op::kVexp || st.op == Op::kVrecip || st.op == Op::kVlog ? hw.core.special
-                           : st.op == Op::kVfmac || st.op == Op::kVfmacs ? hw.core.fmac_fp32
-                                                                          : hw.core.add_fp32;
-          c += 1.0 / std::max(1, rate);
-        }
+        for (const ActProgram::Step& st : prog.steps()) c += 1.0 / step_rate(hw.core, st.op);
         return c;
       };
       if (l + 1 < L && p.rows_act(l)) res_f += p.len(l + 1, a) * m * rows_ops(l, true);
@@ -791,13 +794,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
           const ActivationDef& def = activation(d.act);
           const ActProgram prog = fwd ? def.fwd(d.act_par) : def.bwd(d.act_par);
           double c = 0;
-          for (const ActProgram::Step& st : prog.steps()) {
-            const int rate = st.op == Op::kVmul || st.op == Op::kVmuls ? hw.core.mul_fp32
-                             : st.op == Op::kVexp || st.op == Op::kVrecip || st.op == Op::kVlog ? hw.core.special
-                             : st.op == Op::kVfmac || st.op == Op::kVfmacs ? hw.core.fmac_fp32
-                                                                            : hw.core.add_fp32;
-            c += per + m / std::max(1, rate);
-          }
+          for (const ActProgram::Step& st : prog.steps()) c += per + m / step_rate(hw.core, st.op);
           return c;
         };
         e.fwd_cycles += n * (ops(true) + per + m + 6);

@@ -169,9 +169,9 @@ CONV = {"ws_sgd_lenet": ("4c5,m2,8c5,m2", [1, 28, 28]), "ws_sgd_leaky_avg": ("4c
         "ws_sgd_resnet": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "ws_sgd_resnet_gelu": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12]),
         "ws_sgd_tanh_unpooled": ("4c3p1,5c3,g", [2, 8, 7]),
         "gmp_op13": ("4c3p1,m20", [1, 20, 20]), "ws_sgd_gmp": ("4c3p1,m2,6c3p1,m14", [1, 28, 28]),
-        "resnet_op13": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]),
-        "input_norm_conv_op17": ("4c3p1,m2,5c3", [3, 10, 10]),
-        "post_act_gelu_conv_op17": ("4c3p1,m2,5c3", [2, 10, 10]), "ws_sgd_post_act_relu_conv": ("4c3p1,m2,5c3", [2, 10, 10]), "ws_sgd_input_norm_conv": ("4c3p1,m2", [3, 10, 10]), "resnet_silu_op17": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12])}
+        "resnet_op13": ("4c3p1,r3,m2,R3,r3,g", [1, 10, 10]), "resnet_silu_op17": ("4c3p1,m3s2p1,r3,R3,a2", [2, 12, 12]),
+        "input_norm_conv_op17": ("4c3p1,m2,5c3", [3, 10, 10]), "ws_sgd_input_norm_conv": ("4c3p1,m2", [3, 10, 10]),
+        "post_act_gelu_conv_op17": ("4c3p1,m2,5c3", [2, 10, 10]), "ws_sgd_post_act_relu_conv": ("4c3p1,m2,5c3", [2, 10, 10])}
 WS_CASES += [
     # LayerNorm before each hidden activation (at the roots; gamma and beta in MemoryX).
     ("ws_sgd_layernorm_gelu", [20, 12, 8, 5], "gelu", 17, 16, "sgd", 0.1, 0.9),
