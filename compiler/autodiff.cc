@@ -119,14 +119,16 @@ TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer, cons
     Context(ir::Graph& g, Builder& b, const std::vector<bool>& needs, std::map<int, std::vector<std::pair<int, int>>>& contrib,
             std::map<int, std::vector<ParamGrad>>& pgrad, std::map<std::string, std::vector<std::string>>& missing)
         : m_g(g), m_b(b), m_needs(needs), m_contrib(contrib), m_pgrad(pgrad), m_missing(missing) {}
-    void at(int op, int dy, const std::string& source, const std::string& node) {
+    void at(int op, std::vector<int> dys, const std::string& source, const std::string& node) {
       m_op = op;
-      m_dy = dy;
+      m_dys = std::move(dys);
+      m_dy = m_dys.empty() ? -1 : m_dys[0];
       m_source = source;
       m_node = node;
     }
     const ir::Graph& graph() const override { return m_g; }
     int dy() const override { return m_dy; }
+    int dy_at(size_t k) const override { return k < m_dys.size() ? m_dys[k] : -1; }
     bool wants(int t) const override {
       return t >= 0 && m_needs[static_cast<size_t>(t)] && m_g.tensors[static_cast<size_t>(t)].kind == ir::TensorKind::kValue;
     }
@@ -149,15 +151,23 @@ TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer, cons
     std::map<int, std::vector<ParamGrad>>& m_pgrad;
     std::map<std::string, std::vector<std::string>>& m_missing;
     int m_op = -1, m_dy = -1;
+    std::vector<int> m_dys;
     std::string m_source, m_node;
   };
   Context ctx(g, b, needs, contrib, pgrad, missing);
   for (int i = t.forward_ops - 1; i >= 0; --i) {
     const ir::Op o = g.ops[static_cast<size_t>(i)];  // a copy: ops grows below
-    const int y = o.outputs.empty() ? -1 : o.outputs[0];
-    if (y < 0 || !contrib.count(y)) continue;  // nothing of the loss flows through it
-    const int dy = grad_of(y, src(o));
-    ctx.at(i, dy, src(o) + "/grad", src(o));
+    // The gradient of each output the loss depends on (-1 for the others: a Split's unused part).
+    std::vector<int> dys(o.outputs.size(), -1);
+    int dy = -1;
+    for (size_t k = 0; k < o.outputs.size(); ++k) {
+      const int y = o.outputs[k];
+      if (y < 0 || !contrib.count(y)) continue;
+      dys[k] = grad_of(y, src(o));
+      if (dy < 0) dy = dys[k];
+    }
+    if (dy < 0) continue;  // nothing of the loss flows through it
+    ctx.at(i, dys, src(o) + "/grad", src(o));
     const size_t before = missing.size() + std::accumulate(missing.begin(), missing.end(), size_t{0}, [](size_t n, const auto& m) { return n + m.second.size(); });
     if (const ops::OpClass* c = o.domain.empty() ? ops::find(o.kind) : nullptr) c->gradient(o, ctx);
     else ctx.no_rule(o.kind);

@@ -100,7 +100,7 @@ void GraphReference::run(const std::vector<const float*>& xs, const std::vector<
     l.clear();
     for (const float* s : *targets) l.insert(l.end(), s, s + per);
   }
-  ops::EvalContext ctx{m_val, m_shape, m_pre, m_h, B, m_step};
+  ops::EvalContext ctx{m_val, m_shape, m_pre, m_h, B, m_step, &g};
   for (int i = 0; i < until; ++i) {
     const ir::Op& o = g.ops[static_cast<size_t>(i)];
     for (int y : o.outputs) {

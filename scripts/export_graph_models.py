@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Exports models beyond a chain of dense layers with torch.onnx.export (Debian's python3-torch):
-a residual MLP, an MLP with LayerNorm and GELU, one with GELU's tanh form, a LeakyReLU MLP, a small CNN, one with LeakyReLU and AveragePool, and a
-TransformerEncoderLayer, each at the opsets given. The graph compiler's tests import them into
+a residual MLP, an MLP with LayerNorm and GELU, one with GELU's tanh form, a LeakyReLU MLP, a small CNN, one with LeakyReLU and AveragePool, a
+TransformerEncoderLayer and a model of the remaining op classes (Mixer), each at the opsets given. The graph compiler's tests import them into
 the IR (docs/graph-compiler.md); today's kernels refuse them with the grouped message.
 
     /usr/bin/python3 scripts/export_graph_models.py --out DIR [--opsets 11,13,14,17]
@@ -108,6 +108,32 @@ class Activations(nn.Module):
         return self.fc6(nn.functional.elu(self.fc5(h), 0.5))
 
 
+class Mixer(nn.Module):
+    """The op classes beyond layers (compiler/ops/): a gate (Mul of two layers' outputs, both
+    reading the input), Split, a mean over the sequence subtracted (ReduceMean, Sub), Softmax
+    along the sequence, Transpose and MatMul of two activations, ReduceMax, Pow, ReduceSum,
+    Sqrt, Neg, Div, Exp, a strided Slice over two axes, Concat."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc_in = nn.Linear(16, 24)
+        self.fc_gate = nn.Linear(16, 24)
+        self.fc_out = nn.Linear(32, 4)
+
+    def forward(self, x):
+        h0 = self.fc_in(x)
+        h = h0 * torch.sigmoid(self.fc_gate(x))
+        a, b = h.split([16, 8], dim=-1)
+        a = a - a.mean(dim=1, keepdim=True)
+        w = torch.softmax(b, dim=1)
+        p = w.transpose(1, 2) @ a
+        s = p.amax(dim=2)
+        t = torch.sqrt(p.pow(2).sum(dim=2) + 1)
+        e = torch.exp(-t / 4)
+        first = h0[:, 1:5:2, :8].flatten(1)
+        return self.fc_out(torch.cat([s, t * e, first], dim=1))
+
+
 class Encoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -127,6 +153,7 @@ MODELS = {
     "cnn_leaky_avg": (CnnLeakyAvg, (2, 1, 12, 12)),
     "activations": (Activations, (2, 16)),
     "encoder": (Encoder, (2, 6, 16)),
+    "mixer": (Mixer, (2, 6, 16)),
 }
 
 

@@ -2,7 +2,8 @@
 """Trains a model of scripts/export_graph_models.py with PyTorch (SGD with momentum, softmax
 cross-entropy with mean reduction) for a few minibatches of seeded random data, and writes the
 exported ONNX model beside a JSON file of the data, the per-sample losses of every step and the
-parameters after the last step, under the module's parameter names. With --optimizer adam,
+parameters after the last step, under their ONNX initializers' names and layouts (a Linear on
+more than two dimensions exports its weight transposed, as 'onnx::MatMul_N'). With --optimizer adam,
 torch.optim.Adam with its defaults (betas 0.9 and 0.999, eps 1e-8). The graph compiler's host
 reference is held to these (testbench/system/graph_reference_test.cc).
 
@@ -23,6 +24,43 @@ sys.path.insert(0, HERE)
 import export_graph_models as egm  # noqa: E402
 
 
+def initializer_names(model, path):
+    """Each parameter's ONNX initializer (or the Identity of one, which the compiler's IR makes a
+    parameter of its own): its own name, or (a Linear on more than two dimensions
+    exports its weight transposed, as 'onnx::MatMul_N') the initializer of the same values,
+    transposed or not. Returns {parameter: (initializer, transposed)}."""
+    import onnx
+    from onnx import numpy_helper
+    graph = onnx.load(path).graph
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    for node in graph.node:  # torch shares initializers equal at export through Identity nodes
+        if node.op_type == "Identity" and node.input[0] in inits:
+            inits[node.output[0]] = inits[node.input[0]]
+    out, taken = {}, set()
+    for n, p in model.named_parameters():
+        if n in inits:
+            out[n] = (n, False)
+            taken.add(n)
+    for n, p in model.named_parameters():
+        if n in out:
+            continue
+        v = p.detach().numpy()
+        for name, arr in inits.items():
+            if name in taken:
+                continue
+            if arr.shape == v.shape and (arr == v).all():
+                out[n] = (name, False)
+            elif v.ndim == 2 and arr.shape == v.T.shape and (arr == v.T).all():
+                out[n] = (name, True)
+            else:
+                continue
+            taken.add(name)
+            break
+        if n not in out:
+            sys.exit(f"{path}: no initializer holds parameter {n}")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, choices=sorted(egm.MODELS))
@@ -41,6 +79,7 @@ def main():
     cls, shape = egm.MODELS[a.model]
     torch.manual_seed(7)  # the exported model's weights (export_graph_models.py)
     model = cls()
+    onnx_names = initializer_names(model, os.path.join(a.out, f"{a.model}_op{a.opset}.onnx"))
     model.train()
     if a.optimizer == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=a.lr)
@@ -64,7 +103,10 @@ def main():
         per.mean().backward()  # = mse_loss(reduction="mean") over every element
         opt.step()
         steps.append({"x": x.flatten().tolist(), "labels": labels.flatten().tolist(), "losses": per.detach().tolist()})
-    params = {n: p.detach().flatten().tolist() for n, p in model.named_parameters()}
+    params = {}
+    for n, p in model.named_parameters():
+        name, transposed = onnx_names[n]
+        params[name] = (p.detach().t() if transposed else p.detach()).flatten().tolist()
     out = os.path.join(a.out, f"{a.model}_op{a.opset}_{a.optimizer}_{a.loss}.json")
     with open(out + ".tmp", "w") as f:
         json.dump({"lr": a.lr, "momentum": a.momentum, "optimizer": a.optimizer, "batch": a.batch, "steps": steps,

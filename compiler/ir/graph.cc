@@ -87,24 +87,6 @@ bool const_ints(const Graph& g, int t, std::vector<int64_t>* v, std::vector<int6
   return true;
 }
 
-// Integer operands of an op: from its attribute (older opsets) or its constant input (newer).
-bool ints_of(const Graph& g, const Op& o, const char* key, size_t input, std::vector<int64_t>* v, bool* given) {
-  *given = false;
-  if (const OnnxAttr* a = o.attr(key); a && a->kind == OnnxAttr::kInts) {
-    *v = a->ints;
-    *given = true;
-    return true;
-  }
-  if (o.inputs.size() > input && o.inputs[input] >= 0) {
-    std::vector<int64_t> m;
-    if (!const_ints(g, o.inputs[input], v, &m)) return false;
-    for (int64_t x : m) {
-      if (x != 0) return false;
-    }
-    *given = true;
-  }
-  return true;
-}
 
 const std::set<std::string>& same_shape_ops() {
   static const std::set<std::string> s = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal",
@@ -133,6 +115,24 @@ int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t p
 }
 
 }  // namespace
+
+bool ints_of(const Graph& g, const Op& o, const char* key, size_t input, std::vector<int64_t>* v, bool* given) {
+  *given = false;
+  if (const OnnxAttr* a = o.attr(key); a && a->kind == OnnxAttr::kInts) {
+    *v = a->ints;
+    *given = true;
+    return true;
+  }
+  if (o.inputs.size() > input && o.inputs[input] >= 0) {
+    std::vector<int64_t> m;
+    if (!const_ints(g, o.inputs[input], v, &m)) return false;
+    for (int64_t x : m) {
+      if (x != 0) return false;
+    }
+    *given = true;
+  }
+  return true;
+}
 
 OnnxAttr attr_int(int64_t v) {
   OnnxAttr a;

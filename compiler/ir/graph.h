@@ -102,6 +102,10 @@ void verify(const Graph& g);
 // known). A rule that finds the inputs inconsistent throws CompileError.
 bool infer_output_shape(const Graph& g, const Op& o, int k, std::vector<int64_t>* shape);
 
+// Integer operands of an op: from its attribute `key` (older opsets) or its constant input
+// `input` (newer); false when the input is not a constant of batch-free integers. `given`: found.
+bool ints_of(const Graph& g, const Op& o, const char* key, size_t input, std::vector<int64_t>* v, bool* given);
+
 // Attribute values of the ops the passes and autodiff make.
 OnnxAttr attr_int(int64_t v);
 OnnxAttr attr_float(float v);

@@ -6,23 +6,6 @@
 namespace wafersim::compiler::ops {
 namespace {
 
-// The element of `in` (shape si) that element i of shape so reads under broadcasting.
-size_t bcast_at(size_t i, const std::vector<int64_t>& so, const std::vector<int64_t>& si) {
-  size_t at = 0, stride = 1;
-  auto rest = static_cast<int64_t>(i);
-  for (size_t k = so.size(); k-- > 0;) {
-    const int64_t c = rest % so[k];
-    rest /= so[k];
-    const size_t off = so.size() - si.size();
-    if (k >= off) {
-      const int64_t d = si[k - off];
-      if (d != 1) at += static_cast<size_t>(c) * stride;
-      stride *= static_cast<size_t>(d);
-    }
-  }
-  return at;
-}
-
 class Add : public OpClass {
  public:
   const char* name() const override { return "add"; }

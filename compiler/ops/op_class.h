@@ -25,7 +25,8 @@ class GradContext {
  public:
   virtual ~GradContext() = default;
   virtual const ir::Graph& graph() const = 0;
-  virtual int dy() const = 0;                         // the gradient of the op's output 0
+  virtual int dy() const = 0;                         // the gradient of the op's output 0 (-1: none)
+  virtual int dy_at(size_t k) const = 0;              // the gradient of output k (-1: nothing flows back through it)
   virtual bool wants(int t) const = 0;                // a value whose gradient the loss needs
   virtual bool is_param(int t) const = 0;
   virtual std::vector<int64_t> shape(int t) const = 0;
@@ -47,6 +48,7 @@ struct EvalContext {
   const TrainHyper& hyper;
   int batch = 0;
   int64_t step = 0;  // minibatches done before this one
+  const ir::Graph* graph = nullptr;  // for constant integer operands (Slice's ends, a reduction's axes)
 };
 
 class OpClass {
@@ -64,6 +66,16 @@ std::vector<const OpClass*> all();
 
 // Helpers the classes share.
 int64_t numel(const std::vector<int64_t>& s);
+// The element of `in` (shape si) that element i of shape so reads under broadcasting.
+size_t bcast_at(size_t i, const std::vector<int64_t>& so, const std::vector<int64_t>& si);
+// A contribution `full` (of the op's output shape) to input x's gradient: summed over the
+// dimensions x was broadcast along (SumTo) when its shape differs; into the momentum when x is a
+// parameter (SumToGrad).
+void give_broadcast(GradContext& c, int x, int full);
+// An integer operand of op `o`: its attribute `key` (older opsets) or constant input `input`.
+std::vector<int64_t> ints_operand(const ir::Graph& g, const ir::Op& o, const char* key, size_t input, bool* given = nullptr);
+// Axis `a` of rank `r`, negative counted from the end; throws when outside.
+size_t axis_of(int64_t a, size_t r, const ir::Op& o);
 std::string attr_s(const ir::Op& o, const char* key, const char* dflt);
 float attr_f(const ir::Op& o, const char* key, float dflt);
 // y = act(z) and dz from (z, y, dy) for the activations of Dense and of the standalone ops

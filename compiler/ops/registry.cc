@@ -14,6 +14,11 @@ std::unique_ptr<OpClass> make_softmax();
 std::unique_ptr<OpClass> make_optimizer();
 std::unique_ptr<OpClass> make_mse();
 std::unique_ptr<OpClass> make_conv();
+std::unique_ptr<OpClass> make_binary();
+std::unique_ptr<OpClass> make_unary();
+std::unique_ptr<OpClass> make_reduce();
+std::unique_ptr<OpClass> make_movement();
+std::unique_ptr<OpClass> make_matmul();
 
 namespace {
 
@@ -29,6 +34,11 @@ const std::vector<std::unique_ptr<OpClass>>& table() {
     v.push_back(make_optimizer());
     v.push_back(make_mse());
     v.push_back(make_conv());
+    v.push_back(make_binary());
+    v.push_back(make_unary());
+    v.push_back(make_reduce());
+    v.push_back(make_movement());
+    v.push_back(make_matmul());
     return v;
   }();
   return t;
@@ -62,6 +72,47 @@ int64_t numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   return n;
+}
+
+size_t bcast_at(size_t i, const std::vector<int64_t>& so, const std::vector<int64_t>& si) {
+  size_t at = 0, stride = 1;
+  auto rest = static_cast<int64_t>(i);
+  for (size_t k = so.size(); k-- > 0;) {
+    const int64_t c = rest % so[k];
+    rest /= so[k];
+    const size_t off = so.size() - si.size();
+    if (k >= off) {
+      const int64_t d = si[k - off];
+      if (d != 1) at += static_cast<size_t>(c) * stride;
+      stride *= static_cast<size_t>(d);
+    }
+  }
+  return at;
+}
+
+void give_broadcast(GradContext& c, int x, int full) {
+  if (c.wants(x)) c.give(x, c.shape(x) == c.shape(full) ? full : c.emit("SumTo", {full}, c.shape(x)));
+  if (c.is_param(x)) c.param_grad(x, "SumToGrad", {full});
+}
+
+std::vector<int64_t> ints_operand(const ir::Graph& g, const ir::Op& o, const char* key, size_t input, bool* given) {
+  std::vector<int64_t> v;
+  bool gv = false;
+  if (!ir::ints_of(g, o, key, input, &v, &gv)) {
+    throw CompileError(g.path + ": op " + o.kind + " ('" + (o.sources.empty() ? std::string("?") : o.sources.front()) + "'): its " + key +
+                       " are not constants");
+  }
+  if (given) *given = gv;
+  return v;
+}
+
+size_t axis_of(int64_t a, size_t r, const ir::Op& o) {
+  const int64_t n = static_cast<int64_t>(r);
+  if (a < -n || a >= n) {
+    throw CompileError("op " + o.kind + " ('" + (o.sources.empty() ? std::string("?") : o.sources.front()) + "'): axis " + std::to_string(a) +
+                       " outside rank " + std::to_string(r));
+  }
+  return static_cast<size_t>(a < 0 ? a + n : a);
 }
 
 std::string attr_s(const ir::Op& o, const char* key, const char* dflt) {

@@ -1,4 +1,4 @@
-// Ops that move no element: Flatten, Reshape, Identity, Dropout (as training on the wafer runs
+// Ops that move no element: Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout (as training on the wafer runs
 // it: an identity), and ReshapeAs, the gradient given back the input's shape.
 #include "compiler/ops/op_class.h"
 
@@ -8,7 +8,7 @@ namespace {
 class Rename : public OpClass {
  public:
   const char* name() const override { return "rename"; }
-  std::vector<std::string> kinds() const override { return {"Flatten", "Reshape", "Identity", "Dropout", "ReshapeAs"}; }
+  std::vector<std::string> kinds() const override { return {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout", "ReshapeAs"}; }
 
   void gradient(const ir::Op& o, GradContext& c) const override {
     if (o.kind == "ReshapeAs") return c.no_rule(o.kind);

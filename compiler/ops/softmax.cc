@@ -1,6 +1,10 @@
-// Softmax and LogSoftmax over the last axis (a graph's output softmax, which the loss absorbs:
-// no gradient rule of their own yet), and SoftmaxXent, the loss: per row, reference.cc's
-// softmax_xent (the max by a pairwise tree, the gradient divided by the batch).
+// Softmax and LogSoftmax along an axis (from opset 13 one axis, default the last; before it
+// the axis and every one after it flattened, default 1), with their gradient SoftmaxGrad(y, dy):
+// per slice along the axis, s = the sum of dy y in order and dx = y (dy - s) (Softmax), or
+// s = the sum of dy and dx = dy - exp(y) s (LogSoftmax). Forward per slice: the max by fmax in
+// order, the sum of exp(x - max) in order, then exp(x - max) / sum or (x - max) - log(sum). A
+// graph's output softmax is absorbed by the loss (autodiff.cc). And SoftmaxXent, the loss: per
+// row, reference.cc's softmax_xent (the max by a pairwise tree, the gradient divided by the batch).
 #include <cmath>
 #include <stdexcept>
 
@@ -10,10 +14,38 @@
 namespace wafersim::compiler::ops {
 namespace {
 
+// The slices an op works along: outer x n x inner elements, the axis n long (before opset 13,
+// or for SoftmaxGrad's attribute coerced = 1, the axis and the ones after it as one, inner 1).
+struct Span {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+Span span(const ir::Op& o, const std::vector<int64_t>& d, int64_t opset) {
+  const OnnxAttr* ax = o.attr("axis");
+  const OnnxAttr* co = o.attr("coerced");
+  const bool coerced = co ? co->i != 0 : opset < 13;
+  const size_t a = axis_of(ax ? ax->i : coerced ? 1 : -1, d.size(), o);
+  Span s;
+  for (size_t k = 0; k < d.size(); ++k) (k < a ? s.outer : k == a || coerced ? s.n : s.inner) *= d[k];
+  return s;
+}
+
 class Softmax : public OpClass {
  public:
   const char* name() const override { return "softmax"; }
-  std::vector<std::string> kinds() const override { return {"Softmax", "LogSoftmax", "SoftmaxXent"}; }
+  std::vector<std::string> kinds() const override { return {"Softmax", "LogSoftmax", "SoftmaxXent", "SoftmaxGrad"}; }
+
+  void gradient(const ir::Op& o, GradContext& c) const override {
+    if (o.kind != "Softmax" && o.kind != "LogSoftmax") return c.no_rule(o.kind);
+    const int x = o.inputs[0];
+    if (!c.wants(x)) return;
+    const auto& d = c.shape(x);
+    const OnnxAttr* ax = o.attr("axis");
+    const bool coerced = c.graph().opset < 13;
+    Attrs at = {{"softmax", ir::attr_str(o.kind)},
+                {"axis", ir::attr_int(static_cast<int64_t>(axis_of(ax ? ax->i : coerced ? 1 : -1, d.size(), o)))},
+                {"coerced", ir::attr_int(coerced ? 1 : 0)}};
+    c.give(x, c.emit("SoftmaxGrad", {o.outputs[0], c.dy()}, d, at));
+  }
 
   void evaluate(const ir::Op& o, EvalContext& c) const override {
     const int y = o.outputs[0];
@@ -33,15 +65,26 @@ class Softmax : public OpClass {
       }
       return;
     }
-    const int64_t C = c.shape[static_cast<size_t>(y)].back(), rows = numel(c.shape[static_cast<size_t>(y)]) / C;
-    for (int64_t r = 0; r < rows; ++r) {
-      float mx = x[static_cast<size_t>(r * C)];
-      for (int64_t k = 1; k < C; ++k) mx = std::fmax(mx, x[static_cast<size_t>(r * C + k)]);
+    const Span sp = span(o, c.shape[static_cast<size_t>(o.inputs[0])], c.graph->opset);
+    auto at = [&](int64_t r, int64_t k) { return static_cast<size_t>(((r / sp.inner) * sp.n + k) * sp.inner + r % sp.inner); };
+    if (o.kind == "SoftmaxGrad") {
+      const auto& dy = c.val[static_cast<size_t>(o.inputs[1])];
+      const bool log = attr_s(o, "softmax", "Softmax") == "LogSoftmax";
+      for (int64_t r = 0; r < sp.outer * sp.inner; ++r) {
+        float s = 0;
+        for (int64_t k = 0; k < sp.n; ++k) s += log ? dy[at(r, k)] : dy[at(r, k)] * x[at(r, k)];
+        for (int64_t k = 0; k < sp.n; ++k) out[at(r, k)] = log ? dy[at(r, k)] - std::exp(x[at(r, k)]) * s : x[at(r, k)] * (dy[at(r, k)] - s);
+      }
+      return;
+    }
+    for (int64_t r = 0; r < sp.outer * sp.inner; ++r) {
+      float mx = x[at(r, 0)];
+      for (int64_t k = 1; k < sp.n; ++k) mx = std::fmax(mx, x[at(r, k)]);
       float s = 0;
-      for (int64_t k = 0; k < C; ++k) s += std::exp(x[static_cast<size_t>(r * C + k)] - mx);
-      for (int64_t k = 0; k < C; ++k) {
-        const float z = x[static_cast<size_t>(r * C + k)] - mx;
-        out[static_cast<size_t>(r * C + k)] = o.kind == "Softmax" ? std::exp(z) / s : z - std::log(s);
+      for (int64_t k = 0; k < sp.n; ++k) s += std::exp(x[at(r, k)] - mx);
+      for (int64_t k = 0; k < sp.n; ++k) {
+        const float z = x[at(r, k)] - mx;
+        out[at(r, k)] = o.kind == "Softmax" ? std::exp(z) / s : z - std::log(s);
       }
     }
   }

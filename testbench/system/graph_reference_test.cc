@@ -76,12 +76,17 @@ TEST_P(GraphVsTorch, LossesAndParametersAgree) {
   EXPECT_GE(checked, 4);
 }
 
+// Not the encoder with Adam: the gradient of attention's key bias is zero in exact arithmetic
+// (softmax does not change when a constant is added along the keys), so both sides hold rounding
+// noise of about 1e-9 there, which Adam scales to steps of the learning rate with its sign.
 INSTANTIATE_TEST_SUITE_P(Models, GraphVsTorch,
                          ::testing::Values(Case{"residual", 13, "sgd"}, Case{"norm_gelu", 13, "sgd"}, Case{"norm_gelu", 17, "sgd"},
                                            Case{"gelu_tanh", 13, "sgd"}, Case{"leaky", 11, "sgd"}, Case{"cnn", 13, "sgd"},
                                            Case{"cnn_leaky_avg", 17, "sgd"}, Case{"residual", 13, "adam"}, Case{"norm_gelu", 17, "adam"},
                                            Case{"residual", 13, "sgd", "mse"}, Case{"cnn", 13, "adam", "mse"},
-                                           Case{"activations", 13, "sgd"}, Case{"activations", 17, "adam"}),
+                                           Case{"activations", 13, "sgd"}, Case{"activations", 17, "adam"}, Case{"encoder", 13, "sgd"},
+                                           Case{"encoder", 17, "sgd"}, Case{"encoder", 14, "sgd", "mse"}, Case{"mixer", 11, "sgd"},
+                                           Case{"mixer", 13, "sgd"}, Case{"mixer", 17, "adam"}),
                          [](const auto& info) {
                            return std::string(info.param.model) + "_op" + std::to_string(info.param.opset) + "_" + info.param.optimizer +
                                   (std::string(info.param.loss) == "mse" ? "_mse" : "");
