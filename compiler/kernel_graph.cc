@@ -84,6 +84,13 @@ int KernelGraph::first_layernorm() const {
   return -1;
 }
 
+int KernelGraph::first_branch() const {
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].input >= 0 || layers[l].join_mul) return static_cast<int>(l);
+  }
+  return -1;
+}
+
 int KernelGraph::first_conv() const {
   for (size_t l = 0; l < layers.size(); ++l) {
     if (layers[l].conv.on) return static_cast<int>(l);
@@ -157,11 +164,20 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   // A node after an unsupported one is not blamed for it: the chain goes on through it unchecked.
   auto follow = [&](const OnnxNode& n) { f.value = n.outputs[0]; };
   auto uses_flow = [&](const OnnxNode& n) {
-    return !n.inputs.empty() && (n.inputs[0] == f.value || (n.op_type == "Add" && n.inputs.size() > 1 && n.inputs[1] == f.value));
+    return !n.inputs.empty() &&
+           (n.inputs[0] == f.value || ((n.op_type == "Add" || n.op_type == "Mul") && n.inputs.size() > 1 && n.inputs[1] == f.value));
   };
   // Layer l's input value (boundary l), recorded when its Gemm or MatMul takes it: what a
   // residual Add may add to a later layer's output.
   std::map<std::string, int> boundary;
+  // Why a branch from value k cannot be taken ("" if it can): dense layers only, for now.
+  auto branch_refusal = [&](int k) -> std::string {
+    if (f.rank != 2 || (k > 0 && g.layers[static_cast<size_t>(k) - 1].conv.on) || g.first_conv() >= 0) {
+      return "a branch (a layer reading an earlier value than the last layer's output) among convolutions is not supported yet";
+    }
+    if (g.layers[static_cast<size_t>(f.dense)].ln.on) return "a branch after a LayerNorm is not supported yet";
+    return "";
+  };
   // Why an activation here cannot fuse into the dense layer before it ("" if it can).
   auto activation_refusal = [&]() -> std::string {
     if (f.residual) {
@@ -535,7 +551,13 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       if (!why.empty()) unsupported(n, why);
       continue;
     }
-    if (!uses_flow(n) && op != "SoftmaxCrossEntropyLoss" && op != "NegativeLogLikelihoodLoss") {
+    // A branch: a Gemm or MatMul of an earlier value (the model input, or an earlier layer's
+    // output) while the flow holds the last layer's output, which a later join or layer reads.
+    int branch = -1;
+    if ((op == "Gemm" || op == "MatMul") && f.known && !uses_flow(n) && !n.inputs.empty() && f.dense >= 0 && !f.pending_matmul) {
+      if (auto it = boundary.find(n.inputs[0]); it != boundary.end()) branch = it->second;
+    }
+    if (branch < 0 && !uses_flow(n) && op != "SoftmaxCrossEntropyLoss" && op != "NegativeLogLikelihoodLoss") {
       unsupported(n, "does not continue the model's single chain of layers (branches are not supported)");
       continue;
     }
@@ -636,6 +658,15 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       DenseKernel d;
       d.name = n.name;
       boundary.emplace(f.value, static_cast<int>(g.layers.size()));
+      if (branch >= 0) {
+        const std::string why = branch_refusal(branch);
+        if (!why.empty()) { unsupported(n, why); continue; }
+        d.input = branch;
+        f.features = branch == 0 ? g.in_features : g.layers[static_cast<size_t>(branch) - 1].out;
+        g.notes.push_back(node_ref(n) + ": a branch, reading " +
+                          (branch == 0 ? std::string("the model input") : "the output of " + g.layers[static_cast<size_t>(branch) - 1].name) +
+                          " (weight streaming)");
+      }
       const OnnxTensor* w = n.inputs.size() > 1 ? float_init(m, n.inputs[1], n) : nullptr;
       if (!w) { unsupported(n, "the weight (input 1) must be an initializer"); continue; }
       if (w->dims.size() != 2) { unsupported(n, "weight '" + w->name + "' has shape " + dims_str(w->dims) + "; need 2-D"); continue; }
@@ -697,6 +728,37 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       }
       g.layers.push_back(std::move(d));
       f = Flow{n.outputs[0], g.layers.back().out, true, static_cast<int>(g.layers.size()) - 1, false, op == "MatMul", 2};
+      continue;
+    }
+    if (op == "Mul" && f.known && f.dense >= 0 && !f.pending_matmul && n.inputs.size() == 2 && n.inputs[0] != n.inputs[1]) {
+      // A gated join: the flow (a layer's output) times an earlier value of the same width
+      // (silu(W1 x) * (W2 x), a GLU): weight streaming's rows take the product.
+      const std::string& other = n.inputs[0] == f.value ? n.inputs[1] : n.inputs[0];
+      auto it = boundary.find(other);
+      if (it == boundary.end()) {
+        unsupported(n, "a Mul of two values is supported as a gated join: a layer's output times an earlier layer's output or input");
+        continue;
+      }
+      DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
+      const int k = it->second, width = k == 0 ? g.in_features : g.layers[static_cast<size_t>(k) - 1].out;
+      std::string why;
+      if (d.conv.on || g.first_conv() >= 0) why = "a gated join (Mul) among convolutions is not supported yet";
+      else if (d.ln.on) why = "a gated join (Mul) after a LayerNorm is not supported yet";
+      else if (f.residual) why = "a Mul after a residual connection; each layer output takes one join";
+      else if (width != d.out) {
+        why = "multiplies '" + other + "' (" + std::to_string(width) + " features) with the output of " + d.name + " (" + std::to_string(d.out) +
+              "); a gated join needs the same width";
+      }
+      if (!why.empty()) { unsupported(n, why); continue; }
+      d.residual = k;
+      d.residual_node = n.name;
+      d.join_mul = true;
+      g.notes.push_back(node_ref(n) + ": gated join, the output of " + d.name + " times " +
+                        (k == 0 ? std::string("the model input") : "the output of " + g.layers[static_cast<size_t>(k) - 1].name) + " (weight streaming)");
+      f.residual = true;
+      f.residual_raw = false;
+      f.activated = true;
+      f.value = n.outputs[0];
       continue;
     }
     if (op == "Add") {
@@ -852,6 +914,16 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     auto it = std::find_if(m.nodes.begin(), m.nodes.end(), [&](const OnnxNode& n) { return n.name == d.residual_node; });
     g.unsupported.push_back({d.residual_node, it == m.nodes.end() ? std::string("?") : it->op_type,
                              "a residual Add into the logits; the last layer feeds softmax cross-entropy directly"});
+  }
+  // Every layer's output is read: by the next layer, a branch or a join.
+  if (f.known && g.first_branch() >= 0) {
+    for (int j = 1; j < static_cast<int>(g.layers.size()); ++j) {
+      bool read = false;
+      for (int l = 0; l < static_cast<int>(g.layers.size()); ++l) read = read || g.input_of(l) == j || g.layers[static_cast<size_t>(l)].residual == j;
+      if (!read) {
+        g.unsupported.push_back({g.layers[static_cast<size_t>(j) - 1].name, "Gemm", "its output is not used by a later layer or join"});
+      }
+    }
   }
   if (f.known && !g.layers.empty() && g.layers.back().conv.on) {
     g.unsupported.push_back({g.layers.back().name, "Conv", "the last layer feeds softmax cross-entropy and must be a dense layer (Gemm or MatMul)"});

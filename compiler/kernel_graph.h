@@ -113,6 +113,13 @@ struct DenseKernel {
   // y = act(W x + b) + x_k, the next layer's input. -1: none. `residual_node`: the Add.
   int residual = -1;
   std::string residual_node;
+  // The join is a product rather than a sum (a gated unit: y = act(W x + b) * x_k, the Mul of
+  // two layers' outputs); `residual` its other operand. Weight streaming only.
+  bool join_mul = false;
+  // A branch: the value this layer reads when it is not the previous layer's output (-1): 0 the
+  // model input, k the output of layer k - 1 (a gated unit's second layer, a projection
+  // shortcut). Weight streaming only.
+  int input = -1;
   // The residual's sum is taken before the activation (a pre-activation residual, as ResNet's
   // blocks and torch's relu(fc(h) + h) export it): y = act(W x + b + x_k), the activation's
   // derivative taken at the sum, and the source's share of the gradient is the one after it.
@@ -147,6 +154,11 @@ struct KernelGraph {
   std::string ir_training;               // autodiff's training graph, or "autodiff: no gradient rule yet for ..." 
 
   int classes() const { return layers.empty() ? 0 : layers.back().out; }
+  // The value layer l reads (l in a chain; DenseKernel::input for a branch).
+  int input_of(int l) const { return layers[static_cast<size_t>(l)].input < 0 ? l : layers[static_cast<size_t>(l)].input; }
+  // Whether the graph has branches or gated (Mul) joins, which only weight streaming trains: the
+  // first such layer, or -1.
+  int first_branch() const;
   // The first layer with a residual connection, or -1.
   int first_residual() const;
   // The first layer with a LayerNorm, or -1.

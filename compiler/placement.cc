@@ -1166,6 +1166,14 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
                        "' with train.in_flight 2 is not supported in layer-pipelined mode yet; use train.in_flight 1, or "
                        "--mode weight-streaming");
   }
+  // Branches and gated joins: weight streaming's rows take them; layer-pipelined regions route a
+  // chain (and a residual sum) only, for now.
+  if (const int l = g.first_branch(); l >= 0) {
+    const DenseKernel& d = g.layers[static_cast<size_t>(l)];
+    throw CompileError((d.input >= 0 ? "the branch '" + d.name + "' (a layer reading an earlier value than the last layer's output)"
+                                     : "the gated join '" + d.residual_node + "' (a Mul of the output of " + d.name + ")") +
+                       " is not supported in layer-pipelined mode yet; use --mode weight-streaming");
+  }
   // Residual connections (DenseKernel::residual): the source's roots send their values to the
   // target's roots, which send the sum's gradient back (codegen.cc); both sides' slices must
   // agree, so the search keeps their boundaries' partitions equal.

@@ -140,7 +140,14 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as.data(".align 16");
     // Not where the sum comes before the activation: the derivative is taken at Z{t}, the sum.
     if (!p.res_pre(t - 1)) as.data(".space R" + S(t) + ", fp32, " + S(static_cast<long long>(p.len(t, a)) * m));
-    if (k > 0) as.data(".space G" + S(k) + ", fp32, " + S(static_cast<long long>(p.len(k, a)) * m));
+  }
+  // Boundary k's gradient from its readers other than layer k (a branch, the join it feeds),
+  // kept until its turn (WsPlan::has_g).
+  for (int k = 1; k < L; ++k) {
+    if (!p.has_g(k) || p.len(k, a) == 0) continue;
+    residual = true;
+    as.data(".align 16");
+    as.data(".space G" + S(k) + ", fp32, " + S(static_cast<long long>(p.len(k, a)) * m));
   }
   as.data(".space acc, fp32, " + S(m));
   // Convolutions (conv_forward, conv_backward below): per layer a table of its taps, 4 words
@@ -171,7 +178,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     as.data(".space dwp, i32, 1");
   }
   bool by_feature = false;
-  for (int l = 0; l < L; ++l) by_feature = by_feature || (p.len(l, a) > 0 && p.by_feature(l, a));
+  for (int l = 0; l < L; ++l) by_feature = by_feature || (p.len(p.in(l), a) > 0 && p.by_feature(l, a));
   if (by_feature) {
     // acc += t reads two elements of each a step (8 bytes, 4 banks' words): t starts a number
     // of words past acc that puts their reads in different banks, else every step would take a
@@ -259,17 +266,20 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "li r13, Z" + S(j) << "dbase " + dRx + ", r13"
          << "li r13, X" + S(src) << "dbase " + dRs + ", r13" << "vadd.fp32 " + dRx + ", " + dRs + ", " + dRx;
     }
+    // A gated join keeps the activated output apart (R{j}) for its gradient.
+    const bool mul = src >= 0 && p.mul_join(j - 1);
     if (jgelu) {
       const std::string sc[4] = {dRs, dRr, dG1, dG2};
       gelu_scratch(n, sc);
-      as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dG3 + ", r13" << "li r13, X" + S(j) << "dbase " + dRx + ", r13"
-         << "li r13, Z" + S(j) << "dbase " + dG3 + ", r13";
+      as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dG3 + ", r13" << std::string("li r13, ") + (mul ? "R" : "X") + S(j)
+         << "dbase " + dRx + ", r13" << "li r13, Z" + S(j) << "dbase " + dG3 + ", r13";
       emit_pre_act_fwd(as, jact, p.act_par[static_cast<size_t>(j) - 1], dRx, dG3, sc, dOnes);
     }
     if (src >= 0 && !pre_sum) {
       as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "dlen " + dRr + ", r13" << "li r13, X" + S(j)
          << "dbase " + dRx + ", r13" << "li r13, X" + S(src) << "dbase " + dRs + ", r13"
-         << std::string("li r13, ") + (jgelu ? "X" : "R") + S(j) << "dbase " + dRr + ", r13" << "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr;
+         << std::string("li r13, ") + (jgelu && !mul ? "X" : "R") + S(j) << "dbase " + dRr + ", r13"
+         << (mul ? "vmul.fp32 " + dRx + ", " + dRr + ", " + dRs : "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr);
     }
   };
   // The second block's send (the first's is dEO, dEI).
@@ -324,11 +334,11 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
   // Does the backward pass of layer l end in block B? (Its outputs' blocks alternate from startb[l].)
   auto ends_in_b = [&](int l) { return (startb[static_cast<size_t>(l)] + (p.width[static_cast<size_t>(l) + 1] - 1) / K) % 2 == 1; };
   for (int l = L - 1; l >= 1 && K > 1; --l) {
-    startb[static_cast<size_t>(l) - 1] = p.len(l, a) > 0 ? !ends_in_b(l) : startb[static_cast<size_t>(l)];
+    startb[static_cast<size_t>(l) - 1] = p.len(p.in(l), a) > 0 ? !ends_in_b(l) : startb[static_cast<size_t>(l)];
   }
   auto set_layer = [&](int l) {
     as << "li r10, " + S(p.wlen(l, a)) << "li r11, " + S(p.outs[static_cast<size_t>(l)]) << "li r3, 0" << "li r4, dy";
-    if (p.len(l, a) == 0) return;  // an empty slice (grid): no op of the layer reads these
+    if (p.len(p.in(l), a) == 0) return;  // an empty slice (grid): no op of the layer reads these
     if (p.is_conv(l)) {
       const ConvParams& cv = p.conv[static_cast<size_t>(l)];
       as << "li r13, " + S(cv.sw) << "dstride " + dCx + ", r13";
@@ -340,7 +350,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (maxdx) as << "dlen " + dDxs + ", r10";
     if (has_ein) as << "dlen " + dEI + ", r10";
     if (K > 1) {  // a block's sends, K rows; the rows from the first block's start
-      as << "li r13, " + S(static_cast<long long>(K) * p.len(l, a));
+      as << "li r13, " + S(static_cast<long long>(K) * p.len(p.in(l), a));
       for (const std::string& d : {dEO, dEI, dEO2, dEI2, dBlkA, dBlkB}) {
         if (!d.empty()) as << "dlen " + d + ", r13";
       }
@@ -576,7 +586,8 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     }
   };
   for (int l = 0; l < L; ++l) {
-    const long long row4 = 4LL * p.len(l, a);
+    const int li = p.in(l);  // the boundary it reads (a branch: an earlier one than l)
+    const long long row4 = 4LL * p.len(li, a);
     const std::string L_ = S(l);
     as << "ph_" + L_ + ":";
     if (p.len(l, a) == 0 && p.is_conv(l)) {
@@ -592,7 +603,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       as << "exit";
       continue;
     }
-    if (p.len(l, a) == 0) {
+    if (p.len(li, a) == 0) {
       // An empty slice of this layer (grid): per output the partial sums pass on down the
       // column (a vmov, so that -0 stays -0), or the first row starts them at 0.
       if (a == 0) as << "vfill.fp32 " + dAcc + ", r0";
@@ -613,13 +624,13 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (p.is_conv(l)) {
       conv_forward(l);
     } else if (p.by_feature(l, a)) {
-      as << "vfill.fp32 " + dAcc + ", r0" << "li r13, X" + L_ << "dbase " + dXk + ", r13" << "li r13, " + S(p.len(l, a))
+      as << "vfill.fp32 " + dAcc + ", r0" << "li r13, X" + S(li) << "dbase " + dXk + ", r13" << "li r13, " + S(p.len(li, a))
          << "dstride " + dXk + ", r13" << "mov r5, r12" << "li r2, 0";
       as << "ff_" + L_ + ":" << "ld32 r13, [r5]" << "vmuls.fp32 " + dFt + ", " + dXk + ", r13"
          << "vadd.fp32 " + dAcc + ", " + dAcc + ", " + dFt << "addi r5, r5, 4" << "daddb " + dXk + ", 4" << "addi r2, r2, 1"
-         << "li r14, " + S(p.len(l, a)) << "bne r2, r14, ff_" + L_;
+         << "li r14, " + S(p.len(li, a)) << "bne r2, r14, ff_" + L_;
     } else {
-      as << "li r13, X" + L_ << "dbase " + dXs + ", r13";
+      as << "li r13, X" + S(li) << "dbase " + dXs + ", r13";
       if (m <= kWsUnrolledSamples) {
         // A few samples: the loop unrolled (the same ops in the same order, no loop counter).
         for (int s = 0; s < m; ++s) {
@@ -675,9 +686,23 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     own_send(l + 1);
     as << "ko_" + tag + ":";
   };
+  // Whether a contribution to G{k} at the end of pass l is its first in a minibatch (then it
+  // assigns, else it adds): passes from the last layer's down; in a pass a branch's dx (into the
+  // boundary it reads) before the join's share (into its source). The reference sums in that order.
+  auto g_first = [&](int k, int l, bool join) {
+    for (int q = L - 1; q >= l; --q) {
+      const bool br = q > 0 && p.in(q) == k && q != k;
+      const bool jn = p.residual_source(q) == k && !p.root_sum(q);
+      if (q == l) return !join || !br;
+      if (br || jn) return false;
+    }
+    return true;
+  };
   for (int l = L - 1; l >= 0; --l) {
     const int ph = 2 * L - 1 - l;
-    const int nI = p.len(l, a);
+    // The slices of the boundary the layer reads (its dx, its dW's input) and of boundary l,
+    // whose gradient goes down at the pass's end: the same but for a branch.
+    const int li = p.in(l), nI = p.len(li, a), nB = p.len(l, a);
     const long long row4 = 4LL * nI;
     const std::string P = S(ph);
     as << "ph_" + P + ":";
@@ -742,24 +767,24 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       }
       conv_backward(l);
     } else if (p.by_feature(l, a)) {
-      as << "li r14, " + S(nI) << "li r13, X" + S(l) << "dbase " + dXk + ", r13" << "dstride " + dXk + ", r14";
-      if (l > 0) as << "li r13, dx" << "dbase " + dDxk + ", r13" << "dstride " + dDxk + ", r14";
+      as << "li r14, " + S(nI) << "li r13, X" + S(li) << "dbase " + dXk + ", r13" << "dstride " + dXk + ", r14";
+      if (li > 0) as << "li r13, dx" << "dbase " + dDxk + ", r13" << "dstride " + dDxk + ", r14";
       as << "dbase " + dDyo + ", r4" << "addi r4, r4, " + S(4LL * m) << "mov r5, r12";
       if (K > 1) as << "mov r6, r10";
       else as << "addi r6, r12, " + S(2 * B4);
       as << "li r2, 0";
       as << "bf_" + P + ":";
-      if (l > 0) as << "ld32 r13, [r5]" << "vaxpy.fp32 " + dDxk + ", " + dDyo + ", r13" << "daddb " + dDxk + ", 4";
+      if (li > 0) as << "ld32 r13, [r5]" << "vaxpy.fp32 " + dDxk + ", " + dDyo + ", r13" << "daddb " + dDxk + ", 4";
       as << "dbase " + dDw0 + ", r6" << "vfmac.fp32 " + dDw0 + ", " + dDyo + ", " + dXk + ", " + dDw0 << "addi r5, r5, 4"
          << "addi r6, r6, 4" << "daddb " + dXk + ", 4" << "addi r2, r2, 1" << "li r14, " + S(nI) << "bne r2, r14, bf_" + P;
     } else {
-      as << "li r13, X" + S(l) << "dbase " + dXs + ", r13";
-      if (l > 0) as << "li r13, dx" << "dbase " + dDxs + ", r13";
+      as << "li r13, X" + S(li) << "dbase " + dXs + ", r13";
+      if (li > 0) as << "li r13, dx" << "dbase " + dDxs + ", r13";
       if (m <= kWsUnrolledSamples) {
         for (int s = 0; s < m; ++s) {
           const bool more = s + 1 < m;
           as << "ld32 r13, [r4+" + S(4LL * s) + "]";
-          if (l > 0) {
+          if (li > 0) {
             as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13";
             if (more) as << "daddb " + dDxs + ", " + S(row4);
           }
@@ -770,7 +795,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       } else {
         as << "li r2, 0";
         as << "bs_" + P + ":" << "ld32 r13, [r4]" << "addi r4, r4, 4";
-        if (l > 0) as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13" << "daddb " + dDxs + ", " + S(row4);
+        if (li > 0) as << "vaxpy.fp32 " + dDxs + ", " + dWb + ", r13" << "daddb " + dDxs + ", " + S(row4);
         as << "vaxpy.fp32 " + dDwr + ", " + dXs + ", r13" << "daddb " + dXs + ", " + S(row4) << "addi r2, r2, 1"
            << "li r14, " + S(m) << "bne r2, r14, bs_" + P;
       }
@@ -830,21 +855,46 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     } else {
       // dy of layer l-1 for this row's slice: dx times the derivative of layer l-1's activation,
       // taken at its output (this row's input of layer l); then through the root to every row.
-      const long long n = static_cast<long long>(nI) * m;
-      const int src = p.residual_source(l), tgt = p.residual_target(l);
+      const long long n = static_cast<long long>(nB) * m;
+      const int src = p.residual_source(l);
       const Activation act = p.rows_bwd_act(l - 1);
+      // A branch: its dx is the gradient of the boundary it reads, into G{li} (then cleared);
+      // boundary l's gradient is then what its other readers left in G{l}.
+      if (li != l) {
+        if (li > 0) {
+          as << "li r13, " + S(static_cast<long long>(nI) * m) << "dlen " + dAll + ", r13" << "dlen " + dRs + ", r13" << "li r14, G" + S(li)
+             << "dbase " + dRs + ", r14" << (g_first(li, l, false) ? "vmov.fp32 " + dRs + ", " + dAll : "vadd.fp32 " + dRs + ", " + dRs + ", " + dAll)
+             << "vfill.fp32 " + dAll + ", r0";
+        }
+        as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dRs + ", r13" << "li r14, G" + S(l) << "dbase " + dRs + ", r14"
+           << "vmov.fp32 " + dAll + ", " + dRs;
+      }
+      const bool mul = src >= 0 && p.mul_join(l - 1);
       as << "li r13, " + S(n) << "dlen " + dAll + ", r13" << "dlen " + dAllY + ", r13"
          << std::string("li r14, ") + (act_needs_pre(act) ? "Z" : src >= 0 && !p.res_pre(l - 1) ? "R" : "X") + S(l) << "dbase " + dAllY + ", r14";
-      // Residual connections: boundary l's gradient adds that of the sum it feeds (kept in
-      // G{l}); where boundary l is a sum, its gradient is also its source's share (into G{src}).
-      if (tgt >= 0) as << "dlen " + dRs + ", r13" << "li r14, G" + S(l) << "dbase " + dRs + ", r14" << "vadd.fp32 " + dAll + ", " + dAll + ", " + dRs;
+      // Boundary l's gradient adds what its other readers left in G{l} (a residual connection's
+      // sum, a branch); where boundary l is a join, its source takes its share (into G{src}).
+      if (li == l && p.has_g(l)) as << "dlen " + dRs + ", r13" << "li r14, G" + S(l) << "dbase " + dRs + ", r14" << "vadd.fp32 " + dAll + ", " + dAll + ", " + dRs;
       // The source's share: the sum's gradient, before the derivative, or after it where the sum
-      // is the activation's input (res_pre).
+      // is the activation's input (res_pre); a gated join's: the gradient times the output (R).
       const bool pre_sum = src >= 0 && p.res_pre(l - 1);
       auto keep_share = [&] {
-        if (src > 0) as << "li r13, " + S(n) << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14" << "vmov.fp32 " + dRs + ", " + dAll;
+        if (src > 0) {
+          as << "li r13, " + S(n) << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14"
+             << (g_first(src, l, true) ? "vmov.fp32 " + dRs + ", " + dAll : "vadd.fp32 " + dRs + ", " + dRs + ", " + dAll);
+        }
       };
-      if (!pre_sum) keep_share();
+      if (mul) {
+        // The share dx y (y: the output before the join, R{l}), then dx x_src.
+        as << "li r13, " + S(n) << "dlen " + dRr + ", r13" << "li r14, R" + S(l) << "dbase " + dRr + ", r14";
+        if (src > 0) {
+          as << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14"
+             << (g_first(src, l, true) ? "vmul.fp32 " + dRs + ", " + dAll + ", " + dRr : "vfmac.fp32 " + dRs + ", " + dAll + ", " + dRr + ", " + dRs);
+        }
+        as << "li r14, X" + S(src) << "dbase " + dRr + ", r14" << "vmul.fp32 " + dAll + ", " + dAll + ", " + dRr;
+      } else if (!pre_sum) {
+        keep_share();
+      }
       if (act_needs_pre(act)) {
         const std::string sc[4] = {dRx, dRs, dRr, dG1};
         gelu_scratch(n, sc);
@@ -861,7 +911,7 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       // This row's slice in output order: feature k of every sample (stride: the slice length).
       // One op: rows of the m samples of a feature (stride: the slice length), a row per feature.
       as << "li r13, " + S(n) << "dlen " + dGO + ", r13" << "dlen " + dGx + ", r13" << "li r13, dx" << "dbase " + dGx + ", r13"
-         << "li r13, " + S(nI) << "dstride " + dGx + ", r13" << "li r13, " + S(m) << "li r14, 1" << "drows " + dGx + ", r13, r14"
+         << "li r13, " + S(nB) << "dstride " + dGx + ", r13" << "li r13, " + S(m) << "li r14, 1" << "drows " + dGx + ", r13, r14"
          << "vmov.fp32 " + dGO + ", " + dGx << "drows " + dGx + ", r0, r0";
       as << "vfill.fp32 " + dAll + ", r0" << "li r1, " + S(ph + 1);
       set_layer(l - 1);
@@ -1439,10 +1489,10 @@ std::string relay_in_source(const WsPlan& p, const WsColors& col, int a) {
   const std::string src = as.fin(col.gin, 1), sink = as.mem("sink", 1, 0), dIn = as.fout(col.in, 1), dW = as.fout(col.w, 1);
   int tag = 0;
   auto T = [&] { return "m" + S(tag++); };
-  // Layer l's band slices: before row a, row a's, after.
+  // Layer l's band slices (of the boundary it reads): before row a, row a's, after.
   auto parts = [&](int l, long long* pre, long long* own, long long* post) {
     *pre = *own = *post = 0;
-    for (int r = first; r < last; ++r) (r < a ? *pre : r == a ? *own : *post) += p.len(l, r);
+    for (int r = first; r < last; ++r) (r < a ? *pre : r == a ? *own : *post) += p.len(p.in(l), r);
   };
   as << "li r0, 0" << "step:";
   {
@@ -1507,12 +1557,13 @@ std::string relay_out_source(const WsPlan& p, const WsColors& col, int a) {
   auto T = [&] { return "m" + S(tag++); };
   as << "li r0, 0" << "step:";
   for (int l = L - 1; l >= 0; --l) {
-    long long n_own = p.len(l, a), n_north = 0, n_south = 0;
+    const int li = p.in(l);  // its dW rows follow the boundary it reads
+    long long n_own = p.len(li, a), n_north = 0, n_south = 0;
     if (d == 0 || north) {
-      for (int r = first; r < a; ++r) n_north += p.len(l, r);
+      for (int r = first; r < a; ++r) n_north += p.len(li, r);
     }
     if (d == 0 || !north) {
-      for (int r = a + 1; r < last; ++r) n_south += p.len(l, r);
+      for (int r = a + 1; r < last; ++r) n_south += p.len(li, r);
     }
     if (n_own + n_north + n_south == 0) continue;
     const std::string loop = "o" + S(l);

@@ -177,13 +177,20 @@ void place_bands(const HwConfig& hw, int rows, bool packed, WsPlan* p) {
 // more than the narrowest layer input; grid, a band of at most io.spacing rows per such channel
 // and no more rows than the widest layer input (a row past a narrower layer's width holds an
 // empty slice of it).
+// A branch (a layer reading an earlier boundary than its own) needs a slice of both boundaries
+// on every row (ws_codegen.cc takes the pass's and the boundary's work together): no more rows
+// than either is wide.
 int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
   const int nch = hw.io.channels(hw.fabric.height);
-  if (!grid) return std::min(nch - 1, narrowest_input(g));
+  int branch = std::numeric_limits<int>::max();
+  for (int l = 1; l < static_cast<int>(g.layers.size()); ++l) {
+    if (g.input_of(l) != l) branch = std::min({branch, g.layers[static_cast<size_t>(l)].in, g.layers[static_cast<size_t>(l) - 1].out});
+  }
+  if (!grid) return std::min({nch - 1, narrowest_input(g), branch});
   int wide = 1, room = 0;
   for (const DenseKernel& d : g.layers) wide = std::max(wide, d.in);
   for (int r : band_room(hw)) room += r;
-  return std::min(room, wide);
+  return std::min({room, wide, branch});
 }
 
 // The cost of a convolution's passes on its feature rows (ws_codegen.cc, conv_forward and
@@ -344,6 +351,8 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     p.act.push_back(d.act);
     p.act_par.push_back(d.act_par);
     p.residual.push_back(d.residual);
+    p.input.push_back(d.input < 0 ? static_cast<int>(p.input.size()) : d.input);
+    p.join_mul.push_back(d.join_mul ? 1 : 0);
     p.residual_pre.push_back(d.residual_pre ? 1 : 0);
   }
   for (int l = 0; l < L; ++l) {
@@ -645,14 +654,15 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     // The wavelets per output through the channel that feeds row a: WsPlan::channel_len (in the
     // grid the band's relays split them: each reads them all, a loop turn per output where two
     // or more rows share the band's stream, else one read for the layer).
-    auto channel_len = [&](int a) { return static_cast<double>(p.channel_len(l, a)); };
+    const int li = p.in(l);  // the boundary the layer reads (a branch: an earlier one)
+    auto channel_len = [&](int a) { return static_cast<double>(p.channel_len(li, a)); };
     double relay = 0;
     for (int b = 0; p.grid && b < p.bands(); ++b) {
       int used = 0;
       double n = 0;
       for (int r = p.band_first[static_cast<size_t>(b)]; r < p.band_first[static_cast<size_t>(b) + 1]; ++r) {
-        used += p.len(l, r) > 0;
-        n += p.len(l, r);
+        used += p.len(li, r) > 0;
+        n += p.len(li, r);
       }
       if (used > 1) relay = std::max(relay, d.out * (n + kRelayTurn));
     }
@@ -677,10 +687,10 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     // buffers on its way hold of what it moves meanwhile.
     auto cover = [&](double burst) { return std::min(1.0, buffered / std::max(1.0, p.channel_rate * burst)); };
     for (int a = 0; a < rows; ++a) {
-      const double ni = p.len(l, a);
+      const double ni = p.len(li, a), nb = p.len(l, a);  // the slices of the layer's input and of boundary l
       double fwd, bwd;
       // The datapath's busy cycles per output backward (and the longest run of them).
-      double busy_b = ni * m * (l > 0 ? 3.0 : 2.0), burst_b = m * (l > 0 ? 3.0 : 2.0);
+      double busy_b = ni * m * (li > 0 ? 3.0 : 2.0), burst_b = m * (li > 0 ? 3.0 : 2.0);
       // Per output, the scalar instructions of ws_codegen.cc's row_source counted one by one
       // (a cycle each, a taken branch decode_latency, a task's start too) besides the vector
       // ops: the task's start, the prefetch of the next weights (6 and a taken branch), the
@@ -695,24 +705,24 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       if (p.by_feature(l, a)) {
         const double col_rate = ni > 1 ? 1.0 : add;  // elements per cycle of an op over a column
         // dx's column: strided over a slice longer than one (bank conflicts: kVaxpyBank), else contiguous.
-        const double dx_op = l > 0 ? (ni > 1 ? kVaxpyBank : 1.0) * m / std::min(col_rate, fmac) : 0.0;
+        const double dx_op = li > 0 ? (ni > 1 ? kVaxpyBank : 1.0) * m / std::min(col_rate, fmac) : 0.0;
         fwd = D + pre + 6 + R + std::ceil(m / add) + 6 + ni * (1 + m / std::min(col_rate, static_cast<double>(hw.core.mul_fp32)) + std::ceil(m / add) + 5) +
               R * (ni - 1) + m + 5 + R + 1;
-        bwd = D + wts + clear + 9 + (l > 0 ? 3 : 0) + ni * ((l > 0 ? 2 + dx_op : 0.0) + 1 + 2 * m + 6) + R * (ni - 1) + 5 + R + 2 + (l == 0);
+        bwd = D + wts + clear + 9 + (li > 0 ? 3 : 0) + ni * ((li > 0 ? 2 + dx_op : 0.0) + 1 + 2 * m + 6) + R * (ni - 1) + 5 + R + 2 + (l == 0);
         busy = ni * (dx_op + 2 * m);
         e.fwd_stream_cycles = std::max(e.fwd_stream_cycles, e.stream_cycles);
         e.bwd_stream_cycles = std::max(e.bwd_stream_cycles, e.stream_cycles);
       } else {
         const long n = static_cast<long>(ni), ms = static_cast<long>(m);
-        busy = (l > 0 ? 2 : 1) * paired_cycles(n, ms, hw.core.fmac_fp32, banks);
+        busy = (li > 0 ? 2 : 1) * paired_cycles(n, ms, hw.core.fmac_fp32, banks);
         if (m <= kWsUnrolledSamples) {
           // Unrolled: per sample a store forward, a load backward, and the operands' steps
           // between samples; no loop counter.
           fwd = D + pre + 6 + R + 2 + paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + 1) + (m - 1) + m + 5 + R + 1;
-          bwd = D + wts + clear + (l > 0 ? 4 : 2) + m + (m - 1) * (l > 0 ? 2 : 1) + busy + 1 + 5 + R + 2 + (l == 0);
+          bwd = D + wts + clear + (li > 0 ? 4 : 2) + m + (m - 1) * (li > 0 ? 2 : 1) + busy + 1 + 5 + R + 2 + (l == 0);
         } else {
           fwd = D + pre + 6 + R + 4 + paired_cycles(n, ms, hw.core.mul_fp32, banks) + m * (std::ceil(ni / add) + 6) + R * (m - 1) + m + 5 + R + 1;
-          bwd = D + wts + clear + (l > 0 ? 5 : 3) + m * (l > 0 ? 7 : 6) + busy + R * (m - 1) + 5 + R + 2 + (l == 0);
+          bwd = D + wts + clear + (li > 0 ? 5 : 3) + m * (li > 0 ? 7 : 6) + busy + R * (m - 1) + 5 + R + 2 + (l == 0);
         }
         // The weights of the next output come in while this one computes, written only in
         // cycles its ops leave the one SRAM write port free (the prefetch waits for them). An op
@@ -722,7 +732,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         // the stream takes its weights at the channel's rate plus the write-busy cycles the
         // buffers do not cover, and never fewer cycles than the writes of both together.
         const double wf = m * std::ceil(ni / std::max(1, hw.core.mul_fp32));
-        const double wb = (l > 0 ? 2 : 1) * m * std::ceil(ni / std::max(1, hw.core.fmac_fp32));
+        const double wb = (li > 0 ? 2 : 1) * m * std::ceil(ni / std::max(1, hw.core.fmac_fp32));
         const double chl = channel_len(a);
         auto stream = [&](double writes, double burst) {
           return std::max(d.out * std::max(chl / p.channel_rate + writes * (1.0 - cover(burst)), ni + writes), relay);
@@ -742,8 +752,13 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       // (a vadd) and the sum's gradient kept for its source (a vmov).
       double res_f = 0, res_b = 0;
       if (p.residual_source(l + 1) >= 0) res_f = p.len(l + 1, a) * m / add;
-      if (l > 0 && p.residual_target(l) >= 0) res_b += ni * m / add;
-      if (l > 0 && p.residual_source(l) > 0) res_b += ni * m;
+      if (l > 0 && p.residual_target(l) >= 0) res_b += nb * m / add;
+      if (l > 0 && p.residual_source(l) > 0) res_b += nb * m;
+      // A branch: its dx into G of the boundary it reads, then boundary l's gradient from G{l};
+      // a gated join: two products more.
+      if (li != l && l > 0) res_b += (li > 0 ? ni * m / add : 0) + nb * m;
+      if (p.mul_join(l)) res_f += p.len(l + 1, a) * m / add;
+      if (l > 0 && p.mul_join(l - 1)) res_b += 2 * nb * m / add;
       // An activation applied by the rows (the root returns z): its vector ops over the slice,
       // one element a cycle (the GELUs' programs, compiler/activations/gelu.cc: 26 for the Erf
       // form, 12 for the others that take z; backward 31, 18); one that takes its derivative
@@ -759,7 +774,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
         return c;
       };
       if (l + 1 < L && p.rows_act(l)) res_f += p.len(l + 1, a) * m * rows_ops(l, true);
-      if (l > 0 && p.rows_act(l - 1)) res_b += ni * m * rows_ops(l - 1, false);
+      if (l > 0 && p.rows_act(l - 1)) res_b += nb * m * rows_ops(l - 1, false);
       e.fwd_cycles = std::max(e.fwd_cycles, ni + d.out * fwd + rows * 2.0 + res_f);
       rowb[static_cast<size_t>(l)].push_back({static_cast<double>(d.out), bwd, busy, ni, ni + rows * 2.0 + res_b, channel_len(a) / p.channel_rate});
     }

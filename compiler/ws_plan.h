@@ -117,7 +117,7 @@ struct WsPlan {
     return off[static_cast<size_t>(j)][static_cast<size_t>(band_first[b + 1])] - off[static_cast<size_t>(j)][static_cast<size_t>(band_first[b])];
   }
   // The weights per output through the channel that feeds row a (a convolution's: c kh kw).
-  int wchannel_len(int l, int a) const { return grid ? channel_len(l, a) : wlen(l, a); }
+  int wchannel_len(int l, int a) const { return grid ? channel_len(in(l), a) : wlen(l, a); }
   // The row of band g nearest its channel (its head: the channel row in a West band, the row
   // below it in an East band).
   int band_head(int g) const {
@@ -137,6 +137,23 @@ struct WsPlan {
   // Per layer: -1, or the boundary k whose values its activated output adds (DenseKernel::
   // residual): boundary l + 1 = act(layer l) + boundary k. Same width, so the same slices.
   std::vector<int> residual;
+  // Per layer: the boundary (value) it reads, l in a chain (DenseKernel::input: a branch reads an
+  // earlier one, the model input or an earlier layer's output), and whether its join with
+  // residual[l] is a product (DenseKernel::join_mul: boundary l + 1 = act(layer l) * boundary k).
+  // Boundary j is always the model input (j = 0) or layer j - 1's output; a layer's passes and
+  // weights follow the partition of the boundary it reads (woff, wlen, by_feature).
+  std::vector<int> input, join_mul;
+  int in(int l) const { return l >= 0 && l < static_cast<int>(input.size()) ? input[static_cast<size_t>(l)] : l; }
+  bool mul_join(int l) const { return l >= 0 && l < static_cast<int>(join_mul.size()) && join_mul[static_cast<size_t>(l)] != 0; }
+  // Boundary k's gradient from other readers than layer k (branches reading it, the join it
+  // feeds), which the rows accumulate in G{k} until its turn (k > 0: the model input needs none).
+  bool has_g(int k) const {
+    if (k <= 0) return false;
+    for (int l = 0; l < static_cast<int>(residual.size()); ++l) {
+      if ((in(l) == k && l != k) || (residual[static_cast<size_t>(l)] == k && !root_sum(l + 1))) return true;
+    }
+    return false;
+  }
   // Per layer: its residual sum is taken before the activation (DenseKernel::residual_pre):
   // boundary l + 1 = act(layer l + boundary k); the rows then apply the activation (rows_act).
   std::vector<int> residual_pre;
@@ -228,10 +245,10 @@ struct WsPlan {
   // Row a's part of a weight row of layer l: from woff, wlen long (a convolution's: the taps of
   // the row's channels).
   int woff(int l, int a) const {
-    return is_conv(l) ? ch0(l, a) * conv[static_cast<size_t>(l)].kh * conv[static_cast<size_t>(l)].kw : off[static_cast<size_t>(l)][static_cast<size_t>(a)];
+    return is_conv(l) ? ch0(l, a) * conv[static_cast<size_t>(l)].kh * conv[static_cast<size_t>(l)].kw : off[static_cast<size_t>(in(l))][static_cast<size_t>(a)];
   }
   int wlen(int l, int a) const {
-    return is_conv(l) ? chans(l, a) * conv[static_cast<size_t>(l)].kh * conv[static_cast<size_t>(l)].kw : len(l, a);
+    return is_conv(l) ? chans(l, a) * conv[static_cast<size_t>(l)].kh * conv[static_cast<size_t>(l)].kw : len(in(l), a);
   }
   // Row a's slice of convolution l: its channels (ConvParams::c) and their taps.
   ConvParams conv_slice(int l, int a) const {
@@ -250,7 +267,7 @@ struct WsPlan {
   // Whether row a runs layer j's passes feature by feature (a vector op over the m samples per
   // input feature) rather than sample by sample (one over its slice per sample): when its slice
   // is shorter than the samples, as in narrow layers split over many rows (ws_codegen.cc).
-  bool by_feature(int j, int a) const { return len(j, a) < m; }
+  bool by_feature(int l, int a) const { return len(in(l), a) < m; }
   // Column c's samples: col_m(c) of them from col_start(c) (the first shard % cols columns hold
   // one more than the others).
   int col_m(int c) const { return shard / cols + (c < shard % cols ? 1 : 0); }

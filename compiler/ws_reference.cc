@@ -153,8 +153,9 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
   std::vector<std::vector<float>> acts;
   acts.emplace_back(x, x + p.width[0]);
   for (int l = 0; l < L; ++l) {
-    const auto& in = acts.back();
-    const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+    const int li = p.in(l);  // the boundary it reads (a branch: an earlier one than l)
+    const auto& in = acts[static_cast<size_t>(li)];
+    const int ni = p.width[static_cast<size_t>(li)], no = p.width[static_cast<size_t>(l) + 1];
     const auto& W = w[static_cast<size_t>(l)];
     if (p.is_conv(l)) {
       std::vector<float> ys;
@@ -168,9 +169,9 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
     for (int o = 0; o < no; ++o) {
       float sum = 0;
       for (int a = 0; a < p.rows; ++a) {
-        if (a > 0 && p.len(l, a) == 0) continue;  // an empty slice passes the partial sums on (grid)
+        if (a > 0 && p.len(li, a) == 0) continue;  // an empty slice passes the partial sums on (grid)
         float part = 0;  // vmul, then vsum from zero
-        for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1]; ++k) {
+        for (int k = p.off[static_cast<size_t>(li)][static_cast<size_t>(a)]; k < p.off[static_cast<size_t>(li)][static_cast<size_t>(a) + 1]; ++k) {
           part = part + W[static_cast<size_t>(o) * ni + k] * in[static_cast<size_t>(k)];
         }
         sum = a == 0 ? part : sum + part;
@@ -208,7 +209,8 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
     if (pres) (*pres)[static_cast<size_t>(l) + 1] = std::move(z);  // a GELU's derivative is taken at z
     if (const int k = p.residual_source(l + 1); k >= 0) {
       std::vector<float> sum(y.size());
-      for (size_t i = 0; i < y.size(); ++i) sum[i] = acts[static_cast<size_t>(k)][i] + y[i];
+      const bool mul = p.mul_join(l);  // a gated join: the product (the rows' vmul)
+      for (size_t i = 0; i < y.size(); ++i) sum[i] = mul ? y[i] * acts[static_cast<size_t>(k)][i] : acts[static_cast<size_t>(k)][i] + y[i];
       if (outs) (*outs)[static_cast<size_t>(l) + 1] = std::move(y);
       y = std::move(sum);
     }
@@ -258,10 +260,15 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
       }
       kept.assign(static_cast<size_t>(L) + 1, {});
       for (int l = 0; l < L; ++l) {
-        const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+        const int li = p.in(l);
+        const int ni = p.width[static_cast<size_t>(li)], no = p.width[static_cast<size_t>(l) + 1];
         const float* W = w[static_cast<size_t>(l)].data();
-        if (p.residual_target(l) >= 0) kept[static_cast<size_t>(l)] = in;  // a residual connection's source
-        const auto& off = p.off[static_cast<size_t>(l)];
+        // A residual connection's or a gated join's source, or a later branch's input.
+        bool later = p.residual_target(l) >= 0;
+        for (int j = l + 1; j < L; ++j) later = later || p.in(j) == l;
+        if (later) kept[static_cast<size_t>(l)] = in;
+        const std::vector<float>& x_in = li == l ? in : kept[static_cast<size_t>(li)];
+        const auto& off = p.off[static_cast<size_t>(li)];
         next.assign(static_cast<size_t>(no) * kBlock, 0.0f);
         for (int o = 0; o < no; ++o) {
           for (int a = 0; a < p.rows; ++a) {
@@ -269,7 +276,7 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
             for (size_t s = 0; s < kBlock; ++s) part[s] = 0.0f;
             for (int k = off[static_cast<size_t>(a)]; k < off[static_cast<size_t>(a) + 1]; ++k) {
               const float wk = W[static_cast<size_t>(o) * ni + k];
-              const float* x = &in[static_cast<size_t>(k) * kBlock];
+              const float* x = &x_in[static_cast<size_t>(k) * kBlock];
               for (size_t s = 0; s < kBlock; ++s) part[s] = part[s] + wk * x[s];
             }
             for (size_t s = 0; s < kBlock; ++s) sum[s] = a == 0 ? part[s] : sum[s] + part[s];
@@ -286,7 +293,11 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
           for (size_t i = 0; i < next.size(); ++i) next[i] = act_fwd(p.act[static_cast<size_t>(l)], src[i] + next[i], p.act_par[static_cast<size_t>(l)]);
         } else if (const int k2 = p.residual_source(l + 1); k2 >= 0) {
           const auto& src = kept[static_cast<size_t>(k2)];
-          for (size_t i = 0; i < next.size(); ++i) next[i] = src[i] + next[i];
+          if (p.mul_join(l)) {
+            for (size_t i = 0; i < next.size(); ++i) next[i] = next[i] * src[i];
+          } else {
+            for (size_t i = 0; i < next.size(); ++i) next[i] = src[i] + next[i];
+          }
         }
         in.swap(next);
       }
@@ -333,8 +344,20 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
   r.db.resize(static_cast<size_t>(L));
   r.dg.resize(static_cast<size_t>(L));
   r.dbeta.resize(static_cast<size_t>(L));
+  // The gradient of boundary k from its readers other than layer k (branches, the join it
+  // feeds), per sample, in the order the rows take them (WsPlan::has_g): the first assigns.
+  std::vector<std::vector<std::vector<float>>> G(static_cast<size_t>(S), std::vector<std::vector<float>>(static_cast<size_t>(L) + 1));
+  auto add_g = [&](int s, int k, const std::vector<float>& c) {
+    auto& g = G[static_cast<size_t>(s)][static_cast<size_t>(k)];
+    if (g.empty()) {
+      g = c;
+    } else {
+      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] + c[i];
+    }
+  };
   for (int l = L - 1; l >= 0; --l) {
-    const int ni = p.width[static_cast<size_t>(l)], no = p.width[static_cast<size_t>(l) + 1];
+    const int li = p.in(l);
+    const int ni = p.width[static_cast<size_t>(li)], no = p.width[static_cast<size_t>(l) + 1];
     const auto& W = w[static_cast<size_t>(l)];
     auto& dw = r.dw[static_cast<size_t>(l)];
     auto& db = r.db[static_cast<size_t>(l)];
@@ -382,7 +405,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
         db[static_cast<size_t>(o)] = c == C - 1 ? part : db[static_cast<size_t>(o)] + part;
       }
       for (int k = 0, a = 0; k < ni; ++k) {
-        while (p.off[static_cast<size_t>(l)][static_cast<size_t>(a) + 1] <= k) ++a;
+        while (p.off[static_cast<size_t>(li)][static_cast<size_t>(a) + 1] <= k) ++a;
         // Along the row toward the edge that feeds it: West from the last column, East (a grid
         // row in an East band) from the first.
         const bool east = p.east_fed(a);
@@ -392,7 +415,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
           float part = 0;  // vaxpy over the column's samples from zero
           for (int i = 0; i < p.col_m(c); ++i) {
             const int s = p.col_start(c) + i;
-            part = std::fma(dy[static_cast<size_t>(s)][static_cast<size_t>(o)], acts[static_cast<size_t>(s)][static_cast<size_t>(l)][static_cast<size_t>(k)], part);
+            part = std::fma(dy[static_cast<size_t>(s)][static_cast<size_t>(o)], acts[static_cast<size_t>(s)][static_cast<size_t>(li)][static_cast<size_t>(k)], part);
           }
           total = j == 0 ? part : total + part;
         }
@@ -405,7 +428,7 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
       std::vector<float> dx(static_cast<size_t>(ni), 0.0f);
       if (p.is_conv(l)) {
         conv_dx(p, l, W, dy[static_cast<size_t>(s)], &dx);
-      } else {
+      } else if (li > 0) {  // a branch from the model input computes none
         for (int o = 0; o < no; ++o) {
           for (int k = 0; k < ni; ++k) {
             dx[static_cast<size_t>(k)] = std::fma(W[static_cast<size_t>(o) * ni + k], dy[static_cast<size_t>(s)][static_cast<size_t>(o)], dx[static_cast<size_t>(k)]);
@@ -445,24 +468,41 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
         dy[static_cast<size_t>(s)] = std::move(dz);
         continue;
       }
-      // Boundary l's gradient: through layer l, plus the sum's where l feeds a residual
-      // connection; where l is such a sum, that is also its source's share, and the derivative
-      // of the activation is taken at the output before the sum.
-      if (const int t = p.residual_target(l); t >= 0) {
-        const auto& g = skip[static_cast<size_t>(s)][static_cast<size_t>(t)];
-        for (int k = 0; k < ni; ++k) dx[static_cast<size_t>(k)] = dx[static_cast<size_t>(k)] + g[static_cast<size_t>(k)];
+      // Boundary l's gradient: through layer l (a branch's goes to the boundary it reads, into
+      // G of it), plus what its other readers left in G{l}; where l is a join, its source's share
+      // into G of the source, and the derivative of the activation taken at the output before it.
+      if (li != l) {
+        if (li > 0) add_g(s, li, dx);
+        dx = G[static_cast<size_t>(s)][static_cast<size_t>(l)];
+      } else if (p.has_g(l)) {
+        const auto& g = G[static_cast<size_t>(s)][static_cast<size_t>(l)];
+        for (size_t k = 0; k < dx.size(); ++k) dx[k] = dx[k] + g[k];
       }
+      const int src = p.residual_source(l);
+      const bool mul = src >= 0 && p.mul_join(l - 1);
       // A sum before the activation (res_pre): the source's share is the gradient after it.
-      const bool post_sum = p.residual_source(l) >= 0 && !p.res_pre(l - 1);
-      if (post_sum) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dx;
-      const auto& y = post_sum ? outs[static_cast<size_t>(s)][static_cast<size_t>(l)] : acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
+      const bool post_sum = src >= 0 && !p.res_pre(l - 1) && !mul;
+      if (post_sum && src > 0) add_g(s, src, dx);
+      const auto& y = src >= 0 && !p.res_pre(l - 1) ? outs[static_cast<size_t>(s)][static_cast<size_t>(l)] : acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
+      if (mul) {
+        // A gated join y * x_k: the source's share dx y (a vmul, or a vfmac into what G holds),
+        // and the layer's dx x_k.
+        const auto& xk = acts[static_cast<size_t>(s)][static_cast<size_t>(src)];
+        if (src > 0) {
+          auto& g = G[static_cast<size_t>(s)][static_cast<size_t>(src)];
+          if (g.empty()) {
+            g.resize(dx.size());
+            for (size_t i = 0; i < dx.size(); ++i) g[i] = dx[i] * y[i];
+          } else {
+            for (size_t i = 0; i < dx.size(); ++i) g[i] = std::fma(dx[i], y[i], g[i]);
+          }
+        }
+        for (size_t i = 0; i < dx.size(); ++i) dx[i] = dx[i] * xk[i];
+      }
       const Activation act = p.rows_bwd_act(l - 1);  // none where the roots take it (ln_post)
       const auto& z = pres[static_cast<size_t>(s)][static_cast<size_t>(l)];
-      for (int k = 0; k < ni; ++k) {
-        const size_t i = static_cast<size_t>(k);
-        dx[i] = act_grad(act, y[i], z[i], dx[i], p.act_par[static_cast<size_t>(l) - 1]);
-      }
-      if (p.residual_source(l) >= 0 && !post_sum) skip[static_cast<size_t>(s)][static_cast<size_t>(l)] = dx;
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] = act_grad(act, y[i], z[i], dx[i], p.act_par[static_cast<size_t>(l) - 1]);
+      if (src > 0 && p.res_pre(l - 1)) add_g(s, src, dx);
       dy[static_cast<size_t>(s)] = std::move(dx);
     }
   }

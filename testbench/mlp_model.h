@@ -51,6 +51,10 @@ struct MlpSpec {
   // Each hidden activation followed by * post_mul + post_add (Mul and Add of scalar constants,
   // scripts/make_model.py --post-act), where post_mul != 1 or post_add != 0.
   float post_mul = 1, post_add = 0;
+  // Branches (weight streaming): each hidden layer with a second layer of the same shape reading
+  // its input (scripts/make_model.py --branch): "glu", act(fc(h)) * gate(h); "glu_gate_first",
+  // gate(h) * act(fc(h)) with the gate's Gemm first in the graph; "proj", act(fc(h)) + proj(h).
+  std::string branch = {};
 };
 
 inline float lcg_uniform(uint64_t* s) {  // in [-1, 1)
@@ -96,6 +100,28 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       for (auto d : dims) t->add_dims(d);
       for (size_t i = 0; i < n; ++i) t->add_float_data(lcg_uniform(&s) * scale);
     };
+    // A second layer of the same shape on the same input (MlpSpec::branch): its output.
+    const std::string h_in = cur;
+    auto side = [&](const std::string& nm) {
+      add_init(nm + ".weight", {out, in}, static_cast<size_t>(in) * out);
+      add_init(nm + ".bias", {out}, static_cast<size_t>(out));
+      auto* n = g->add_node();
+      n->set_name("/" + nm + "/Gemm");
+      n->set_op_type("Gemm");
+      n->add_input(h_in);
+      n->add_input(nm + ".weight");
+      n->add_input(nm + ".bias");
+      n->add_output("/" + nm + "/Gemm_output_0");
+      auto* tb = n->add_attribute();
+      tb->set_name("transB");
+      tb->set_type(onnx::AttributeProto::INT);
+      tb->set_i(1);
+      return n->output(0);
+    };
+    const bool branch = !spec.branch.empty() && l + 1 < L;
+    const std::string side_name = (spec.branch == "proj" ? "proj" : "gate") + std::to_string(l + 1);
+    std::string first_side;
+    if (branch && spec.branch == "glu_gate_first") first_side = side(side_name);
     add_init(fc + ".weight", {out, in}, static_cast<size_t>(in) * out);
     add_init(fc + ".bias", {out}, static_cast<size_t>(out));
     inputs.push_back(cur);
@@ -204,6 +230,16 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
     }
     if (l + 1 < L && spec.layernorm && spec.layernorm_post) layernorm();
     if (l + 1 < L && !spec.residual_pre) residual_add();
+    if (branch) {
+      const std::string other = first_side.empty() ? side(side_name) : first_side;
+      auto* j = g->add_node();
+      j->set_name("/join" + std::to_string(l + 1));
+      j->set_op_type(spec.branch == "proj" ? "Add" : "Mul");
+      j->add_input(first_side.empty() ? cur : other);  // torch's order: the operand written first
+      j->add_input(first_side.empty() ? other : cur);
+      cur = "/join" + std::to_string(l + 1) + "_output_0";
+      j->add_output(cur);
+    }
   }
   g->mutable_node(g->node_size() - 1)->set_output(0, "logits");
   value(g->add_output(), "logits", spec.widths.back());

@@ -62,7 +62,7 @@ WsSystem::WsSystem(const HwConfig& hw, const compiler::WsCompiled& c, int index,
     int until = 0;
     for (int ps = 0; ps < p.streamed_passes(); ++ps) {
       const int l = ps < p.layers ? ps : 2 * p.layers - 1 - ps;
-      if (p.channel_len(l, p.band_first[static_cast<size_t>(b)]) > 0) until = ps + 1;
+      if (p.channel_len(p.in(l), p.band_first[static_cast<size_t>(b)]) > 0) until = ps + 1;
     }
     m_until[static_cast<size_t>(b)] = until;
   }
@@ -179,8 +179,8 @@ void WsSystem::queue_pass(int ps, const float* W, const float* b, uint64_t from)
     for (int b = 0; b < p.bands(); ++b) {
       auto& q = m_pending[static_cast<size_t>(b)];
       for (int o = 0; o < no; ++o) {
-        for (int k = p.off[static_cast<size_t>(l)][static_cast<size_t>(p.band_first[static_cast<size_t>(b)])];
-             k < p.off[static_cast<size_t>(l)][static_cast<size_t>(p.band_first[static_cast<size_t>(b) + 1])]; ++k) {
+        const auto& off = p.off[static_cast<size_t>(p.in(l))];
+        for (int k = off[static_cast<size_t>(p.band_first[static_cast<size_t>(b)])]; k < off[static_cast<size_t>(p.band_first[static_cast<size_t>(b) + 1])]; ++k) {
           q.push_back({f32_bits(W[static_cast<size_t>(o) * ni + k]), static_cast<uint32_t>(ps), gin, kWeight});
         }
       }

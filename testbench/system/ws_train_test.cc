@@ -63,6 +63,10 @@ WsRig make_ws_rig_file(const std::string& path, int features, int classes, int w
   if (sram_kb) r.hw.core.sram_kb = sram_kb;
   CompileOptions co;
   r.graph = validate_model(import_onnx(path), co);
+  if (!r.graph.unsupported.empty()) {
+    const Unsupported& u = r.graph.unsupported.front();
+    throw std::runtime_error(path + ": node '" + u.node + "' (" + u.op + ") unsupported: " + u.why);
+  }
   const WsPlan plan = place_ws(r.graph, r.hw, o);
   r.compiled = generate_ws(plan, asm_target(r.hw));
   r.data = synthetic_dataset(64, static_cast<size_t>(features), classes, 3);
@@ -443,6 +447,43 @@ TEST(WsTraining, ResidualConnectionsMatchTheReference) {
 TEST(WsTraining, PreActivationResidualsMatchTheReference) {
   SKIP_IF_KERNEL_STARTED();
   check_ws_residual("Relu", 9, true, "ws_residual_pre");
+}
+
+// Branches and gated joins (MlpSpec::branch; docs/weight-streaming.md#branches): a second layer
+// on a hidden layer's input whose output multiplies (a GLU) or adds to (a projection shortcut)
+// the layer's activated output; from the model input (no dx) and from a hidden boundary (its dx
+// into G of the boundary it reads, added to the main path's). Bit for bit against the reference.
+WsOptions branch_options(int rows, bool grid) {
+  WsOptions o;
+  o.batch = 8;
+  o.columns = 2;
+  o.rows = rows;
+  o.grid = grid;
+  return o;
+}
+
+void check_ws_branch(const std::string& branch, const std::string& act, const std::string& name, const WsOptions& o) {
+  MlpSpec spec{{10, 12, 8, 3}, act, 5, 13};
+  spec.branch = branch;
+  check_ws(spec, 12, 20, 4, o, 3, name);
+}
+
+TEST(WsTraining, GatedUnitsMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_branch("glu", "Tanh", "ws_glu", branch_options(0, false));
+}
+
+// The gate's Gemm first: the join then sits on the layer with the activation (a GELU, which the
+// rows apply, keeping its output apart for the gate's gradient); feature by feature on 4 rows.
+TEST(WsTraining, GatedUnitsWithTheGateFirstMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_branch("glu_gate_first", "Gelu", "ws_glu_first", branch_options(4, false));
+}
+
+// On the grid layout: 7 feature rows in bands round the West channels.
+TEST(WsTraining, ProjectionShortcutsMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_branch("proj", "Relu", "ws_proj", branch_options(7, true));
 }
 
 // Blocks of two layers (h + act(fc2(act(fc1(h))))): the sum's source is two boundaries back.
