@@ -730,7 +730,9 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       f = Flow{n.outputs[0], g.layers.back().out, true, static_cast<int>(g.layers.size()) - 1, false, op == "MatMul", 2};
       continue;
     }
-    if (op == "Mul" && f.known && f.dense >= 0 && !f.pending_matmul && n.inputs.size() == 2 && n.inputs[0] != n.inputs[1]) {
+    if (op == "Mul" && f.known && f.dense >= 0 && !f.pending_matmul && n.inputs.size() == 2 && n.inputs[0] != n.inputs[1] &&
+        !m.initializers.count(n.inputs[0]) && !m.initializers.count(n.inputs[1]) && !folded.ints.count(n.inputs[0]) &&
+        !folded.ints.count(n.inputs[1])) {
       // A gated join: the flow (a layer's output) times an earlier value of the same width
       // (silu(W1 x) * (W2 x), a GLU): weight streaming's rows take the product.
       const std::string& other = n.inputs[0] == f.value ? n.inputs[1] : n.inputs[0];

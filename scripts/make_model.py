@@ -3,7 +3,7 @@
 
 Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|leaky_relu|gelu|...] [--seed 1]
                              [--opset 13] [--batch 1] [--loss none|graph] [--residual [post|pre]] [--layernorm [pre|post]]
-                             [--input-norm] [--post-act MUL,ADD]
+                             [--input-norm] [--post-act MUL,ADD] [--branch glu|glu_gate_first|proj]
                              [--conv 8c5,m2,16c5,m2 [--image 1x28x28]] [--out models/fc_mnist.onnx]
   --layers  widths from input to output; one Linear layer (fc1, fc2, ...) between each pair
   --act     activation between Linear layers (none after the last): relu, sigmoid, tanh,
@@ -29,6 +29,10 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
             AdaptiveAvgPool2d(1) (GlobalAveragePool); then Flatten and
             Linear layers to the widths of --layers, whose first is taken from the planes
             (--layers 10: one Linear to 10 classes)
+  --branch  each hidden layer with a second Linear of the same shape on its input (weight
+            streaming only): glu, h = act(fcN(h)) * gateN(h) (with --act silu: SwiGLU);
+            glu_gate_first, h = gateN(h) * act(fcN(h)), the gate first; proj, h = act(fcN(h)) +
+            projN(h), a projection shortcut
   --post-act MUL,ADD  each activation followed by * MUL + ADD (Mul and Add of constants)
   --input-norm  the model normalises its own input first: (x - mean) / std with constants
             (per channel over --conv's planes), exported as Sub and Div of constants
@@ -125,6 +129,43 @@ class ResidualMlp(nn.Module):
             x = x + y if same else y
 
 
+class BranchMlp(nn.Module):
+    """The network of build() where each hidden layer has a second Linear of the same shape on
+    its input (weight streaming's branches): glu, h = act(fcN(h)) * gateN(h) (SwiGLU with silu);
+    glu_gate_first, h = gateN(h) * act(fcN(h)), the gate computed (and exported) first; proj,
+    h = act(fcN(h)) + projN(h), a projection shortcut."""
+
+    def __init__(self, layers, act, kind):
+        super().__init__()
+        self.widths, self.kind = layers, kind
+        self.flatten = nn.Flatten()
+        side = "proj" if kind == "proj" else "gate"
+        for i in range(len(layers) - 1):
+            if i < len(layers) - 2 and kind == "glu_gate_first":
+                setattr(self, f"{side}{i + 1}", nn.Linear(layers[i], layers[i + 1]))
+            setattr(self, f"fc{i + 1}", nn.Linear(layers[i], layers[i + 1]))
+            if i < len(layers) - 2:
+                setattr(self, f"act{i + 1}", make_act(act))
+                if kind != "glu_gate_first":
+                    setattr(self, f"{side}{i + 1}", nn.Linear(layers[i], layers[i + 1]))
+
+    def forward(self, x):
+        x = self.flatten(x)
+        n = len(self.widths) - 1
+        for i in range(n):
+            fc = getattr(self, f"fc{i + 1}")
+            if i == n - 1:
+                return fc(x)
+            act = getattr(self, f"act{i + 1}")
+            if self.kind == "glu":
+                x = act(fc(x)) * self.__getattr__(f"gate{i + 1}")(x)
+            elif self.kind == "glu_gate_first":
+                g = self.__getattr__(f"gate{i + 1}")(x)
+                x = g * act(fc(x))
+            else:
+                x = act(fc(x)) + self.__getattr__(f"proj{i + 1}")(x)
+
+
 class ConvBlock(nn.Module):
     """A residual block of two K x K convolutions that keep the channels and the plane (padding
     K // 2), --conv's rK and RK: pre (ResNet's BasicBlock without its BatchNorms), act(conv2(act(
@@ -213,9 +254,12 @@ def build_cnn(spec, img, layers, act):
     return nn.Sequential(mods)
 
 
-def build(layers, act, residual=False, layernorm=False):
+def build(layers, act, residual=False, layernorm=False, branch=None):
     """residual: False, True or "post" (h + act(fc(h))), or "pre" (act(fc(h) + h)); layernorm:
-    False, True or "pre" (act(norm(fc(h)))), or "post" (norm(act(fc(h))))."""
+    False, True or "pre" (act(norm(fc(h)))), or "post" (norm(act(fc(h)))); branch: None, or
+    BranchMlp's kind."""
+    if branch:
+        return BranchMlp(layers, act, branch)
     if residual:
         return ResidualMlp(layers, act, residual == "pre")
     mods = collections.OrderedDict(flatten=nn.Flatten())
@@ -267,7 +311,7 @@ class WithLoss(nn.Module):
             self.add_module(name, mod)
 
     def forward(self, x, labels):
-        if isinstance(self.net, ResidualMlp):
+        if isinstance(self.net, (ResidualMlp, BranchMlp)):
             return F.cross_entropy(self.net(x), labels)
         for mod in self.children():
             x = mod(x)
@@ -302,6 +346,7 @@ def main():
     ap.add_argument("--layernorm", nargs="?", const="pre", choices=["pre", "post"], default=None)
     ap.add_argument("--input-norm", action="store_true")
     ap.add_argument("--post-act", default=None)
+    ap.add_argument("--branch", choices=["glu", "glu_gate_first", "proj"], default=None)
     ap.add_argument("--conv", default="")
     ap.add_argument("--image", type=image, default=[1, 28, 28])
     ap.add_argument("--out", default="models/fc_mnist.onnx")
@@ -333,7 +378,9 @@ def main():
             ap.error(str(e))
         x = torch.zeros(a.batch, *a.image)
     else:
-        net = build(a.layers, a.act, a.residual, a.layernorm)
+        if a.branch and (a.residual or a.layernorm or a.input_norm):
+            ap.error("--branch with --residual, --layernorm or --input-norm is not built yet")
+        net = build(a.layers, a.act, a.residual, a.layernorm, a.branch)
         x = torch.zeros(a.batch, a.layers[0])
     if a.input_norm:
         if a.residual:

@@ -208,7 +208,14 @@ WS_CASES += [
     # Scalar steps after each activation (-0.75 tanh(z) + 0.25; 1.5 relu(z) - 0.5 on a CNN).
     ("ws_sgd_post_act_tanh", [20, 12, 8, 5], "tanh", 13, 51, "sgd", 0.1, 0.9),
     ("ws_sgd_post_act_relu_conv", [10], "relu", 13, 52, "sgd", 0.05, 0.9),
+    # Branches (make_model.py --branch): SwiGLU (silu(fc(h)) * gate(h)), the gate first with a
+    # GELU, and projection shortcuts (relu(fc(h)) + proj(h)).
+    ("ws_sgd_swiglu", [20, 12, 8, 5], "silu", 13, 53, "sgd", 0.1, 0.9),
+    ("ws_sgd_glu_gate_first", [20, 12, 8, 5], "gelu", 17, 54, "sgd", 0.1, 0.9),
+    ("ws_adam_proj", [20, 12, 8, 5], "relu", 13, 55, "adam", 0.01, 0.0),
 ]
+# Cases built with branches (make_model.py --branch).
+BRANCH = {"ws_sgd_swiglu": "glu", "ws_sgd_glu_gate_first": "glu_gate_first", "ws_adam_proj": "proj"}
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual, post or pre).
 RESIDUAL = {"residual_op14": "post", "ws_sgd_residual": "post", "residual_pre_gelu_op17": "pre", "ws_sgd_residual_pre": "pre"}
@@ -283,7 +290,8 @@ def build_net(name, layers, act):
     if name in CONV:
         net = make_model.build_cnn(CONV[name][0], shape, layers, act)
     else:
-        net = make_model.build(layers, act, RESIDUAL.get(name, False), "post" if name in LAYERNORM_POST else name in LAYERNORM)
+        net = make_model.build(layers, act, RESIDUAL.get(name, False), "post" if name in LAYERNORM_POST else name in LAYERNORM,
+                               BRANCH.get(name))
     return make_model.with_input_norm(net, shape or [layers[0]]) if name in INPUT_NORM else net
 
 

@@ -18,6 +18,7 @@
 
 #include "app/fabric_cmd.h"
 #include "app/train_cmd.h"
+#include "compiler/compile.h"
 #include "compiler/kernel_graph.h"
 #include "compiler/onnx_model.h"
 #include "compiler/placement.h"
@@ -790,6 +791,71 @@ TEST(Compiler, ModelInputPreprocessingGoesToTheInputWorkers) {
   EXPECT_TRUE(contains(e, "divides the model input by zero ('k'): node '/Div'")) << e;
   e = refused("Mul", {16}, 1.0f, true);
   EXPECT_TRUE(contains(e, "Mul (1 node): op Mul is not in the kernel library: node '/Mul'")) << e;
+}
+
+// Branches and gated joins (weight streaming's; docs/weight-streaming.md#branches): a SwiGLU
+// (silu(fc1(x)) * gate(x)) and a projection shortcut (relu(fc2(h)) + proj(h)) become layers
+// that read an earlier value and joins that multiply or add it; layer-pipelined mode refuses
+// them by name (exit 2), and --mode auto takes weight streaming. Refused by name: a Mul of a
+// value that is no layer's output or input, a layer output nothing reads.
+TEST(Compiler, BranchesAndGatedJoinsAreWeightStreamings) {
+  Graph g;
+  g.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+  g.linear("fc1", "input", "z1", 16, 8);
+  g.node("Sigmoid", "/act1/Sigmoid", {"z1"}, "s1");
+  g.node("Mul", "/act1/Mul", {"z1", "s1"}, "a1");
+  g.linear("gate1", "input", "g1", 16, 8);
+  g.node("Mul", "/Mul", {"a1", "g1"}, "h1");
+  g.linear("fc2", "h1", "z2", 8, 6);
+  g.node("Relu", "/act2/Relu", {"z2"}, "a2");
+  g.linear("proj2", "h1", "p2", 8, 6);
+  g.node("Add", "/Add", {"a2", "p2"}, "h2");
+  g.linear("fc3", "h2", "logits", 6, 4);
+  g.output("logits", 4);
+  const std::string path = g.save("branches");
+  const compiler::KernelGraph kg = compiler::validate_model(compiler::import_onnx(path), compiler::CompileOptions{});
+  ASSERT_TRUE(kg.unsupported.empty()) << kg.unsupported.front().why;
+  ASSERT_EQ(kg.layers.size(), 5U);
+  EXPECT_EQ(kg.layers[0].act, compiler::Activation::kSilu);
+  EXPECT_EQ(kg.input_of(1), 0);  // gate1 reads the model input
+  EXPECT_TRUE(kg.layers[1].join_mul);
+  EXPECT_EQ(kg.layers[1].residual, 1);  // times fc1's output
+  EXPECT_EQ(kg.input_of(2), 2);
+  EXPECT_EQ(kg.input_of(3), 2);  // proj2 reads fc2's input
+  EXPECT_FALSE(kg.layers[3].join_mul);
+  EXPECT_EQ(kg.layers[3].residual, 3);  // plus fc2's output
+  EXPECT_EQ(kg.first_branch(), 1);
+  CmdResult r = compile({path, "--compile-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "the branch '/gate1/Gemm' (a layer reading an earlier value than the last layer's output) is not "
+                              "supported in layer-pipelined mode yet; use --mode weight-streaming")) << r.err;
+  r = compile({path, "--compile-only", "--mode", "auto"});
+  EXPECT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_TRUE(contains(r.out, "mode auto: weight streaming")) << r.out;
+
+  Graph b;  // a Mul of the flow and a layer's pre-activation, which no layer reads or gives
+  b.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+  b.linear("fc1", "input", "z1", 16, 8);
+  b.node("Relu", "/act1/Relu", {"z1"}, "a1");
+  b.node("Mul", "/Mul", {"a1", "z1"}, "h1");
+  b.linear("fc2", "h1", "logits", 8, 4);
+  b.output("logits", 4);
+  r = compile({b.save("mul_other"), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "a Mul of two values is supported as a gated join: a layer's output times an earlier layer's output or input"))
+      << r.err;
+
+  Graph d;  // fc1's output is read by nothing: the branch fc2 reads the input
+  d.input("input", onnx::TensorProto::FLOAT, {-1, 16});
+  d.linear("fc1", "input", "z1", 16, 8);
+  d.node("Relu", "/act1/Relu", {"z1"}, "a1");
+  d.linear("fc2", "input", "z2", 16, 8);
+  d.node("Relu", "/act2/Relu", {"z2"}, "a2");
+  d.linear("fc3", "a2", "logits", 8, 4);
+  d.output("logits", 4);
+  r = compile({d.save("dead_branch"), "--validate-only"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_TRUE(contains(r.err, "its output is not used by a later layer or join")) << r.err;
 }
 
 // Scalar steps of a layer's activated output (a Mul, Div, Add, Sub of a one-element constant,
