@@ -389,13 +389,15 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
       long x = 0, dx = 0, dy = 0, ni = 1;
       for (int l = 0; l < L; ++l) {
         x += p.len(l, a) * m;
-        // A residual connection: the row keeps layer l's activated output apart from the sum
-        // (R, for the activation's derivative) and the sum's gradient for the source (G).
-        // Where the sum comes before the activation the derivative is taken at Z: no R.
-        // Around convolutions the roots hold them (root_sum).
+        // A residual connection or gated join: the row keeps layer l's activated output apart
+        // from the sum (R, for the activation's derivative). Where the sum comes before the
+        // activation the derivative is taken at Z: no R. Around convolutions the roots hold it
+        // (root_sum). Boundary l's gradient from its other readers (G: the join it feeds, a
+        // branch reading it; WsPlan::has_g).
         if (const int k = p.residual[static_cast<size_t>(l)]; k >= 0 && !p.root_sum(l + 1)) {
-          x += ((p.res_pre(l) ? 0 : p.len(l + 1, a)) + (k > 0 ? p.len(k, a) : 0)) * m + 8;
+          x += (p.res_pre(l) ? 0 : p.len(l + 1, a)) * m + 8;  // with G's alignment, where the join's source has one
         }
+        if (p.has_g(l)) x += p.len(l, a) * m + (p.residual_target(l) >= 0 ? 0 : 8);
         // A GELU: z of its output's slice (Z), and four scratch vectors of the longest dx.
         if (l + 1 < L && p.rows_act(l)) {
           x += p.len(l + 1, a) * m + 4 + gelu_scratch;

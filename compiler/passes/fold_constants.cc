@@ -7,6 +7,7 @@
 // is 2N), so the batch need not be known. Parameters (trained) are never folded.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "compiler/passes/editor.h"
@@ -100,21 +101,28 @@ bool binary(const std::string& op, const Val& a, const Val& b, Val* r) {
     return true;
   }
   r->i.resize(n);
+  // A result int64 cannot hold is left unfolded (the kernels then name the node), never wrapped.
+  bool over = false;
+  auto add = [&](int64_t p, int64_t q) { int64_t v = 0; over |= __builtin_add_overflow(p, q, &v); return v; };
+  auto sub = [&](int64_t p, int64_t q) { int64_t v = 0; over |= __builtin_sub_overflow(p, q, &v); return v; };
+  auto mul = [&](int64_t p, int64_t q) { int64_t v = 0; over |= __builtin_mul_overflow(p, q, &v); return v; };
   for (size_t k = 0; k < n; ++k) {
     const Aff x = a.i[na == 1 ? 0 : k], y = b.i[nb == 1 ? 0 : k];
     Aff z;
-    if (op == "Add") z = {x.v + y.v, x.m + y.m};
-    else if (op == "Sub") z = {x.v - y.v, x.m - y.m};
+    if (op == "Add") z = {add(x.v, y.v), add(x.m, y.m)};
+    else if (op == "Sub") z = {sub(x.v, y.v), sub(x.m, y.m)};
     else if (op == "Mul") {
       if (x.m != 0 && y.m != 0) return false;  // N squared
-      z = x.m ? Aff{x.v * y.v, x.m * y.v} : Aff{x.v * y.v, x.v * y.m};
+      z = x.m ? Aff{mul(x.v, y.v), mul(x.m, y.v)} : Aff{mul(x.v, y.v), mul(x.v, y.m)};
     } else if (op == "Div") {
       if (y.m != 0 || y.v == 0) return false;
+      if (y.v == -1 && (x.v == INT64_MIN || x.m == INT64_MIN)) return false;
       if (x.m != 0 && (x.m % y.v != 0 || x.v % y.v != 0)) return false;
       z = {x.v / y.v, x.m / y.v};  // integer division truncates, as ONNX's
     } else {
       return false;
     }
+    if (over) return false;
     r->i[k] = z;
   }
   return true;
@@ -124,7 +132,10 @@ bool unary(const std::string& op, const Val& a, Val* r) {
   *r = a;
   if (op == "Neg") {
     for (float& x : r->f) x = -x;
-    for (Aff& x : r->i) x = {-x.v, -x.m};
+    for (Aff& x : r->i) {
+      if (x.v == INT64_MIN || x.m == INT64_MIN) return false;  // -x overflows: left unfolded
+      x = {-x.v, -x.m};
+    }
     return true;
   }
   if (!a.is_float()) return false;
