@@ -7,14 +7,16 @@ Usage: scripts/test_torch_roundtrip.py --wafersim build/wafersim [--workdir DIR]
 For each shape below the test builds the network as scripts/make_model.py does (its build()),
 exports it with torch.onnx.export, makes a random float32 dataset of exactly --train.batch
 samples (so each wafer step is full-batch training and the shuffle only changes the order of the
-per-sample sums), runs `wafersim train` for a few steps with SGD + momentum and trains the same
+per-sample sums), runs `wafersim train` for N = 10 steps with SGD + momentum and trains the same
 model in PyTorch with torch.optim.SGD(lr, momentum) and F.cross_entropy (mean). Checks:
   loss1     the wafer's step-1 mean loss (the initial model's forward pass) against PyTorch's
-  losses    every step's mean loss (full precision: runs of 1..N steps, run_report.json)
+  losses    every step's mean loss (full precision after steps 1, 2 and N: runs of that many
+            steps, run_report.json; between them the N-step run's losses.csv, 6 decimals)
   onnx      the checkpoint loads and passes onnx.checker.check_model; its metadata says step N
   weights   the checkpoint's initializers against PyTorch's trained parameters
   momentum  NAME.momentum against momentum * the optimizer's momentum_buffer after step N
-  resume    N/2 steps, then --resume for the rest, reproduce the N-step checkpoint bit for bit
+            (relative to each tensor's largest element, or to torch's own fp32-fp64 gap)
+  resume    2 steps, then --resume for the rest, reproduce the N-step checkpoint bit for bit
 One shape trains 4 copies of the model (compile.replicas 4), the others one.
   logits    the checkpoint evaluated on fresh inputs (a small numpy interpreter of its graph,
             and torch with its weights loaded) against PyTorch's trained model
@@ -27,7 +29,7 @@ Checks loss1, losses, onnx (metadata: mode, step, optimizer; the report: 2 syste
 and the optimizer state, which the weight-streaming checkpoint keeps as PyTorch does
 (NAME.momentum_buffer, NAME.exp_avg, NAME.exp_avg_sq). Its CNN cases (CONV: a LeNet-style
 Conv, ReLU, MaxPool, Linear on 28 x 28, and a padded Conv with LeakyReLU and AveragePool) train
-CNN_STEPS steps and compare the losses after 1, 2 and CNN_STEPS. This is the check of weight streaming
+CNN_STEPS steps, the others WS_STEPS (both 10), and compare the losses after 1, 2 and the last. This is the check of weight streaming
 that shares no code with the simulator (the C++ reference of WsTraining.* uses MemoryX and
 SwarmX::tree_sum themselves).
 Prints PASS/FAIL per check and exits 1 if any check fails.
@@ -131,7 +133,11 @@ SHAPES = [
 # copy takes every 4th sample, their gradients summed on the wafer before the same update.
 REPLICAS = {"relu_replicas4": 4, "layernorm_replicas3": 3}
 BATCH = 8
-STEPS = 4
+# Steps of the layer-pipelined cases (issue 37's acceptance: the loss after 10 SGD steps): runs of
+# 1, 2 and STEPS steps give full-precision losses there (run_report.json), the STEPS-step run's
+# losses.csv the steps between (to 6 decimals).
+STEPS = 10
+AT = [1, 2, STEPS]
 SIM_SEED = 7
 
 # Weight streaming: (name, layer widths, activation, opset, seed, optimizer, lr, momentum), on
@@ -229,8 +235,16 @@ INPUT_NORM = {"input_norm_op13", "input_norm_conv_op17", "ws_sgd_input_norm_conv
 LAYERNORM_POST = {"layernorm_post_gelu_op17", "layernorm_post_tanh_op13", "ws_sgd_layernorm_post_gelu", "ws_sgd_layernorm_post_relu"}
 LAYERNORM = {"layernorm_gelu_op13", "layernorm_relu_op17", "layernorm_replicas3", "layernorm_shared_op13", "ws_sgd_layernorm_shared", "ws_sgd_layernorm_gelu", "ws_adam_layernorm_relu"}
 WS_SYSTEMS = 2
-WS_STEPS = 3
+WS_STEPS = 10
 WS_STATE_RTOL = 2e-6
+# A tensor whose elements cancel (a LayerNorm's gamma gradient: sums of dy x^ over samples) is
+# ill-conditioned: PyTorch's own fp32 run is 1e-6 to 1e-5 of it off its fp64 run after 10 steps.
+# The optimizer state passes within WS_STATE_RTOL or within STATE_GAP_FACTOR times that gap.
+STATE_GAP_FACTOR = 4
+
+
+def state_tol(gap):
+    return max(WS_STATE_RTOL, STATE_GAP_FACTOR * gap)
 
 # Tolerances. The wafer and PyTorch compute the same float32 arithmetic in a different order
 # (per-sample fma accumulation of the gradients on the wafer, a matmul over the batch in torch;
@@ -240,16 +254,17 @@ WS_STATE_RTOL = 2e-6
 # checks print. Step 1 is one forward pass: abs 1e-6 + rel 1e-5. Later steps carry the rounding
 # of the updates into the weights and compound over the steps: rel 1e-5, still ~100x the
 # measured difference, while any real error in the update (lr, momentum, 1/B, a dropped sample)
-# moves the loss by 1e-4 or more and the weights by 1e-3 or more. Weights, momentum and logits
-# absolute 1e-6 (~10x the measured, ~10 ulps of 1.0); logits also 1e-6 of the largest (~10 ulps
-# of it: a LayerNorm after the activation, which divides by a sample's spread, carried the
-# weights' 7e-8 to 1.1e-6 on logits up to 1.5, torch's own fp32-fp64 gap of the weights 1e-7).
-# The wafer's losses are taken from run_report.json (final_loss, a double) of runs of 1..N steps:
-# losses.csv rounds to 6 decimals, which alone would be +-5e-7.
+# moves the loss by 1e-4 or more and the weights by 1e-3 or more. Weights and logits absolute
+# 1e-6 (~10x the measured, ~10 ulps of 1.0); logits also 1e-6 of the largest (~10 ulps of it: a
+# LayerNorm after the activation, which divides by a sample's spread, carried the weights' 7e-8
+# to 1.1e-6 on logits up to 1.5, torch's own fp32-fp64 gap of the weights 1e-7); the momentum
+# (or Adam's state) 2e-6 of each tensor's largest element (WS_STATE_RTOL below: over 10 steps
+# 1.6e-6 of buffers of 1.07 was measured). The wafer's losses are taken from run_report.json
+# (final_loss, a double) of runs of 1, 2 and N steps, and between them from the N-step run's
+# losses.csv, which rounds to 6 decimals: +-5e-7 more there.
 LOSS1_RTOL, LOSS1_ATOL = 1e-5, 1e-6
 LOSS_RTOL, LOSS_ATOL = 1e-5, 1e-6
 WEIGHT_ATOL = 1e-6
-MOMENTUM_ATOL = 1e-6
 LOGIT_ATOL, LOGIT_RTOL = 1e-6, 1e-6
 
 failures = []
@@ -441,7 +456,7 @@ def test_shape(wafersim, workdir, shape):
     # 1. The model, built and exported here; 2. B random samples, integer labels covering the classes.
     d, net, model_path, x, y, rng = make_case(workdir, name, layers, act, opset, seed)
 
-    # 3. The wafer: the N-step run, and runs of 1..N-1 steps whose run_report.json carries the
+    # 3. The wafer: the N-step run, and runs of 1 and 2 steps whose run_report.json carries the
     # last step's mean loss in full precision (losses.csv rounds to 6 decimals).
     common = ["--data.source", "npy", "--data.train_x", os.path.join(d, "x.npy"),
               "--data.train_y", os.path.join(d, "y.npy"),
@@ -452,7 +467,7 @@ def test_shape(wafersim, workdir, shape):
               "--compile.replicas", str(REPLICAS.get(name, 1)), "--mode", "layer-pipelined"]
     t0 = time.monotonic()
     runs = {}
-    for k in range(1, STEPS + 1):
+    for k in AT:
         runs[k] = wafer_train(wafersim, d, f"out{k}", [model_path, "--train.steps", str(k)] + common)
         if runs[k] is None:
             return
@@ -460,14 +475,16 @@ def test_shape(wafersim, workdir, shape):
     rows = np.loadtxt(os.path.join(out, "losses.csv"), delimiter=",", skiprows=1, ndmin=2)
     if not check(name, "wafersim train", len(rows) == STEPS and list(rows[:, 0]) == list(range(1, STEPS + 1))
                  and runs[STEPS].get("mode") == "layer-pipelined",
-                 f"{STEPS} runs of 1..{STEPS} steps in {time.monotonic() - t0:.2f} s, "
+                 f"runs of {', '.join(map(str, AT))} steps in {time.monotonic() - t0:.2f} s, "
                  f"{len(rows)} rows in {out}/losses.csv, mode {runs[STEPS].get('mode')}"):
         return
-    wafer_losses = [runs[k]["final_loss"] for k in range(1, STEPS + 1)]
+    # Full precision where a run ends, the N-step run's 6 decimals between (within 5e-7 more).
+    wafer_losses = [runs[k]["final_loss"] if k in runs else float(rows[k - 1, 1]) for k in range(1, STEPS + 1)]
+    rounded = [0.0 if k in runs else 5e-7 for k in range(1, STEPS + 1)]
     # The runs are deterministic: step k of the N-step run is step k of the k-step run.
-    csv_off = max(abs(a - b) for a, b in zip(rows[:, 1], wafer_losses))
+    csv_off = max(abs(rows[k - 1, 1] - runs[k]["final_loss"]) for k in AT)
     check(name, "losses.csv", csv_off <= 5.01e-7,
-          f"the {STEPS}-step run's rows are the k-step runs' losses to 6 decimals (max off {csv_off:.1e})")
+          f"the {STEPS}-step run's rows are the {', '.join(map(str, AT))}-step runs' losses to 6 decimals (max off {csv_off:.1e})")
 
     # 4. PyTorch, float32 (the comparison) and float64 (the rounding scale).
     shape = CONV[name][1] if name in CONV else None
@@ -480,7 +497,7 @@ def test_shape(wafersim, workdir, shape):
           f"wafer {w1:.8f} torch {t1:.8f}: abs {abs(w1 - t1):.2e} rel {abs(w1 - t1) / abs(t1):.2e} "
           f"(tol abs {LOSS1_ATOL:g} + rel {LOSS1_RTOL:g}; torch fp32-fp64 {abs(t1 - d_losses[0]):.2e})")
     rel = [abs(w - t) / abs(t) for w, t in zip(wafer_losses, t_losses)]
-    ok = all(abs(w - t) <= LOSS_ATOL + LOSS_RTOL * abs(t) for w, t in zip(wafer_losses, t_losses))
+    ok = all(abs(w - t) <= LOSS_ATOL + LOSS_RTOL * abs(t) + r for w, t, r in zip(wafer_losses, t_losses, rounded))
     check(name, "losses", ok,
           "wafer " + " ".join(f"{v:.7f}" for v in wafer_losses) + " | torch " +
           " ".join(f"{v:.7f}" for v in t_losses) + f" | max rel {max(rel):.2e} at step "
@@ -513,21 +530,26 @@ def test_shape(wafersim, workdir, shape):
     # Momentum: torch keeps v_N = mu v_{N-1} + g_N per parameter. The wafer keeps V already scaled
     # for the next minibatch (V = mu v_N, to which the next gradients add; docs/training.md), and
     # the checkpoint stores that: NAME.momentum = momentum * torch's momentum_buffer.
-    params = dict(t_net.named_parameters())
-    md = {}
+    # Relative to each tensor's largest element, as weight streaming's optimizer state (10 steps
+    # compound the rounding: 1.6e-6 absolute on buffers of 1.07 was measured).
+    params, params64 = dict(t_net.named_parameters()), dict(d_net.named_parameters())
+    md, gap = {}, {}
     for k, p in params.items():
-        buf = t_opt.state[p]["momentum_buffer"].detach().numpy()
+        buf = mu * t_opt.state[p]["momentum_buffer"].detach().numpy()
         v = inits[k + ".momentum"].reshape(buf.shape)
-        md[k] = maxdiff(v, mu * buf)
-    worst = max(md, key=md.get)
+        scale = max(float(np.abs(buf).max()), 1e-30)
+        md[k] = maxdiff(v, buf) / scale
+        gap[k] = maxdiff(buf, mu * d_opt.state[params64[k]]["momentum_buffer"].detach().numpy()) / scale
+    worst = max(md, key=lambda k: md[k] / state_tol(gap[k]))
     vmax = max(float(t_opt.state[p]["momentum_buffer"].abs().max()) for p in params.values())
-    check(name, "momentum", md[worst] <= MOMENTUM_ATOL,
-          f"max abs diff against momentum * momentum_buffer {md[worst]:.2e} ({worst}; tol {MOMENTUM_ATOL:g}; "
+    check(name, "momentum", all(md[k] <= state_tol(gap[k]) for k in md),
+          f"max diff against momentum * momentum_buffer {md[worst]:.2e} of the tensor's largest element ({worst}; "
+          f"tol {state_tol(gap[worst]):.1e}: {WS_STATE_RTOL:g}, or {STATE_GAP_FACTOR:g} x torch's fp32-fp64 {gap[worst]:.1e}; "
           f"buffers up to {vmax:.2e})")
 
     # Resume: the momentum convention only has to agree with what --resume reads back. Two steps,
     # then --resume for the rest, must give the N-step run's checkpoint bit for bit.
-    half = STEPS // 2
+    half = AT[1]
     rr = wafer_train(wafersim, d, "resumed",
                      ["--resume", os.path.join(d, f"out{half}", "checkpoint.onnx"),
                       "--train.steps", str(STEPS - half)] + common)
@@ -584,7 +606,7 @@ def test_ws_case(wafersim, workdir, case):
     runs = {}
     shape = CONV[name][1] if name in CONV else None
     steps = CNN_STEPS if shape else WS_STEPS
-    at = [1, 2, steps] if shape else list(range(1, steps + 1))
+    at = [1, 2, steps]
     for k in at:
         runs[k] = wafer_train(wafersim, d, f"out{k}", [model_path, "--train.steps", str(k)] + common)
         if runs[k] is None:
@@ -598,7 +620,7 @@ def test_ws_case(wafersim, workdir, case):
     wafer_losses = [runs[k]["final_loss"] for k in at]
 
     t_losses, t_net, t_opt = torch_train(net, x, y, lr, mu, steps, torch.float32, optimizer, shape)
-    d_losses, d_net, _ = torch_train(net, x, y, lr, mu, steps, torch.float64, optimizer, shape)
+    d_losses, d_net, d_opt = torch_train(net, x, y, lr, mu, steps, torch.float64, optimizer, shape)
     t_losses = [t_losses[k - 1] for k in at]
     d_losses = [d_losses[k - 1] for k in at]
     w1, t1 = wafer_losses[0], t_losses[0]
@@ -629,16 +651,18 @@ def test_ws_case(wafersim, workdir, case):
     # The optimizer state as PyTorch keeps it, in the weight's layout (flattened), relative to each
     # tensor's largest element: Adam's exp_avg_sq is the square of gradients (1e-5 here), where
     # an absolute tolerance would pass anything.
-    params = dict(t_net.named_parameters())
-    sd = {}
+    params, params64 = dict(t_net.named_parameters()), dict(d_net.named_parameters())
+    sd, gap = {}, {}
     for k, p in params.items():
         for s in state_names:
             buf = t_opt.state[p][s].detach().numpy()
-            sd[f"{k}.{s}"] = maxdiff(inits[f"{k}.{s}"].reshape(buf.shape), buf) / max(float(np.abs(buf).max()), 1e-30)
-    worst = max(sd, key=sd.get)
-    check(name, "optimizer state", sd[worst] <= WS_STATE_RTOL,
+            scale = max(float(np.abs(buf).max()), 1e-30)
+            sd[f"{k}.{s}"] = maxdiff(inits[f"{k}.{s}"].reshape(buf.shape), buf) / scale
+            gap[f"{k}.{s}"] = maxdiff(buf, d_opt.state[params64[k]][s].detach().numpy()) / scale
+    worst = max(sd, key=lambda k: sd[k] / state_tol(gap[k]))
+    check(name, "optimizer state", all(sd[k] <= state_tol(gap[k]) for k in sd),
           f"max diff against torch's {', '.join(state_names)} {sd[worst]:.2e} of the tensor's largest element "
-          f"({worst}; tol {WS_STATE_RTOL:g})")
+          f"({worst}; tol {state_tol(gap[worst]):.1e}: {WS_STATE_RTOL:g}, or {STATE_GAP_FACTOR:g} x torch's fp32-fp64 {gap[worst]:.1e})")
 
 
 def main():
