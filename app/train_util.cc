@@ -57,10 +57,17 @@ void print_graph(const KernelGraph& g, std::ostream& out) {
       if (q.eb != 0 || q.er != 0) pool += " ceil_mode";
       pool += " -> " + std::to_string(l.conv.co) + " x " + std::to_string(q.hq) + " x " + std::to_string(q.wq);
     }
+    // Value k: the model input, layer k's input (a chain), or layer k - 1's output (a branch reads
+    // another value than it).
+    auto value = [&](int k) {
+      if (k == 0) return std::string("the model input");
+      if (k < static_cast<int>(g.layers.size()) && g.input_of(k) == k) return "the input of " + g.layers[static_cast<size_t>(k)].name;
+      return "the output of " + g.layers[static_cast<size_t>(k) - 1].name;
+    };
     const std::string res = l.residual < 0 ? std::string()
-                            : l.residual == 0 ? std::string(" + the model input (residual)")
-                                              : " + the input of " + g.layers[static_cast<size_t>(l.residual)].name + " (residual)";
+                                           : (l.join_mul ? " * " : " + ") + value(l.residual) + (l.join_mul ? " (gated)" : " (residual)");
     const std::string act = l.act != Activation::kNone ? " + " + activation_text(l.act, l.act_par) : "";
+    if (l.input >= 0) kind += " of " + value(l.input) + " (branch)";
     out << "  " << l.name << ": " << kind << (l.bias.empty() ? "" : " + bias") << (l.ln.on && !l.ln.post ? " + layernorm" : "")
         << (l.residual_pre ? res + act : act + res) << (l.ln.on && l.ln.post ? " + layernorm" : "") << pool << "\n";
   }

@@ -209,6 +209,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   // taken, else why not.
   auto take_layernorm = [&](const OnnxNode& n, const FusedOp& fa) -> std::string {
     if (f.residual && f.residual_raw) return "a LayerNorm of a residual sum (post-norm, LayerNorm(h + W h + b)) is not supported yet";
+    if (f.dense >= 0 && g.layers[static_cast<size_t>(f.dense)].input >= 0) return "a LayerNorm of a branch's output is not supported yet";
     if (f.dense < 0 || f.pending_matmul || f.residual || g.layers[static_cast<size_t>(f.dense)].ln.on ||
         g.layers[static_cast<size_t>(f.dense)].conv.on || f.pooled) {
       return "a LayerNorm is supported on a dense layer's output (after its bias, before or after its activation)";
