@@ -32,7 +32,9 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
   --branch  each hidden layer with a second Linear of the same shape on its input (weight
             streaming only): glu, h = act(fcN(h)) * gateN(h) (with --act silu: SwiGLU);
             glu_gate_first, h = gateN(h) * act(fcN(h)), the gate first; proj, h = act(fcN(h)) +
-            projN(h), a projection shortcut
+            projN(h), a projection shortcut; ffn, a transformer's gated feed-forward blocks with
+            their residual connections: --layers IN,D,H1,H2,...,CLASSES gives fc1 (IN -> D), per
+            hidden width HK h = h + downK(act(upK(h)) * gateK(h)), then head (D -> CLASSES)
   --post-act MUL,ADD  each activation followed by * MUL + ADD (Mul and Add of constants)
   --input-norm  the model normalises its own input first: (x - mean) / std with constants
             (per channel over --conv's planes), exported as Sub and Div of constants
@@ -166,6 +168,34 @@ class BranchMlp(nn.Module):
                 x = act(fc(x)) + self.__getattr__(f"proj{i + 1}")(x)
 
 
+class FfnMlp(nn.Module):
+    """--branch ffn: a transformer's gated feed-forward blocks with their residual connections
+    (without attention or norms): layers [in, d, h1, h2, ..., classes] give fc1 (in -> d, the
+    activation), then per hidden width hK a block h = h + downK(act(upK(h)) * gateK(h)) (upK and
+    gateK d -> hK, downK hK -> d), then head (d -> classes)."""
+
+    def __init__(self, layers, act):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.fc1 = nn.Linear(layers[0], layers[1])
+        self.act1 = make_act(act)
+        d = layers[1]
+        self.blocks = len(layers) - 3
+        for k in range(self.blocks):
+            setattr(self, f"up{k + 1}", nn.Linear(d, layers[k + 2]))
+            setattr(self, f"act_up{k + 1}", make_act(act))
+            setattr(self, f"gate{k + 1}", nn.Linear(d, layers[k + 2]))
+            setattr(self, f"down{k + 1}", nn.Linear(layers[k + 2], d))
+        self.head = nn.Linear(d, layers[-1])
+
+    def forward(self, x):
+        h = self.act1(self.fc1(self.flatten(x)))
+        for k in range(1, self.blocks + 1):
+            g = getattr(self, f"act_up{k}")(getattr(self, f"up{k}")(h)) * getattr(self, f"gate{k}")(h)
+            h = h + getattr(self, f"down{k}")(g)
+        return self.head(h)
+
+
 class ConvBlock(nn.Module):
     """A residual block of two K x K convolutions that keep the channels and the plane (padding
     K // 2), --conv's rK and RK: pre (ResNet's BasicBlock without its BatchNorms), act(conv2(act(
@@ -258,6 +288,8 @@ def build(layers, act, residual=False, layernorm=False, branch=None):
     """residual: False, True or "post" (h + act(fc(h))), or "pre" (act(fc(h) + h)); layernorm:
     False, True or "pre" (act(norm(fc(h)))), or "post" (norm(act(fc(h)))); branch: None, or
     BranchMlp's kind."""
+    if branch == "ffn":
+        return FfnMlp(layers, act)
     if branch:
         return BranchMlp(layers, act, branch)
     if residual:
@@ -311,7 +343,7 @@ class WithLoss(nn.Module):
             self.add_module(name, mod)
 
     def forward(self, x, labels):
-        if isinstance(self.net, (ResidualMlp, BranchMlp)):
+        if isinstance(self.net, (ResidualMlp, BranchMlp, FfnMlp)):
             return F.cross_entropy(self.net(x), labels)
         for mod in self.children():
             x = mod(x)
@@ -346,7 +378,7 @@ def main():
     ap.add_argument("--layernorm", nargs="?", const="pre", choices=["pre", "post"], default=None)
     ap.add_argument("--input-norm", action="store_true")
     ap.add_argument("--post-act", default=None)
-    ap.add_argument("--branch", choices=["glu", "glu_gate_first", "proj"], default=None)
+    ap.add_argument("--branch", choices=["glu", "glu_gate_first", "proj", "ffn"], default=None)
     ap.add_argument("--conv", default="")
     ap.add_argument("--image", type=image, default=[1, 28, 28])
     ap.add_argument("--out", default="models/fc_mnist.onnx")

@@ -62,7 +62,10 @@ inline float lcg_uniform(uint64_t* s) {  // in [-1, 1)
   return static_cast<float>((*s >> 40) & 0xffffff) / 8388608.0f - 1.0f;
 }
 
+inline void write_ffn(const std::string& path, const MlpSpec& spec);
+
 inline void write_mlp(const std::string& path, const MlpSpec& spec) {
+  if (spec.branch == "ffn") return write_ffn(path, spec);
   onnx::ModelProto m;
   m.set_ir_version(7);
   m.set_producer_name("wafersim-test");
@@ -243,6 +246,69 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
   }
   g->mutable_node(g->node_size() - 1)->set_output(0, "logits");
   value(g->add_output(), "logits", spec.widths.back());
+  std::ofstream f(path, std::ios::binary);
+  m.SerializeToOstream(&f);
+}
+
+// MlpSpec::branch "ffn" (scripts/make_model.py --branch ffn): widths [in, d, h1, ..., classes]
+// give fc1 (in -> d, the activation), per hidden width hK a transformer's gated feed-forward
+// block with its residual connection, h = h + downK(act(upK(h)) * gateK(h)), then head (d ->
+// classes); the activation an ONNX op (Tanh, Relu, Sigmoid).
+inline void write_ffn(const std::string& path, const MlpSpec& spec) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.set_producer_name("wafersim-test");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(spec.opset);
+  auto* g = m.mutable_graph();
+  g->set_name("ffn");
+  auto value = [](onnx::ValueInfoProto* v, const std::string& name, int features) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("batch");
+    tt->mutable_shape()->add_dim()->set_dim_value(features);
+  };
+  value(g->add_input(), "input", spec.widths.front());
+  uint64_t s = spec.seed;
+  auto node = [&](const std::string& type, const std::string& name, std::vector<std::string> in) {
+    auto* n = g->add_node();
+    n->set_name(name);
+    n->set_op_type(type);
+    for (const auto& i : in) n->add_input(i);
+    n->add_output(name + "_output_0");
+    return n;
+  };
+  auto gemm = [&](const std::string& nm, const std::string& in, int fin, int fout) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(fin));
+    for (const auto& [suffix, n] : {std::pair<std::string, int>{".weight", fin * fout}, {".bias", fout}}) {
+      auto* t = g->add_initializer();
+      t->set_name(nm + suffix);
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      if (suffix == ".weight") t->add_dims(fout), t->add_dims(fin);
+      else t->add_dims(fout);
+      for (int i = 0; i < n; ++i) t->add_float_data(lcg_uniform(&s) * scale);
+    }
+    auto* n = node("Gemm", "/" + nm + "/Gemm", {in, nm + ".weight", nm + ".bias"});
+    auto* tb = n->add_attribute();
+    tb->set_name("transB");
+    tb->set_type(onnx::AttributeProto::INT);
+    tb->set_i(1);
+    return n->output(0);
+  };
+  const std::vector<int>& w = spec.widths;
+  const int d = w[1];
+  std::string h = node(spec.act, "/act1/" + spec.act, {gemm("fc1", "input", w[0], d)})->output(0);
+  for (size_t k = 2; k + 1 < w.size(); ++k) {
+    const std::string K = std::to_string(k - 1);
+    const std::string a = node(spec.act, "/act_up" + K + "/" + spec.act, {gemm("up" + K, h, d, w[k])})->output(0);
+    const std::string gm = node("Mul", "/Mul_" + K, {a, gemm("gate" + K, h, d, w[k])})->output(0);
+    h = node("Add", "/Add_" + K, {h, gemm("down" + K, gm, w[k], d)})->output(0);
+  }
+  gemm("head", h, d, w.back());
+  g->mutable_node(g->node_size() - 1)->set_output(0, "logits");  // the head's Gemm: the logits
+  value(g->add_output(), "logits", w.back());
   std::ofstream f(path, std::ios::binary);
   m.SerializeToOstream(&f);
 }

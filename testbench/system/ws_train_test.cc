@@ -192,10 +192,11 @@ void check_ws(const Spec& spec, int width, int height, int spacing, const WsOpti
 // The test-set evaluation's batched forward gives every sample the single-sample forward's
 // logits bit for bit (a count that is not a multiple of its block of 64, two threads, rows of
 // unequal slices).
-TEST(WsReference, BatchedForwardEqualsOneSampleForward) {
+// Also with branches, gated joins and residual sums (MlpSpec::branch "ffn").
+void check_batched_forward(const MlpSpec& spec, const std::string& name) {
   WsOptions o;
   o.batch = 4;
-  const WsRig r = make_ws_rig(MlpSpec{{37, 23, 9, 5}, "Tanh", 5, 13}, 16, 32, 4, o, "wsref_batch");
+  const WsRig r = make_ws_rig(spec, 16, 32, 4, o, name);
   const WsPlan& p = r.compiled.plan;
   std::vector<std::vector<float>> w, b;
   for (const auto& layer : r.graph.layers) {
@@ -216,6 +217,13 @@ TEST(WsReference, BatchedForwardEqualsOneSampleForward) {
       EXPECT_EQ(a, c) << "sample " << i << " logit " << k;
     }
   }
+}
+
+TEST(WsReference, BatchedForwardEqualsOneSampleForward) {
+  check_batched_forward(MlpSpec{{37, 23, 9, 5}, "Tanh", 5, 13}, "wsref_batch");
+  MlpSpec ffn{{37, 12, 20, 9, 5}, "Tanh", 5, 13};
+  ffn.branch = "ffn";
+  check_batched_forward(ffn, "wsref_batch_ffn");
 }
 
 // The bit-for-bit tests below cover both ways a row runs a layer: sample by sample where its
@@ -478,6 +486,16 @@ TEST(WsTraining, GatedUnitsMatchTheReference) {
 TEST(WsTraining, GatedUnitsWithTheGateFirstMatchTheReference) {
   SKIP_IF_KERNEL_STARTED();
   check_ws_branch("glu_gate_first", "Gelu", "ws_glu_first", branch_options(4, false));
+}
+
+// A transformer's gated feed-forward blocks with their residual connections (MlpSpec::branch
+// "ffn"): each block's input is read by the up layer (the chain), the gate (a branch) and the
+// sum (a residual connection), so its gradient takes three contributions in G's fixed order.
+TEST(WsTraining, GatedFeedForwardBlocksMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  MlpSpec spec{{12, 10, 14, 9, 4}, "Tanh", 6, 13};
+  spec.branch = "ffn";
+  check_ws(spec, 12, 20, 4, branch_options(0, false), 3, "ws_ffn");
 }
 
 // On the grid layout: 7 feature rows in bands round the West channels.
