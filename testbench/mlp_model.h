@@ -62,26 +62,34 @@ inline float lcg_uniform(uint64_t* s) {  // in [-1, 1)
   return static_cast<float>((*s >> 40) & 0xffffff) / 8388608.0f - 1.0f;
 }
 
+// The test models' common parts: an ONNX model of the default domain at `opset` with an empty
+// graph named `name`, and a [batch, dims...] float value.
+inline onnx::GraphProto* new_test_model(onnx::ModelProto* m, int64_t opset, const std::string& name) {
+  m->set_ir_version(7);
+  m->set_producer_name("wafersim-test");
+  auto* op = m->add_opset_import();
+  op->set_domain("");
+  op->set_version(opset);
+  auto* g = m->mutable_graph();
+  g->set_name(name);
+  return g;
+}
+
+inline void batch_value(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int>& dims) {
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("batch");
+  for (int d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
 inline void write_ffn(const std::string& path, const MlpSpec& spec);
 
 inline void write_mlp(const std::string& path, const MlpSpec& spec) {
   if (spec.branch == "ffn") return write_ffn(path, spec);
   onnx::ModelProto m;
-  m.set_ir_version(7);
-  m.set_producer_name("wafersim-test");
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(spec.opset);
-  auto* g = m.mutable_graph();
-  g->set_name("mlp");
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name, int features) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    tt->mutable_shape()->add_dim()->set_dim_param("batch");
-    tt->mutable_shape()->add_dim()->set_dim_value(features);
-  };
-  value(g->add_input(), "input", spec.widths.front());
+  auto* g = new_test_model(&m, spec.opset, "mlp");
+  batch_value(g->add_input(), "input", {spec.widths.front()});
   uint64_t s = spec.seed;
   auto* flat = g->add_node();
   flat->set_name("/flatten/Flatten");
@@ -245,7 +253,7 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
     }
   }
   g->mutable_node(g->node_size() - 1)->set_output(0, "logits");
-  value(g->add_output(), "logits", spec.widths.back());
+  batch_value(g->add_output(), "logits", {spec.widths.back()});
   std::ofstream f(path, std::ios::binary);
   m.SerializeToOstream(&f);
 }
@@ -256,21 +264,8 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
 // classes); the activation an ONNX op (Tanh, Relu, Sigmoid).
 inline void write_ffn(const std::string& path, const MlpSpec& spec) {
   onnx::ModelProto m;
-  m.set_ir_version(7);
-  m.set_producer_name("wafersim-test");
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(spec.opset);
-  auto* g = m.mutable_graph();
-  g->set_name("ffn");
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name, int features) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    tt->mutable_shape()->add_dim()->set_dim_param("batch");
-    tt->mutable_shape()->add_dim()->set_dim_value(features);
-  };
-  value(g->add_input(), "input", spec.widths.front());
+  auto* g = new_test_model(&m, spec.opset, "ffn");
+  batch_value(g->add_input(), "input", {spec.widths.front()});
   uint64_t s = spec.seed;
   auto node = [&](const std::string& type, const std::string& name, std::vector<std::string> in) {
     auto* n = g->add_node();
@@ -308,7 +303,7 @@ inline void write_ffn(const std::string& path, const MlpSpec& spec) {
   }
   gemm("head", h, d, w.back());
   g->mutable_node(g->node_size() - 1)->set_output(0, "logits");  // the head's Gemm: the logits
-  value(g->add_output(), "logits", w.back());
+  batch_value(g->add_output(), "logits", {w.back()});
   std::ofstream f(path, std::ios::binary);
   m.SerializeToOstream(&f);
 }
@@ -419,19 +414,8 @@ inline CnnSpec ceil_pool_spec() {
 
 inline void write_cnn(const std::string& path, const CnnSpec& spec) {
   onnx::ModelProto m;
-  m.set_ir_version(7);
-  m.set_producer_name("wafersim-test");
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(spec.opset);
-  auto* g = m.mutable_graph();
-  g->set_name("cnn");
-  auto* in = g->add_input();
-  in->set_name("input");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  tt->mutable_shape()->add_dim()->set_dim_param("batch");
-  for (int d : {spec.c, spec.h, spec.w}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  auto* g = new_test_model(&m, spec.opset, "cnn");
+  batch_value(g->add_input(), "input", {spec.c, spec.h, spec.w});
   uint64_t s = spec.seed;
   auto add_init = [&](const std::string& name, std::vector<int64_t> dims, float scale) {
     auto* t = g->add_initializer();
@@ -536,12 +520,7 @@ inline void write_cnn(const std::string& path, const CnnSpec& spec) {
     width = out;
   }
   g->mutable_node(g->node_size() - 1)->set_output(0, "logits");
-  auto* o = g->add_output();
-  o->set_name("logits");
-  auto* ot = o->mutable_type()->mutable_tensor_type();
-  ot->set_elem_type(onnx::TensorProto::FLOAT);
-  ot->mutable_shape()->add_dim()->set_dim_param("batch");
-  ot->mutable_shape()->add_dim()->set_dim_value(width);
+  batch_value(g->add_output(), "logits", {width});
   std::ofstream fo(path, std::ios::binary);
   m.SerializeToOstream(&fo);
 }
