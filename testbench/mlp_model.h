@@ -111,7 +111,8 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       for (auto d : dims) t->add_dims(d);
       for (size_t i = 0; i < n; ++i) t->add_float_data(lcg_uniform(&s) * scale);
     };
-    // A second layer of the same shape on the same input (MlpSpec::branch): its output.
+    // A layer of this shape on this layer's input (the layer itself, or MlpSpec::branch's
+    // second one): its output.
     const std::string h_in = cur;
     auto side = [&](const std::string& nm) {
       add_init(nm + ".weight", {out, in}, static_cast<size_t>(in) * out);
@@ -133,21 +134,8 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
     const std::string side_name = (spec.branch == "proj" ? "proj" : "gate") + std::to_string(l + 1);
     std::string first_side;
     if (branch && spec.branch == "glu_gate_first") first_side = side(side_name);
-    add_init(fc + ".weight", {out, in}, static_cast<size_t>(in) * out);
-    add_init(fc + ".bias", {out}, static_cast<size_t>(out));
     inputs.push_back(cur);
-    auto* n = g->add_node();
-    n->set_name("/" + fc + "/Gemm");
-    n->set_op_type("Gemm");
-    n->add_input(cur);
-    n->add_input(fc + ".weight");
-    n->add_input(fc + ".bias");
-    n->add_output("/" + fc + "/Gemm_output_0");
-    auto* tb = n->add_attribute();
-    tb->set_name("transB");
-    tb->set_type(onnx::AttributeProto::INT);
-    tb->set_i(1);
-    cur = "/" + fc + "/Gemm_output_0";
+    cur = side(fc);
     auto layernorm = [&] {
       const std::string nm = "norm" + std::to_string(l + 1);
       add_init(nm + ".weight", {out}, static_cast<size_t>(out));  // scale * u(-1, 1), then moved to near 1
