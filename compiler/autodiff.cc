@@ -58,15 +58,20 @@ TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer, cons
   ir::Graph& g = t.g;
   t.forward_ops = static_cast<int>(g.ops.size());
   Builder b(g);
-  // The data input: the first float input; the logits: the first output, with a Softmax or
-  // LogSoftmax over its last axis absorbed by the loss.
+  // The data input: the first float input, or else the first integer one (token ids, which an
+  // embedding's Gather reads); the logits: the first output, with a Softmax or LogSoftmax over its
+  // last axis absorbed by the loss.
   for (int i : g.inputs) {
     if (g.tensors[static_cast<size_t>(i)].elem_type == kOnnxFloat) {
       t.data = i;
       break;
     }
   }
-  if (t.data < 0 || g.outputs.empty()) throw CompileError(g.path + ": autodiff: the graph needs a float input and an output");
+  for (int i : g.inputs) {
+    const int e = g.tensors[static_cast<size_t>(i)].elem_type;
+    if (t.data < 0 && (e == kOnnxInt64 || e == 6 /* int32 */)) t.data = i;
+  }
+  if (t.data < 0 || g.outputs.empty()) throw CompileError(g.path + ": autodiff: the graph needs a float or integer input and an output");
   t.logits = g.outputs[0];
   t.regression = loss == "mse";
   if (const int p = g.tensors[static_cast<size_t>(t.logits)].producer;
@@ -74,9 +79,13 @@ TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer, cons
       g.ops[static_cast<size_t>(p)].inputs[0] >= 0) {
     t.logits = g.ops[static_cast<size_t>(p)].inputs[0];
   }
+  // Logits [N, ..., classes]: the loss per row of classes (a token's, for [N, S, vocabulary]),
+  // its labels [N, ...]; their mean over every row is the minibatch's loss.
   const ir::Tensor lg = g.tensors[static_cast<size_t>(t.logits)];  // a copy: tensors grow below
-  if (!lg.shape_known || lg.shape.size() != 2 || lg.shape[0] != -1 || lg.shape[1] < 1) {
-    throw CompileError(g.path + ": autodiff: the loss takes logits of shape [N, classes]; '" + lg.name + "' is " +
+  bool static_rows = lg.shape_known && lg.shape.size() >= 2 && lg.shape[0] == -1 && lg.shape.back() >= 1;
+  for (size_t k = 1; static_rows && k < lg.shape.size(); ++k) static_rows = lg.shape[k] >= 1;
+  if (!static_rows) {
+    throw CompileError(g.path + ": autodiff: the loss takes logits of shape [N, ..., classes]; '" + lg.name + "' is " +
                        (lg.shape_known ? ir::shape_str(lg.shape) : std::string("of unknown shape")));
   }
   // Which values depend on a parameter (only they need gradients).
@@ -89,10 +98,14 @@ TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer, cons
     }
   }
   // The loss.
-  t.labels = b.tensor(t.regression ? "targets" : "labels", ir::TensorKind::kInput, t.regression ? lg.shape : std::vector<int64_t>{-1});
+  std::vector<int64_t> rows(lg.shape.begin(), lg.shape.end() - 1);  // [N, ...]
+  int64_t per = 1;
+  for (size_t k = 1; k < rows.size(); ++k) per *= rows[k];
+  t.labels = b.tensor(t.regression ? "targets" : "labels", ir::TensorKind::kInput, t.regression ? lg.shape : rows);
   g.tensors[static_cast<size_t>(t.labels)].elem_type = t.regression ? kOnnxFloat : kOnnxInt64;
   g.inputs.push_back(t.labels);
-  const auto lo = b.op(t.regression ? "MseLoss" : "SoftmaxXent", {t.logits, t.labels}, {{-1}, lg.shape}, ir::Role::kLoss, "loss");
+  // The loss per row (N rows of classes: per sample; [N, S, classes]: per token, S N of them).
+  const auto lo = b.op(t.regression ? "MseLoss" : "SoftmaxXent", {t.logits, t.labels}, {{t.regression ? -1 : -per}, lg.shape}, ir::Role::kLoss, "loss");
   t.loss = lo[0];
   // Gradient contributions per value: (forward op, gradient tensor); per parameter: the ops that
   // will add into its momentum.

@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Exports models beyond a chain of dense layers with torch.onnx.export (Debian's python3-torch):
 a residual MLP, an MLP with LayerNorm and GELU, one with GELU's tanh form, a LeakyReLU MLP, a small CNN, one with LeakyReLU and AveragePool, a
-TransformerEncoderLayer and a model of the remaining op classes (Mixer), each at the opsets given. The graph compiler's tests import them into
+TransformerEncoderLayer, a model of the remaining op classes (Mixer) and a GPT-style decoder block on token ids, each at the opsets given. The graph compiler's tests import them into
 the IR (docs/graph-compiler.md); today's kernels refuse them with the grouped message.
 
     /usr/bin/python3 scripts/export_graph_models.py --out DIR [--opsets 11,13,14,17]
 
 Writes DIR/<name>_op<opset>.onnx and prints one path per line. Deterministic (seeded)."""
 import argparse
+import math
 import os
 import sys
 
@@ -134,6 +135,42 @@ class Mixer(nn.Module):
         return self.fc_out(torch.cat([s, t * e, first], dim=1))
 
 
+class Gpt(nn.Module):
+    """A GPT-style decoder block on token ids (an int64 input [N, 6]): token and position
+    embeddings (Gather of a table, Add of a parameter), pre-LayerNorm causal self-attention with
+    two heads (the fused QKV projection, Split, multi-head Reshape and Transpose, the scores over
+    sqrt(8), the causal mask added as a constant, Softmax, MatMul of the weights and V), a GELU
+    MLP, the residual sums, a final LayerNorm and the logits per token over the vocabulary, for
+    cross-entropy per token."""
+
+    VOCAB, SEQ, D, HEADS = 11, 6, 16, 2
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(self.VOCAB, self.D)
+        self.pos = nn.Parameter(0.1 * torch.randn(self.SEQ, self.D))
+        self.ln1 = nn.LayerNorm(self.D)
+        self.qkv = nn.Linear(self.D, 3 * self.D)
+        self.proj = nn.Linear(self.D, self.D)
+        self.ln2 = nn.LayerNorm(self.D)
+        self.fc = nn.Linear(self.D, 2 * self.D)
+        self.out = nn.Linear(2 * self.D, self.D)
+        self.lnf = nn.LayerNorm(self.D)
+        self.head = nn.Linear(self.D, self.VOCAB)
+
+    def forward(self, idx):
+        n, s, d, nh = idx.shape[0], self.SEQ, self.D, self.HEADS
+        x = self.tok(idx) + self.pos
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (t.reshape(n, s, nh, d // nh).transpose(1, 2) for t in (q, k, v))
+        # A constant in the graph (a Constant node): torch.tensor of the mask's values.
+        mask = torch.tensor([[0.0 if j <= i else -1e9 for j in range(s)] for i in range(s)])
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // nh) + mask, dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(n, s, d))
+        x = x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+        return self.head(self.lnf(x))
+
+
 class Encoder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -154,6 +191,7 @@ MODELS = {
     "activations": (Activations, (2, 16)),
     "encoder": (Encoder, (2, 6, 16)),
     "mixer": (Mixer, (2, 6, 16)),
+    "gpt": (Gpt, (2, Gpt.SEQ)),
 }
 
 
@@ -173,7 +211,8 @@ def main():
             model = cls().eval()
             path = os.path.join(a.out, f"{name}_op{opset}.onnx")
             tmp = path + ".tmp"
-            torch.onnx.export(model, torch.randn(*shape), tmp, opset_version=opset, input_names=["input"],
+            example = torch.randint(0, cls.VOCAB, shape) if hasattr(cls, "VOCAB") else torch.randn(*shape)
+            torch.onnx.export(model, example, tmp, opset_version=opset, input_names=["input"],
                               output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
             os.replace(tmp, path)
             print(path)

@@ -2,13 +2,14 @@
 """ctest `graph_import`: models beyond a chain of dense layers, exported by torch.onnx.export
 (scripts/export_graph_models.py: residual MLP, LayerNorm + GELU, GELU's tanh form, LeakyReLU, a
 small CNN, a CNN with LeakyReLU and AveragePool, an MLP of SiLU, Mish, HardSwish, Softsign and
-Elu, a TransformerEncoderLayer, a model of the other op classes; opsets 11, 13, 14,
+Elu, a TransformerEncoderLayer, a model of the other op classes, a GPT-style block on token
+ids; opsets 11, 13, 14,
 17), import into the compiler's graph IR and pass its checks (`graph IR: ... checked`); the
 rewrite passes (compiler/passes/) give each model the same graph at every opset, the one expected
 below (`graph IR after passes: ...`: the shape arithmetic folded, every shape known, LayerNorm,
 GELU, dense and conv layers fused); autodiff gives every model a training graph (`training
-graph: ...`); today's kernels train every model but the encoder and the mixer (exit 0) and
-refuse those with one message grouped by op type (exit 2): a line per op type rather
+graph: ...`); today's kernels train every model but the encoder, the mixer and the GPT block
+(exit 0) and refuse those with one message grouped by op type (exit 2): a line per op type rather
 than one per node.
 
     /usr/bin/python3 scripts/test_graph_import.py --wafersim build/wafersim --workdir DIR"""
@@ -32,6 +33,7 @@ AFTER_PASSES = {
     "encoder": "6 Transpose, 5 Dense, 5 Reshape, 3 Slice, 2 Add, 2 LayerNorm, 2 MatMul, 1 Div, 1 Gather, 1 Softmax",
     "mixer": "3 Dense, 2 Mul, 2 Slice, 1 Add, 1 Concat, 1 Div, 1 Exp, 1 Flatten, 1 MatMul, 1 Neg, 1 Pow, 1 ReduceMax, "
              "1 ReduceMean, 1 ReduceSum, 1 Softmax, 1 Split, 1 Sqrt, 1 Sub, 1 Transpose",
+    "gpt": "5 Dense, 4 Add, 4 Reshape, 4 Transpose, 3 LayerNorm, 2 MatMul, 1 Div, 1 Gather, 1 Softmax, 1 Split",
 }
 # The models today's kernels train on the wafer (exit 0; the others are refused, exit 2).
 SUPPORTED = {"leaky", "residual", "gelu_tanh", "norm_gelu", "cnn", "cnn_leaky_avg", "activations"}
@@ -39,7 +41,7 @@ SUPPORTED = {"leaky", "residual", "gelu_tanh", "norm_gelu", "cnn", "cnn_leaky_av
 # gradient rule for yet.
 TRAINING = {
     "residual": "ops", "norm_gelu": "ops", "gelu_tanh": "ops", "leaky": "ops",
-    "cnn": "ops", "cnn_leaky_avg": "ops", "activations": "ops", "encoder": "ops", "mixer": "ops",
+    "cnn": "ops", "cnn_leaky_avg": "ops", "activations": "ops", "encoder": "ops", "mixer": "ops", "gpt": "ops",
 }
 
 

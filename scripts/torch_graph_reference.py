@@ -89,17 +89,22 @@ def main():
     sample = shape[1:]
     steps = []
     for _ in range(a.steps):
-        x = torch.randn((a.batch,) + tuple(sample), generator=g)
+        if hasattr(cls, "VOCAB"):  # token ids
+            x = torch.randint(0, cls.VOCAB, (a.batch,) + tuple(sample), generator=g)
+        else:
+            x = torch.randn((a.batch,) + tuple(sample), generator=g)
         with torch.no_grad():
-            classes = model(x[:1]).shape[-1]
+            out_shape = model(x[:1]).shape
+        classes = out_shape[-1]
         opt.zero_grad()
         logits = model(x)
         if a.loss == "mse":
             labels = torch.randn((a.batch, classes), generator=g)
             per = torch.nn.functional.mse_loss(logits, labels, reduction="none").mean(dim=1)
         else:
-            labels = torch.randint(0, classes, (a.batch,), generator=g)
-            per = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+            # Per row of classes: a sample's, or each token's ([N, S, vocabulary] logits).
+            labels = torch.randint(0, classes, (a.batch,) + tuple(out_shape[1:-1]), generator=g)
+            per = torch.nn.functional.cross_entropy(logits.reshape(-1, classes), labels.reshape(-1), reduction="none")
         per.mean().backward()  # = mse_loss(reduction="mean") over every element
         opt.step()
         steps.append({"x": x.flatten().tolist(), "labels": labels.flatten().tolist(), "losses": per.detach().tolist()})

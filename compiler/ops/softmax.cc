@@ -52,15 +52,21 @@ class Softmax : public OpClass {
     auto& out = c.val[static_cast<size_t>(y)];
     const auto& x = c.val[static_cast<size_t>(o.inputs[0])];
     if (o.kind == "SoftmaxXent") {
+      // Per row of classes (a sample's, or a token's); the gradient divided by the rows (the
+      // mean over every row, torch's cross_entropy over [N, ..., classes]).
       const auto& lab = c.val[static_cast<size_t>(o.inputs[1])];
       const int64_t C = c.shape[static_cast<size_t>(o.inputs[0])].back();
+      const auto rows = static_cast<int>(static_cast<int64_t>(x.size()) / C);
+      if (lab.size() != static_cast<size_t>(rows)) {
+        throw std::invalid_argument("graph reference: " + std::to_string(lab.size()) + " labels for " + std::to_string(rows) + " rows of logits");
+      }
       auto& dl = c.val[static_cast<size_t>(o.outputs[1])];
-      for (int r = 0; r < c.batch; ++r) {
+      for (int r = 0; r < rows; ++r) {
         const std::vector<float> row(x.begin() + r * C, x.begin() + (r + 1) * C);
         std::vector<float> g;
         const int label = static_cast<int>(lab[static_cast<size_t>(r)]);
         if (label < 0 || label >= C) throw std::invalid_argument("graph reference: label " + std::to_string(label) + " outside the classes");
-        out[static_cast<size_t>(r)] = softmax_xent(row, label, c.batch, &g);
+        out[static_cast<size_t>(r)] = softmax_xent(row, label, rows, &g);
         std::copy(g.begin(), g.end(), dl.begin() + r * C);
       }
       return;
