@@ -1,5 +1,6 @@
 #include "compiler/graph_reference.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "compiler/ops/op_class.h"
@@ -32,6 +33,11 @@ GraphReference::GraphReference(const TrainGraph& t, const TrainHyper& h) : m_t(t
     if ((x.kind == ir::TensorKind::kParameter || x.kind == ir::TensorKind::kConstant) && x.data) {
       if (!x.data->f32.empty()) m_val[i] = x.data->f32;
       else m_val[i].assign(x.data->i64.begin(), x.data->i64.end());
+      const bool fixed = x.shape_known && std::all_of(x.shape.begin(), x.shape.end(), [](int64_t d) { return d >= 0; });
+      if (fixed && static_cast<int64_t>(m_val[i].size()) != numel(x.shape)) {
+        throw CompileError("graph reference: constant '" + x.name + "' of dtype " + onnx_elem_type_name(x.elem_type) + " holds " +
+                           std::to_string(m_val[i].size()) + " values for its shape " + ir::shape_str(x.shape));
+      }
     }
   }
 }

@@ -286,6 +286,20 @@ OnnxTensor read_tensor(const onnx::TensorProto& p, const std::string& name,
         t.i64.assign(p.int32_data().begin(), p.int32_data().end());
       }
       break;
+    case onnx::TensorProto_DataType_BOOL:  // a mask (torch's masked_fill folds mask == 0 into one)
+    case onnx::TensorProto_DataType_UINT8:
+    case onnx::TensorProto_DataType_INT8:
+      if (p.has_raw_data()) {
+        t.i64.resize(raw_count(1));
+        for (size_t i = 0; i < t.i64.size(); ++i) {
+          const auto b = static_cast<uint8_t>(raw[i]);
+          t.i64[i] = p.data_type() == onnx::TensorProto_DataType_INT8 ? static_cast<int8_t>(b) : b;
+        }
+      } else {
+        check_count(static_cast<size_t>(p.int32_data_size()), numel, t, what);
+        t.i64.assign(p.int32_data().begin(), p.int32_data().end());
+      }
+      break;
     default:
       break;
   }

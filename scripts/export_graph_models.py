@@ -163,12 +163,29 @@ class Gpt(nn.Module):
         x = self.tok(idx) + self.pos
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q, k, v = (t.reshape(n, s, nh, d // nh).transpose(1, 2) for t in (q, k, v))
-        # A constant in the graph (a Constant node): torch.tensor of the mask's values.
-        mask = torch.tensor([[0.0 if j <= i else -1e9 for j in range(s)] for i in range(s)])
-        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // nh) + mask, dim=-1)
+        att = self.masked(q @ k.transpose(-2, -1) / math.sqrt(d // nh))
+        att = torch.softmax(att, dim=-1)
         x = x + self.proj((att @ v).transpose(1, 2).reshape(n, s, d))
         x = x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
         return self.head(self.lnf(x))
+
+    def masked(self, att):
+        # A constant in the graph (a Constant node): torch.tensor of the mask's values, added.
+        s = self.SEQ
+        return att + torch.tensor([[0.0 if j <= i else -1e9 for j in range(s)] for i in range(s)])
+
+
+class GptMasked(Gpt):
+    """Gpt with nanoGPT's mask: a registered buffer of ones below the diagonal, and
+    masked_fill(mask == 0, -inf) (Equal and Where, as torch exports it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(self.SEQ, self.SEQ)).view(1, 1, self.SEQ, self.SEQ))
+
+    def masked(self, att):
+        s = self.SEQ
+        return att.masked_fill(self.bias[:, :, :s, :s] == 0, float("-inf"))
 
 
 class Encoder(nn.Module):
@@ -192,6 +209,7 @@ MODELS = {
     "encoder": (Encoder, (2, 6, 16)),
     "mixer": (Mixer, (2, 6, 16)),
     "gpt": (Gpt, (2, Gpt.SEQ)),
+    "gpt_masked": (GptMasked, (2, Gpt.SEQ)),
 }
 
 

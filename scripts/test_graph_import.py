@@ -34,6 +34,7 @@ AFTER_PASSES = {
     "mixer": "3 Dense, 2 Mul, 2 Slice, 1 Add, 1 Concat, 1 Div, 1 Exp, 1 Flatten, 1 MatMul, 1 Neg, 1 Pow, 1 ReduceMax, "
              "1 ReduceMean, 1 ReduceSum, 1 Softmax, 1 Split, 1 Sqrt, 1 Sub, 1 Transpose",
     "gpt": "5 Dense, 4 Add, 4 Reshape, 4 Transpose, 3 LayerNorm, 2 MatMul, 1 Div, 1 Gather, 1 Softmax, 1 Split",
+    "gpt_masked": "5 Dense, 4 Reshape, 4 Transpose, 3 Add, 3 LayerNorm, 2 MatMul, 1 Div, 1 Gather, 1 Softmax, 1 Split, 1 Where",
 }
 # The models today's kernels train on the wafer (exit 0; the others are refused, exit 2).
 SUPPORTED = {"leaky", "residual", "gelu_tanh", "norm_gelu", "cnn", "cnn_leaky_avg", "activations"}
@@ -41,7 +42,7 @@ SUPPORTED = {"leaky", "residual", "gelu_tanh", "norm_gelu", "cnn", "cnn_leaky_av
 # gradient rule for yet.
 TRAINING = {
     "residual": "ops", "norm_gelu": "ops", "gelu_tanh": "ops", "leaky": "ops",
-    "cnn": "ops", "cnn_leaky_avg": "ops", "activations": "ops", "encoder": "ops", "mixer": "ops", "gpt": "ops",
+    "cnn": "ops", "cnn_leaky_avg": "ops", "activations": "ops", "encoder": "ops", "mixer": "ops", "gpt": "ops", "gpt_masked": "ops",
 }
 
 

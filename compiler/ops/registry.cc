@@ -19,6 +19,7 @@ std::unique_ptr<OpClass> make_unary();
 std::unique_ptr<OpClass> make_reduce();
 std::unique_ptr<OpClass> make_movement();
 std::unique_ptr<OpClass> make_matmul();
+std::unique_ptr<OpClass> make_select();
 
 namespace {
 
@@ -39,6 +40,7 @@ const std::vector<std::unique_ptr<OpClass>>& table() {
     v.push_back(make_reduce());
     v.push_back(make_movement());
     v.push_back(make_matmul());
+    v.push_back(make_select());
     return v;
   }();
   return t;

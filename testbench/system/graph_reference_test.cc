@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GraphVsTorch,
                                            Case{"activations", 13, "sgd"}, Case{"activations", 17, "adam"}, Case{"encoder", 13, "sgd"},
                                            Case{"encoder", 17, "sgd"}, Case{"encoder", 14, "sgd", "mse"}, Case{"mixer", 11, "sgd"},
                                            Case{"mixer", 13, "sgd"}, Case{"mixer", 17, "adam"}, Case{"gpt", 13, "sgd"},
-                                           Case{"gpt", 17, "sgd"}),
+                                           Case{"gpt", 17, "sgd"}, Case{"gpt_masked", 14, "sgd"}),
                          [](const auto& info) {
                            return std::string(info.param.model) + "_op" + std::to_string(info.param.opset) + "_" + info.param.optimizer +
                                   (std::string(info.param.loss) == "mse" ? "_mse" : "");
