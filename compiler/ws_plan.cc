@@ -180,12 +180,21 @@ void place_bands(const HwConfig& hw, int rows, bool packed, WsPlan* p) {
 // A branch (a layer reading an earlier boundary than its own) needs a slice of both boundaries
 // on every row (ws_codegen.cc takes the pass's and the boundary's work together): no more rows
 // than either is wide.
-int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
-  const int nch = hw.io.channels(hw.fabric.height);
+int ws_branch_room(const KernelGraph& g, std::string* which) {
   int branch = std::numeric_limits<int>::max();
   for (int l = 1; l < static_cast<int>(g.layers.size()); ++l) {
-    if (g.input_of(l) != l) branch = std::min({branch, g.layers[static_cast<size_t>(l)].in, g.layers[static_cast<size_t>(l) - 1].out});
+    const int w = std::min(g.layers[static_cast<size_t>(l)].in, g.layers[static_cast<size_t>(l) - 1].out);
+    if (g.input_of(l) != l && w < branch) {
+      branch = w;
+      if (which) *which = g.layers[static_cast<size_t>(l)].name;
+    }
   }
+  return branch;
+}
+
+int ws_rows_room(const KernelGraph& g, const HwConfig& hw, bool grid) {
+  const int nch = hw.io.channels(hw.fabric.height);
+  const int branch = ws_branch_room(g, nullptr);
   if (!grid) return std::min({nch - 1, narrowest_input(g), branch});
   int wide = 1, room = 0;
   for (const DenseKernel& d : g.layers) wide = std::max(wide, d.in);
@@ -321,6 +330,11 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
   int rows = room;
   if (o.rows < 0) throw CompileError("ws rows must be >= 0 (got " + S(o.rows) + ")");
   if (o.rows > 0) {
+    std::string branch_layer;
+    if (const int br = ws_branch_room(g, &branch_layer); o.rows > br) {
+      throw CompileError(S(o.rows) + " feature rows: the branch " + branch_layer + " needs a slice of the boundary it reads and of its own on "
+                         "every row, and the narrower has " + S(br) + " features: at most " + S(br) + " rows");
+    }
     if (o.grid) {
       if (o.rows > room) {
         throw CompileError(S(o.rows) + " feature rows: the grid layout has room for " + S(room) + " (" + S(nch - 1) +

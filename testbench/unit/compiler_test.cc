@@ -835,6 +835,13 @@ TEST(Compiler, BranchesAndGatedJoinsAreWeightStreamings) {
   r = compile({path, "--compile-only", "--mode", "auto"});
   EXPECT_EQ(r.rc, kExitOk) << r.err;
   EXPECT_TRUE(contains(r.out, "mode auto: weight streaming")) << r.out;
+  // Every row holds a slice of both boundaries a branch touches: at most the narrower's width.
+  for (const char* layout : {"rows", "grid"}) {
+    r = compile({path, "--compile-only", "--mode", "weight-streaming", "--ws.layout", layout, "--ws.rows", "7"});
+    EXPECT_EQ(r.rc, kExitUsage) << layout;
+    EXPECT_TRUE(contains(r.err, "7 feature rows: the branch /proj2/Gemm needs a slice of the boundary it reads and of its own on every row, "
+                                "and the narrower has 6 features: at most 6 rows")) << r.err;
+  }
 
   Graph b;  // a Mul of the flow and a layer's pre-activation, which no layer reads or gives
   b.input("input", onnx::TensorProto::FLOAT, {-1, 16});
