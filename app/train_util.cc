@@ -65,7 +65,9 @@ void print_graph(const KernelGraph& g, std::ostream& out) {
       return "the output of " + g.layers[static_cast<size_t>(k) - 1].name;
     };
     const std::string res = l.residual < 0 ? std::string()
-                                           : (l.join_mul ? " * " : " + ") + value(l.residual) + (l.join_mul ? " (gated)" : " (residual)");
+                            : l.join_sub == 1 ? " - " + value(l.residual) + " (difference)"
+                            : l.join_sub == 2 ? ", subtracted from " + value(l.residual) + " (difference)"
+                                              : (l.join_mul ? " * " : " + ") + value(l.residual) + (l.join_mul ? " (gated)" : " (residual)");
     const std::string act = l.act != Activation::kNone ? " + " + activation_text(l.act, l.act_par) : "";
     if (l.input >= 0) kind += " of " + value(l.input) + " (branch)";
     out << "  " << l.name << ": " << kind << (l.bias.empty() ? "" : " + bias") << (l.ln.on && !l.ln.post ? " + layernorm" : "")

@@ -86,7 +86,7 @@ int KernelGraph::first_layernorm() const {
 
 int KernelGraph::first_branch() const {
   for (size_t l = 0; l < layers.size(); ++l) {
-    if (layers[l].input >= 0 || layers[l].join_mul) return static_cast<int>(l);
+    if (layers[l].input >= 0 || layers[l].join_mul || layers[l].join_sub) return static_cast<int>(l);
   }
   return -1;
 }
@@ -175,7 +175,8 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
   auto follow = [&](const OnnxNode& n) { f.value = n.outputs[0]; };
   auto uses_flow = [&](const OnnxNode& n) {
     return !n.inputs.empty() &&
-           (n.inputs[0] == f.value || ((n.op_type == "Add" || n.op_type == "Mul") && n.inputs.size() > 1 && n.inputs[1] == f.value));
+           (n.inputs[0] == f.value ||
+            ((n.op_type == "Add" || n.op_type == "Mul" || n.op_type == "Sub") && n.inputs.size() > 1 && n.inputs[1] == f.value));
   };
   // Layer l's input value (boundary l), recorded when its Gemm or MatMul takes it: what a
   // residual Add may add to a later layer's output.
@@ -741,32 +742,36 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
       f = Flow{n.outputs[0], g.layers.back().out, true, static_cast<int>(g.layers.size()) - 1, false, op == "MatMul", 2};
       continue;
     }
-    if (op == "Mul" && f.known && f.dense >= 0 && !f.pending_matmul && n.inputs.size() == 2 && n.inputs[0] != n.inputs[1] &&
+    if ((op == "Mul" || op == "Sub") && f.known && f.dense >= 0 && !f.pending_matmul && n.inputs.size() == 2 && n.inputs[0] != n.inputs[1] &&
         !m.initializers.count(n.inputs[0]) && !m.initializers.count(n.inputs[1]) && !folded.ints.count(n.inputs[0]) &&
         !folded.ints.count(n.inputs[1])) {
       // A gated join: the flow (a layer's output) times an earlier value of the same width
-      // (silu(W1 x) * (W2 x), a GLU): weight streaming's rows take the product.
+      // (silu(W1 x) * (W2 x), a GLU), or their difference (either order): weight streaming's
+      // rows take it.
+      const bool sub = op == "Sub";
       const std::string& other = n.inputs[0] == f.value ? n.inputs[1] : n.inputs[0];
       auto it = boundary.find(other);
       if (it == boundary.end()) {
-        unsupported(n, "a Mul of two values is supported as a gated join: a layer's output times an earlier layer's output or input");
+        unsupported(n, sub ? "a Sub of two values is supported as a join: a layer's output minus an earlier layer's output or input, or the reverse"
+                           : "a Mul of two values is supported as a gated join: a layer's output times an earlier layer's output or input");
         continue;
       }
       DenseKernel& d = g.layers[static_cast<size_t>(f.dense)];
       const int k = it->second, width = k == 0 ? g.in_features : g.layers[static_cast<size_t>(k) - 1].out;
       std::string why;
-      if (d.conv.on || g.first_conv() >= 0) why = "a gated join (Mul) among convolutions is not supported yet";
-      else if (d.ln.on) why = "a gated join (Mul) after a LayerNorm is not supported yet";
+      if (d.conv.on || g.first_conv() >= 0) why = std::string("a join (") + op + ") among convolutions is not supported yet";
+      else if (d.ln.on) why = std::string("a join (") + op + ") after a LayerNorm is not supported yet";
       else if (f.residual) why = "a Mul after a residual connection; each layer output takes one join";
       else if (width != d.out) {
-        why = "multiplies '" + other + "' (" + std::to_string(width) + " features) with the output of " + d.name + " (" + std::to_string(d.out) +
-              "); a gated join needs the same width";
+        why = std::string(sub ? "subtracts" : "multiplies") + " '" + other + "' (" + std::to_string(width) + " features) and the output of " + d.name +
+              " (" + std::to_string(d.out) + "); a join needs the same width";
       }
       if (!why.empty()) { unsupported(n, why); continue; }
       d.residual = k;
       d.residual_node = n.name;
-      d.join_mul = true;
-      g.notes.push_back(node_ref(n) + ": gated join, the output of " + d.name + " times " +
+      d.join_mul = !sub;
+      d.join_sub = !sub ? 0 : n.inputs[0] == f.value ? 1 : 2;
+      g.notes.push_back(node_ref(n) + (sub ? ": a difference of the output of " + d.name + " and " : ": gated join, the output of " + d.name + " times ") +
                         (k == 0 ? std::string("the model input") : "the output of " + g.layers[static_cast<size_t>(k) - 1].name) + " (weight streaming)");
       f.residual = true;
       f.residual_raw = false;

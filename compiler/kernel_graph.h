@@ -116,6 +116,8 @@ struct DenseKernel {
   // The join is a product rather than a sum (a gated unit: y = act(W x + b) * x_k, the Mul of
   // two layers' outputs); `residual` its other operand. Weight streaming only.
   bool join_mul = false;
+  // The join is a difference (weight streaming): 1, y = act(W x + b) - x_k; 2, y = x_k - act(W x + b).
+  int join_sub = 0;
   // A branch: the value this layer reads when it is not the previous layer's output (-1): 0 the
   // model input, k the output of layer k - 1 (a gated unit's second layer, a projection
   // shortcut). Weight streaming only.

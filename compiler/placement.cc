@@ -1171,7 +1171,7 @@ Plan place_layers(const KernelGraph& g, const HwConfig& hw, const PlaceOptions& 
   if (const int l = g.first_branch(); l >= 0) {
     const DenseKernel& d = g.layers[static_cast<size_t>(l)];
     throw CompileError((d.input >= 0 ? "the branch '" + d.name + "' (a layer reading an earlier value than the last layer's output)"
-                                     : "the gated join '" + d.residual_node + "' (a Mul of the output of " + d.name + ")") +
+                                     : "the join '" + d.residual_node + "' (a " + (d.join_sub ? "Sub" : "Mul") + " of the output of " + d.name + ")") +
                        " is not supported in layer-pipelined mode yet; use --mode weight-streaming");
   }
   // Residual connections (DenseKernel::residual): the source's roots send their values to the

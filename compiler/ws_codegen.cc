@@ -278,8 +278,12 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
     if (src >= 0 && !pre_sum) {
       as << "li r13, " + S(n) << "dlen " + dRx + ", r13" << "dlen " + dRs + ", r13" << "dlen " + dRr + ", r13" << "li r13, X" + S(j)
          << "dbase " + dRx + ", r13" << "li r13, X" + S(src) << "dbase " + dRs + ", r13"
-         << std::string("li r13, ") + (jgelu && !mul ? "X" : "R") + S(j) << "dbase " + dRr + ", r13"
-         << (mul ? "vmul.fp32 " + dRx + ", " + dRr + ", " + dRs : "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr);
+         << std::string("li r13, ") + (jgelu && !mul ? "X" : "R") + S(j) << "dbase " + dRr + ", r13";
+      const int sub = p.sub_join(j - 1);  // a difference, either order
+      as << (mul ? "vmul.fp32 " + dRx + ", " + dRr + ", " + dRs
+             : sub == 1 ? "vsub.fp32 " + dRx + ", " + dRr + ", " + dRs
+             : sub == 2 ? "vsub.fp32 " + dRx + ", " + dRs + ", " + dRr
+                        : "vadd.fp32 " + dRx + ", " + dRs + ", " + dRr);
     }
   };
   // The second block's send (the first's is dEO, dEI).
@@ -878,11 +882,18 @@ std::string row_source(const WsPlan& p, const WsColors& col, int a, int c) {
       // The source's share: the sum's gradient, before the derivative, or after it where the sum
       // is the activation's input (res_pre); a gated join's: the gradient times the output (R).
       const bool pre_sum = src >= 0 && p.res_pre(l - 1);
+      // A difference y - x_k gives the source -dx (a vmuls by -1 into G, or a vsub from it); x_k - y
+      // gives it dx, and the layer -dx (below).
+      const int sub = src >= 0 ? p.sub_join(l - 1) : 0;
       auto keep_share = [&] {
         if (src > 0) {
-          as << "li r13, " + S(n) << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14"
-             << (g_first(src, l, true) ? "vmov.fp32 " + dRs + ", " + dAll : "vadd.fp32 " + dRs + ", " + dRs + ", " + dAll);
+          const bool first = g_first(src, l, true);
+          as << "li r13, " + S(n) << "dlen " + dRs + ", r13" << "li r14, G" + S(src) << "dbase " + dRs + ", r14";
+          if (sub == 1 && first) as << "lif r13, -1.0" << "vmuls.fp32 " + dRs + ", " + dAll + ", r13";
+          else if (sub == 1) as << "vsub.fp32 " + dRs + ", " + dRs + ", " + dAll;
+          else as << (first ? "vmov.fp32 " + dRs + ", " + dAll : "vadd.fp32 " + dRs + ", " + dRs + ", " + dAll);
         }
+        if (sub == 2) as << "lif r13, -1.0" << "vmuls.fp32 " + dAll + ", " + dAll + ", r13";
       };
       if (mul) {
         // The share dx y (y: the output before the join, R{l}), then dx x_src.

@@ -367,6 +367,7 @@ WsPlan place_ws_shape(const KernelGraph& g, const HwConfig& hw, const WsOptions&
     p.residual.push_back(d.residual);
     p.input.push_back(d.input < 0 ? static_cast<int>(p.input.size()) : d.input);
     p.join_mul.push_back(d.join_mul ? 1 : 0);
+    p.join_sub.push_back(d.join_sub);
     p.residual_pre.push_back(d.residual_pre ? 1 : 0);
   }
   for (int l = 0; l < L; ++l) {

@@ -143,6 +143,10 @@ struct WsPlan {
   // Boundary j is always the model input (j = 0) or layer j - 1's output; a layer's passes and
   // weights follow the partition of the boundary it reads (woff, wlen, by_feature).
   std::vector<int> input, join_mul;
+  // Per layer: a join that is a difference (DenseKernel::join_sub): 1, act(layer l) - boundary k;
+  // 2, boundary k - act(layer l); 0, none.
+  std::vector<int> join_sub;
+  int sub_join(int l) const { return l >= 0 && l < static_cast<int>(join_sub.size()) ? join_sub[static_cast<size_t>(l)] : 0; }
   int in(int l) const { return l >= 0 && l < static_cast<int>(input.size()) ? input[static_cast<size_t>(l)] : l; }
   bool mul_join(int l) const { return l >= 0 && l < static_cast<int>(join_mul.size()) && join_mul[static_cast<size_t>(l)] != 0; }
   // Boundary k's gradient from other readers than layer k (branches reading it, the join it

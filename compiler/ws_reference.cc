@@ -210,7 +210,11 @@ std::vector<std::vector<float>> forward_all(const WsPlan& p, const std::vector<s
     if (const int k = p.residual_source(l + 1); k >= 0) {
       std::vector<float> sum(y.size());
       const bool mul = p.mul_join(l);  // a gated join: the product (the rows' vmul)
-      for (size_t i = 0; i < y.size(); ++i) sum[i] = mul ? y[i] * acts[static_cast<size_t>(k)][i] : acts[static_cast<size_t>(k)][i] + y[i];
+      const int sub = p.sub_join(l);   // a difference (vsub), either order
+      for (size_t i = 0; i < y.size(); ++i) {
+        const float xk = acts[static_cast<size_t>(k)][i];
+        sum[i] = mul ? y[i] * xk : sub == 1 ? y[i] - xk : sub == 2 ? xk - y[i] : xk + y[i];
+      }
       if (outs) (*outs)[static_cast<size_t>(l) + 1] = std::move(y);
       y = std::move(sum);
     }
@@ -295,6 +299,10 @@ std::vector<std::vector<float>> ws_reference_forward_batch(const WsPlan& p, cons
           const auto& src = kept[static_cast<size_t>(k2)];
           if (p.mul_join(l)) {
             for (size_t i = 0; i < next.size(); ++i) next[i] = next[i] * src[i];
+          } else if (p.sub_join(l) == 1) {
+            for (size_t i = 0; i < next.size(); ++i) next[i] = next[i] - src[i];
+          } else if (p.sub_join(l) == 2) {
+            for (size_t i = 0; i < next.size(); ++i) next[i] = src[i] - next[i];
           } else {
             for (size_t i = 0; i < next.size(); ++i) next[i] = src[i] + next[i];
           }
@@ -482,7 +490,19 @@ WsGrads ws_reference_grads(const WsPlan& p, const std::vector<std::vector<float>
       const bool mul = src >= 0 && p.mul_join(l - 1);
       // A sum before the activation (res_pre): the source's share is the gradient after it.
       const bool post_sum = src >= 0 && !p.res_pre(l - 1) && !mul;
-      if (post_sum && src > 0) add_g(s, src, dx);
+      const int sub = src >= 0 ? p.sub_join(l - 1) : 0;
+      // A difference: y - x_k gives the source -dx (the rows' vsub from G, or a vmuls by -1);
+      // x_k - y gives it dx and the layer -dx.
+      if (post_sum && src > 0) {
+        std::vector<float> share = dx;
+        if (sub == 1) {
+          for (float& v : share) v = -v;
+        }
+        add_g(s, src, share);
+      }
+      if (sub == 2) {
+        for (float& v : dx) v = -v;
+      }
       const auto& y = src >= 0 && !p.res_pre(l - 1) ? outs[static_cast<size_t>(s)][static_cast<size_t>(l)] : acts[static_cast<size_t>(s)][static_cast<size_t>(l)];
       if (mul) {
         // A gated join y * x_k: the source's share dx y (a vmul, or a vfmac into what G holds),

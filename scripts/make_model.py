@@ -32,7 +32,8 @@ Usage: scripts/make_model.py [--layers 784,32,32,10] [--act relu|sigmoid|tanh|le
   --branch  each hidden layer with a second Linear of the same shape on its input (weight
             streaming only): glu, h = act(fcN(h)) * gateN(h) (with --act silu: SwiGLU);
             glu_gate_first, h = gateN(h) * act(fcN(h)), the gate first; proj, h = act(fcN(h)) +
-            projN(h), a projection shortcut; ffn, a transformer's gated feed-forward blocks with
+            projN(h), a projection shortcut; sub, h = act(fcN(h)) - sideN(h) (sub_side_first: the
+            side layer first); ffn, a transformer's gated feed-forward blocks with
             their residual connections: --layers IN,D,H1,H2,...,CLASSES gives fc1 (IN -> D), per
             hidden width HK h = h + downK(act(upK(h)) * gateK(h)), then head (D -> CLASSES)
   --post-act MUL,ADD  each activation followed by * MUL + ADD (Mul and Add of constants)
@@ -141,14 +142,16 @@ class BranchMlp(nn.Module):
         super().__init__()
         self.widths, self.kind = layers, kind
         self.flatten = nn.Flatten()
-        side = "proj" if kind == "proj" else "gate"
+        side = "proj" if kind == "proj" else "side" if kind.startswith("sub") else "gate"
+        self.side = side
+        first = kind in ("glu_gate_first", "sub_side_first")
         for i in range(len(layers) - 1):
-            if i < len(layers) - 2 and kind == "glu_gate_first":
+            if i < len(layers) - 2 and first:
                 setattr(self, f"{side}{i + 1}", nn.Linear(layers[i], layers[i + 1]))
             setattr(self, f"fc{i + 1}", nn.Linear(layers[i], layers[i + 1]))
             if i < len(layers) - 2:
                 setattr(self, f"act{i + 1}", make_act(act))
-                if kind != "glu_gate_first":
+                if not first:
                     setattr(self, f"{side}{i + 1}", nn.Linear(layers[i], layers[i + 1]))
 
     def forward(self, x):
@@ -164,6 +167,11 @@ class BranchMlp(nn.Module):
             elif self.kind == "glu_gate_first":
                 g = self.__getattr__(f"gate{i + 1}")(x)
                 x = g * act(fc(x))
+            elif self.kind == "sub":
+                x = act(fc(x)) - self.__getattr__(f"side{i + 1}")(x)
+            elif self.kind == "sub_side_first":
+                s = self.__getattr__(f"side{i + 1}")(x)
+                x = act(fc(x)) - s
             else:
                 x = act(fc(x)) + self.__getattr__(f"proj{i + 1}")(x)
 
@@ -378,7 +386,7 @@ def main():
     ap.add_argument("--layernorm", nargs="?", const="pre", choices=["pre", "post"], default=None)
     ap.add_argument("--input-norm", action="store_true")
     ap.add_argument("--post-act", default=None)
-    ap.add_argument("--branch", choices=["glu", "glu_gate_first", "proj", "ffn"], default=None)
+    ap.add_argument("--branch", choices=["glu", "glu_gate_first", "proj", "sub", "sub_side_first", "ffn"], default=None)
     ap.add_argument("--conv", default="")
     ap.add_argument("--image", type=image, default=[1, 28, 28])
     ap.add_argument("--out", default="models/fc_mnist.onnx")

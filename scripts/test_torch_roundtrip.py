@@ -222,9 +222,13 @@ WS_CASES += [
     # A transformer's gated feed-forward blocks with their residual connections (the block's input
     # read by the up layer, the gate and the sum: its gradient from three readers).
     ("ws_sgd_ffn", [20, 16, 24, 12, 5], "gelu", 17, 56, "sgd", 0.1, 0.9),
+    # Differences of two layers' outputs, both orders of the graph.
+    ("ws_sgd_sub", [20, 12, 8, 5], "tanh", 13, 57, "sgd", 0.1, 0.9),
+    ("ws_sgd_sub_side_first", [20, 12, 8, 5], "relu", 14, 58, "sgd", 0.1, 0.9),
 ]
 # Cases built with branches (make_model.py --branch).
-BRANCH = {"ws_sgd_swiglu": "glu", "ws_sgd_glu_gate_first": "glu_gate_first", "ws_adam_proj": "proj", "ws_sgd_ffn": "ffn"}
+BRANCH = {"ws_sgd_swiglu": "glu", "ws_sgd_glu_gate_first": "glu_gate_first", "ws_adam_proj": "proj", "ws_sgd_ffn": "ffn",
+          "ws_sgd_sub": "sub", "ws_sgd_sub_side_first": "sub_side_first"}
 CNN_STEPS = 10
 # Cases built as residual MLPs (make_model.py --residual, post or pre).
 RESIDUAL = {"residual_op14": "post", "ws_sgd_residual": "post", "residual_pre_gelu_op17": "pre", "ws_sgd_residual_pre": "pre"}

@@ -53,7 +53,9 @@ struct MlpSpec {
   float post_mul = 1, post_add = 0;
   // Branches (weight streaming): each hidden layer with a second layer of the same shape reading
   // its input (scripts/make_model.py --branch): "glu", act(fc(h)) * gate(h); "glu_gate_first",
-  // gate(h) * act(fc(h)) with the gate's Gemm first in the graph; "proj", act(fc(h)) + proj(h).
+  // gate(h) * act(fc(h)) with the gate's Gemm first in the graph; "proj", act(fc(h)) + proj(h);
+  // "sub", act(fc(h)) - side(h) (the side layer's output the flow: x_k - y), "sub_side_first" the
+  // same with the side's Gemm first (the flow act(fc(h)): y - x_k).
   std::string branch = {};
 };
 
@@ -131,9 +133,10 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       return n->output(0);
     };
     const bool branch = !spec.branch.empty() && l + 1 < L;
-    const std::string side_name = (spec.branch == "proj" ? "proj" : "gate") + std::to_string(l + 1);
+    const bool sub = spec.branch == "sub" || spec.branch == "sub_side_first";
+    const std::string side_name = (spec.branch == "proj" ? "proj" : sub ? "side" : "gate") + std::to_string(l + 1);
     std::string first_side;
-    if (branch && spec.branch == "glu_gate_first") first_side = side(side_name);
+    if (branch && (spec.branch == "glu_gate_first" || spec.branch == "sub_side_first")) first_side = side(side_name);
     inputs.push_back(cur);
     cur = side(fc);
     auto layernorm = [&] {
@@ -233,9 +236,10 @@ inline void write_mlp(const std::string& path, const MlpSpec& spec) {
       const std::string other = first_side.empty() ? side(side_name) : first_side;
       auto* j = g->add_node();
       j->set_name("/join" + std::to_string(l + 1));
-      j->set_op_type(spec.branch == "proj" ? "Add" : "Mul");
-      j->add_input(first_side.empty() ? cur : other);  // torch's order: the operand written first
-      j->add_input(first_side.empty() ? other : cur);
+      j->set_op_type(spec.branch == "proj" ? "Add" : sub ? "Sub" : "Mul");
+      // torch's order: the operand written first (a difference: always act(fc(h)) - side(h)).
+      j->add_input(first_side.empty() || sub ? cur : other);
+      j->add_input(first_side.empty() || sub ? other : cur);
       cur = "/join" + std::to_string(l + 1) + "_output_0";
       j->add_output(cur);
     }

@@ -498,6 +498,17 @@ TEST(WsTraining, GatedFeedForwardBlocksMatchTheReference) {
   check_ws(spec, 12, 20, 4, branch_options(0, false), 3, "ws_ffn");
 }
 
+// Differences of two layers' outputs, both orders (x_k - y and y - x_k).
+TEST(WsTraining, DifferencesMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_branch("sub", "Tanh", "ws_sub", branch_options(0, false));
+}
+
+TEST(WsTraining, DifferencesWithTheSideFirstMatchTheReference) {
+  SKIP_IF_KERNEL_STARTED();
+  check_ws_branch("sub_side_first", "Gelu", "ws_sub_first", branch_options(4, false));
+}
+
 // On the grid layout: 7 feature rows in bands round the West channels.
 TEST(WsTraining, ProjectionShortcutsMatchTheReference) {
   SKIP_IF_KERNEL_STARTED();
