@@ -69,7 +69,7 @@ TrainGraph autodiff(const ir::Graph& forward, const std::string& optimizer, cons
   }
   for (int i : g.inputs) {
     const int e = g.tensors[static_cast<size_t>(i)].elem_type;
-    if (t.data < 0 && (e == kOnnxInt64 || e == 6 /* int32 */)) t.data = i;
+    if (t.data < 0 && (e == kOnnxInt64 || e == kOnnxInt32)) t.data = i;
   }
   if (t.data < 0 || g.outputs.empty()) throw CompileError(g.path + ": autodiff: the graph needs a float or integer input and an output");
   t.logits = g.outputs[0];

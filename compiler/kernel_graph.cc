@@ -133,7 +133,7 @@ KernelGraph build_kernel_graph(const OnnxModel& m, const std::string& loss_optio
     // Token ids (an integer input an embedding's Gather reads): the graph IR and autodiff take
     // them (--validate-only shows the training graph), the wafer's kernels not yet.
     for (const auto& v : m.inputs) {
-      if (v.elem_type != kOnnxInt64 && v.elem_type != 6) continue;
+      if (v.elem_type != kOnnxInt64 && v.elem_type != kOnnxInt32) continue;
       g.input_name = v.name;
       g.unsupported.push_back({v.name, "Input", std::string("an integer input (dtype ") + onnx_elem_type_name(v.elem_type) +
                                                     ": token ids, read by an embedding's Gather) is not supported on the wafer yet; "

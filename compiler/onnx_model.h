@@ -18,7 +18,7 @@ class CompileError : public std::runtime_error {
 };
 
 // ONNX TensorProto element types the compiler names in messages.
-enum OnnxElemType : int { kOnnxFloat = 1, kOnnxInt64 = 7, kOnnxDouble = 11, kOnnxFloat16 = 10 };
+enum OnnxElemType : int { kOnnxFloat = 1, kOnnxInt32 = 6, kOnnxInt64 = 7, kOnnxDouble = 11, kOnnxFloat16 = 10 };
 const char* onnx_elem_type_name(int elem_type);  // "float", "int64", ... or "type N"
 
 struct OnnxAttr {

@@ -12,7 +12,9 @@
 namespace wafersim::compiler::ops {
 namespace {
 
-bool integer_type(int64_t t) { return t == 2 || t == 3 || t == 4 || t == 5 || t == 6 || t == 7 || t == 12 || t == 13 || t == 9; }
+// ONNX's integer element types (and bool): uint8 2, int8 3, uint16 4, int16 5, int32 6, int64 7,
+// bool 9, uint32 12, uint64 13.
+bool integer_type(int64_t t) { return (t >= 2 && t <= 7) || t == 9 || t == 12 || t == 13; }
 
 class Select : public OpClass {
  public:
